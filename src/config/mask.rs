@@ -1,0 +1,470 @@
+//! The resolved, secret-masked view printed by `loom check`.
+//!
+//! The view is meant to be pasted into bug reports, so masking errs towards hiding: every `env`
+//! value is hidden, and an argument is hidden when it looks like a credential or sits where a
+//! credential usually goes (after `--token`, in `--password=...`, in `API_KEY=...`).
+
+use super::model::{Config, ConfigFormat, ServerConfig};
+use super::size::human_bytes;
+
+pub const MASK: &str = "***";
+
+/// Parts of a flag or variable name that mark its value as sensitive.
+const SENSITIVE_WORDS: &[&str] = &[
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "pwd",
+    "key",
+    "auth",
+    "credential",
+];
+
+/// Well-known credential prefixes: GitHub tokens, OpenAI/Anthropic-style keys, Slack tokens.
+const SECRET_PREFIXES: &[&str] = &[
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "sk-",
+    "xoxb-",
+    "xoxp-",
+    "xoxa-",
+    "xoxs-",
+];
+
+fn is_sensitive_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    SENSITIVE_WORDS.iter().any(|w| lower.contains(w))
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+fn is_base64url_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'=' || b == b'+' || b == b'/'
+}
+
+/// Whether `s` contains something shaped like a credential. Patterns must start at a word
+/// boundary so that e.g. `task-runner` does not count as an `sk-` key.
+pub fn looks_like_secret(s: &str) -> bool {
+    let lower = s.to_ascii_lowercase();
+    if lower.contains("authorization:") || bearer_at(&lower) {
+        return true;
+    }
+    let b = s.as_bytes();
+    (0..b.len()).any(|i| {
+        let at_boundary = i == 0 || !b[i - 1].is_ascii_alphanumeric();
+        at_boundary && secret_starts_at(&b[i..])
+    })
+}
+
+fn bearer_at(lower: &str) -> bool {
+    lower
+        .match_indices("bearer ")
+        .any(|(i, m)| lower[i + m.len()..].starts_with(|c: char| !c.is_whitespace()))
+}
+
+fn secret_starts_at(b: &[u8]) -> bool {
+    for prefix in SECRET_PREFIXES {
+        if let Some(rest) = b.strip_prefix(prefix.as_bytes())
+            && rest.first().is_some_and(|c| is_token_byte(*c))
+        {
+            return true;
+        }
+    }
+    // AWS access key ids: a four-letter kind, then 16 upper-case letters or digits.
+    for prefix in [b"AKIA", b"ASIA"] {
+        if let Some(rest) = b.strip_prefix(prefix)
+            && rest.len() >= 16
+            && rest[..16]
+                .iter()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+        {
+            return true;
+        }
+    }
+    is_jwt_at(b)
+}
+
+/// `eyJ` (base64 of `{"`) then header, payload and an optional signature, dot-separated.
+fn is_jwt_at(b: &[u8]) -> bool {
+    if !b.starts_with(b"eyJ") {
+        return false;
+    }
+    let mut segments = b.split(|c| *c == b'.');
+    let header = segments.next().unwrap_or_default();
+    let payload = segments.next().unwrap_or_default();
+    let signature_present = segments.next().is_some();
+    header.iter().all(|c| is_base64url_byte(*c))
+        && !payload.is_empty()
+        && payload
+            .iter()
+            .take_while(|c| **c != b' ')
+            .all(|c| is_base64url_byte(*c))
+        && signature_present
+}
+
+/// Masks one argument on its own (without looking at its neighbours).
+pub fn mask_arg(arg: &str) -> String {
+    if let Some((name, value)) = arg.split_once('=') {
+        let bare = name.trim_start_matches('-');
+        if !bare.is_empty()
+            && !bare.contains(char::is_whitespace)
+            && (is_sensitive_name(bare) || looks_like_secret(value))
+        {
+            return format!("{name}={MASK}");
+        }
+    }
+    // Header-shaped arguments, e.g. `X-Api-Key: abc`.
+    if let Some((name, _)) = arg.split_once(": ")
+        && !name.contains(char::is_whitespace)
+        && is_sensitive_name(name)
+    {
+        return format!("{name}: {MASK}");
+    }
+    if looks_like_secret(arg) {
+        return MASK.to_owned();
+    }
+    arg.to_owned()
+}
+
+/// A flag whose next argument is its (secret) value, e.g. `--api-key`.
+fn is_sensitive_flag(arg: &str) -> bool {
+    let bare = arg.trim_start_matches('-');
+    arg.starts_with('-') && !bare.is_empty() && !arg.contains('=') && is_sensitive_name(bare)
+}
+
+/// Masks a whole argument list: each argument by [`mask_arg`], and the argument following a
+/// sensitive flag entirely — unless it is itself a `--flag`, which means the first flag took no
+/// value.
+pub fn mask_args(args: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut value_expected = false;
+    for arg in args {
+        if value_expected && !arg.starts_with("--") {
+            out.push(MASK.to_owned());
+            value_expected = false;
+            continue;
+        }
+        out.push(mask_arg(arg));
+        value_expected = is_sensitive_flag(arg);
+    }
+    out
+}
+
+/// Quotes an argument when its boundaries would otherwise be invisible.
+fn show_arg(arg: &str) -> String {
+    if arg != MASK && (arg.is_empty() || arg.contains(|c: char| c.is_whitespace() || c == '"')) {
+        super::json::json_quote(arg)
+    } else {
+        arg.to_owned()
+    }
+}
+
+/// `  key:               value`, aligned so the values form a column.
+fn labelled(key: &str, value: &str) -> String {
+    let label = format!("{key}:");
+    format!("  {label:<20}{value}")
+}
+
+fn list_or(items: &[String], empty: &str) -> String {
+    if items.is_empty() {
+        empty.to_owned()
+    } else {
+        items.join(", ")
+    }
+}
+
+impl Config {
+    /// Human-readable resolved view for `loom check`: every server with its command, arguments,
+    /// env keys, passthrough names, filters, timeout and disabled flag, then the global
+    /// settings. Env values are always shown as `***`; arguments are masked as described in the
+    /// module documentation.
+    pub fn describe_masked(&self) -> String {
+        let mut lines: Vec<String> = Vec::new();
+        let format = match self.format {
+            ConfigFormat::Loom => "loom (`servers` array)",
+            ConfigFormat::McpServers => "Claude Desktop / Cursor (`mcpServers` object)",
+        };
+        lines.push(format!("format: {format}"));
+        let disabled = self.servers.iter().filter(|s| s.disabled).count();
+        lines.push(format!(
+            "servers: {} ({} enabled, {disabled} disabled)",
+            self.servers.len(),
+            self.servers.len() - disabled
+        ));
+        for server in &self.servers {
+            lines.push(String::new());
+            describe_server(server, &mut lines);
+        }
+        lines.push(String::new());
+        lines.push("settings".to_owned());
+        let settings = [
+            ("tokenThreshold", self.token_threshold.to_string()),
+            (
+                "memoryBudgetBytes",
+                format!(
+                    "{} ({})",
+                    self.memory_budget_bytes,
+                    human_bytes(self.memory_budget_bytes)
+                ),
+            ),
+            (
+                "engineMemoryLimit",
+                self.engine_memory_limit_bytes
+                    .map_or("(engine default)".to_owned(), |b| {
+                        format!("{b} ({})", human_bytes(b))
+                    }),
+            ),
+            ("exportDir", self.export_dir.display().to_string()),
+            ("queryTimeoutMs", self.query_timeout_ms.to_string()),
+            (
+                "restart",
+                format!(
+                    "maxAttempts {}, baseDelayMs {}",
+                    self.restart.max_attempts, self.restart.base_delay_ms
+                ),
+            ),
+            ("maxToolNameLength", self.max_tool_name_length.to_string()),
+        ];
+        for (key, value) in settings {
+            lines.push(labelled(key, &value));
+        }
+        let mut out = lines.join("\n");
+        out.push('\n');
+        out
+    }
+}
+
+fn describe_server(server: &ServerConfig, lines: &mut Vec<String>) {
+    let state = if server.disabled { " (disabled)" } else { "" };
+    lines.push(format!("server {}{state}", server.name));
+    let command = if looks_like_secret(&server.command) {
+        MASK.to_owned()
+    } else {
+        show_arg(&server.command)
+    };
+    let args: Vec<String> = mask_args(&server.args)
+        .iter()
+        .map(|a| show_arg(a))
+        .collect();
+    let env: Vec<String> = server
+        .env
+        .iter()
+        .map(|(k, _)| format!("{k}={MASK}"))
+        .collect();
+    let fields = [
+        ("command", command),
+        (
+            "args",
+            if args.is_empty() {
+                "(none)".to_owned()
+            } else {
+                args.join(" ")
+            },
+        ),
+        ("env", list_or(&env, "(none)")),
+        ("envPassthrough", list_or(&server.env_passthrough, "(none)")),
+        (
+            "cwd",
+            server.cwd.as_ref().map_or("(loom's working directory)".to_owned(), |p| {
+                p.display().to_string()
+            }),
+        ),
+        ("allowTools", list_or(&server.allow_tools, "(all tools)")),
+        ("denyTools", list_or(&server.deny_tools, "(none)")),
+        (
+            "provenanceDenylist",
+            list_or(&server.provenance_denylist, "(none)"),
+        ),
+        ("callTimeoutMs", server.call_timeout_ms.to_string()),
+        (
+            "disabled",
+            if server.disabled { "yes" } else { "no" }.to_owned(),
+        ),
+    ];
+    for (key, value) in fields {
+        lines.push(labelled(key, &value));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn recognises_credential_shapes() {
+        for secret in [
+            "ghp_abcdefghijklmnop",
+            "gho_x",
+            "github_pat_11ABC",
+            "sk-ant-api03-xyz",
+            "xoxb-123-456",
+            "xoxp-1",
+            "AKIAIOSFODNN7EXAMPLE",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig",
+            "eyJhbGciOiJub25lIn0.eyJzdWIiOiIxIn0.",
+            "Bearer abc.def",
+            "bearer xyz",
+            "Authorization: Basic dXNlcjpwYXNz",
+            "https://x-access-token:ghp_abc@github.com/o/r",
+            "prefix/sk-live",
+        ] {
+            assert!(looks_like_secret(secret), "{secret}");
+        }
+    }
+
+    #[test]
+    fn ordinary_arguments_are_not_secrets() {
+        for plain in [
+            "-y",
+            "@modelcontextprotocol/server-github",
+            "task-runner",
+            "--disk-cache",
+            "/home/u/projects",
+            "ghp_",
+            "AKIA1234",
+            "akiaiosfodnn7example",
+            "eyJhbGciOiJIUzI1NiJ9",
+            "bearer",
+            "skeleton",
+            "xoxo-gossip",
+        ] {
+            assert!(!looks_like_secret(plain), "{plain}");
+        }
+    }
+
+    #[test]
+    fn masks_value_after_sensitive_flag() {
+        let args = strings(&["--api-key", "abc123", "--port", "8080", "--token", "t"]);
+        assert_eq!(
+            mask_args(&args),
+            strings(&["--api-key", MASK, "--port", "8080", "--token", MASK])
+        );
+    }
+
+    #[test]
+    fn flag_without_value_does_not_mask_the_next_flag() {
+        let args = strings(&["--no-auth", "--verbose", "x"]);
+        assert_eq!(mask_args(&args), args);
+    }
+
+    #[test]
+    fn masks_inline_flag_values_and_assignments() {
+        let args = strings(&[
+            "--token=abc",
+            "--Client-Secret=xyz",
+            "-e",
+            "API_KEY=abc",
+            "--name=ghp_zzz",
+            "--port=8080",
+            "X-Api-Key: abc",
+            "Content-Type: json",
+        ]);
+        assert_eq!(
+            mask_args(&args),
+            strings(&[
+                "--token=***",
+                "--Client-Secret=***",
+                "-e",
+                "API_KEY=***",
+                "--name=***",
+                "--port=8080",
+                "X-Api-Key: ***",
+                "Content-Type: json",
+            ])
+        );
+    }
+
+    #[test]
+    fn masks_whole_secret_arguments() {
+        let args = strings(&["run", "ghp_abcdef", "Bearer xyz"]);
+        assert_eq!(mask_args(&args), strings(&["run", MASK, MASK]));
+    }
+
+    fn sample() -> Config {
+        let mut gh = ServerConfig::new("github", "npx");
+        gh.args = strings(&[
+            "-y",
+            "@modelcontextprotocol/server-github",
+            "ghp_SECRETSECRETSECRET",
+            "--password",
+            "hunter2",
+            "two words",
+        ]);
+        gh.env = vec![
+            ("GITHUB_TOKEN".into(), "ghp_ENVSECRET".into()),
+            ("PLAIN".into(), "not-secret-but-hidden".into()),
+        ];
+        gh.env_passthrough = strings(&["PATH"]);
+        gh.deny_tools = strings(&["delete_*"]);
+        let mut fs = ServerConfig::new("fs", "/usr/bin/fs-server");
+        fs.disabled = true;
+        fs.cwd = Some(PathBuf::from("/srv"));
+        let mut config = Config::with_defaults(ConfigFormat::McpServers);
+        config.servers = vec![gh, fs];
+        config.engine_memory_limit_bytes = Some(512_000_000);
+        config
+    }
+
+    #[test]
+    fn describe_hides_every_secret() {
+        let text = sample().describe_masked();
+        for secret in [
+            "ghp_ENVSECRET",
+            "not-secret-but-hidden",
+            "ghp_SECRETSECRETSECRET",
+            "hunter2",
+        ] {
+            assert!(!text.contains(secret), "{secret} leaked:\n{text}");
+        }
+        assert!(text.contains("GITHUB_TOKEN=***"), "{text}");
+        assert!(text.contains("PLAIN=***"), "{text}");
+        assert!(text.contains("--password ***"), "{text}");
+    }
+
+    #[test]
+    fn describe_shows_servers_and_settings() {
+        let text = sample().describe_masked();
+        for needle in [
+            "format: Claude Desktop / Cursor",
+            "servers: 2 (1 enabled, 1 disabled)",
+            "server github",
+            "server fs (disabled)",
+            "@modelcontextprotocol/server-github",
+            "\"two words\"",
+            "envPassthrough:     PATH",
+            "denyTools:          delete_*",
+            "allowTools:         (all tools)",
+            "cwd:                /srv",
+            "callTimeoutMs:      60000",
+            "disabled:           yes",
+            "tokenThreshold:     2000",
+            "memoryBudgetBytes:  268435456 (256 MiB)",
+            "engineMemoryLimit:  512000000 (512 MB)",
+            "exportDir:          ./exports",
+            "queryTimeoutMs:     30000",
+            "restart:            maxAttempts 5, baseDelayMs 1000",
+            "maxToolNameLength:  64",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn describe_with_no_servers() {
+        let text = Config::with_defaults(ConfigFormat::Loom).describe_masked();
+        assert!(text.contains("servers: 0 (0 enabled, 0 disabled)"));
+        assert!(text.contains("engineMemoryLimit:  (engine default)"));
+    }
+}

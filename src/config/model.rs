@@ -1,0 +1,330 @@
+//! The validated configuration, as the rest of loom sees it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::size::MIB;
+
+pub const DEFAULT_TOKEN_THRESHOLD: usize = 2000;
+pub const MIN_TOKEN_THRESHOLD: usize = 100;
+pub const DEFAULT_MEMORY_BUDGET_BYTES: u64 = 256 * MIB;
+/// Floor for both memory settings; anything smaller cannot hold a single large tool result.
+pub const MIN_MEMORY_BYTES: u64 = MIB;
+pub const DEFAULT_EXPORT_DIR: &str = "./exports";
+pub const DEFAULT_QUERY_TIMEOUT_MS: u64 = 30_000;
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
+pub const DEFAULT_RESTART_MAX_ATTEMPTS: u32 = 5;
+pub const DEFAULT_RESTART_BASE_DELAY_MS: u64 = 1000;
+/// Backoff never waits longer than this between restarts.
+pub const MAX_RESTART_DELAY: Duration = Duration::from_secs(30);
+pub const DEFAULT_MAX_TOOL_NAME_LENGTH: usize = 64;
+pub const MIN_MAX_TOOL_NAME_LENGTH: usize = 16;
+pub const MAX_MAX_TOOL_NAME_LENGTH: usize = 128;
+/// The longest server name; the rest of a tool name budget is left for the tool's own name.
+pub const MAX_SERVER_NAME_LENGTH: usize = 32;
+/// Taken by loom's own tools, so no downstream server may use it.
+pub const RESERVED_SERVER_NAME: &str = "loom";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// In file order.
+    pub servers: Vec<ServerConfig>,
+    pub token_threshold: usize,
+    pub memory_budget_bytes: u64,
+    pub engine_memory_limit_bytes: Option<u64>,
+    pub export_dir: PathBuf,
+    pub query_timeout_ms: u64,
+    pub restart: RestartPolicy,
+    pub max_tool_name_length: usize,
+    pub format: ConfigFormat,
+}
+
+/// Which of the two accepted layouts the file used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigFormat {
+    /// loom's own: `{"servers": [{"name": ..., ...}]}`.
+    Loom,
+    /// Claude Desktop / Cursor: `{"mcpServers": {"<name>": {...}}}`.
+    McpServers,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestartPolicy {
+    pub max_attempts: u32,
+    pub base_delay_ms: u64,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            max_attempts: DEFAULT_RESTART_MAX_ATTEMPTS,
+            base_delay_ms: DEFAULT_RESTART_BASE_DELAY_MS,
+        }
+    }
+}
+
+impl RestartPolicy {
+    /// Exponential backoff: `min(base · 2^(attempt−1), 30 s)`. Attempt numbers start at 1 (0 is
+    /// treated as 1); the arithmetic saturates, so any attempt number is safe.
+    pub fn delay_for_attempt(&self, attempt: u32) -> Duration {
+        let doublings = attempt.saturating_sub(1);
+        let factor = 1u64.checked_shl(doublings).unwrap_or(u64::MAX);
+        let ms = self.base_delay_ms.saturating_mul(factor);
+        Duration::from_millis(ms).min(MAX_RESTART_DELAY)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// `^[a-z][a-z0-9_-]{0,31}$`, unique, never `loom`.
+    pub name: String,
+    pub command: String,
+    pub args: Vec<String>,
+    /// File order kept, so a later entry's effect is predictable when the child reads them.
+    pub env: Vec<(String, String)>,
+    /// Names of loom's own environment variables handed to the child.
+    pub env_passthrough: Vec<String>,
+    /// Tool names whose results carry no provenance record.
+    pub provenance_denylist: Vec<String>,
+    /// Exact names or `*` globs; empty means every tool.
+    pub allow_tools: Vec<String>,
+    /// Exact names or `*` globs; a match here wins over `allow_tools`.
+    pub deny_tools: Vec<String>,
+    pub call_timeout_ms: u64,
+    pub disabled: bool,
+    pub cwd: Option<PathBuf>,
+}
+
+impl ServerConfig {
+    /// A server with `command` and every other field at its default; handy for callers' tests.
+    pub fn new(name: impl Into<String>, command: impl Into<String>) -> Self {
+        ServerConfig {
+            name: name.into(),
+            command: command.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            env_passthrough: Vec::new(),
+            provenance_denylist: Vec::new(),
+            allow_tools: Vec::new(),
+            deny_tools: Vec::new(),
+            call_timeout_ms: DEFAULT_CALL_TIMEOUT_MS,
+            disabled: false,
+            cwd: None,
+        }
+    }
+
+    /// Whether a downstream tool is exposed: a `deny_tools` match hides it; otherwise an empty
+    /// `allow_tools` lets everything through and a non-empty one requires a match.
+    pub fn tool_allowed(&self, tool: &str) -> bool {
+        if self.deny_tools.iter().any(|p| glob_match(p, tool)) {
+            return false;
+        }
+        self.allow_tools.is_empty() || self.allow_tools.iter().any(|p| glob_match(p, tool))
+    }
+}
+
+impl Config {
+    /// A config with no servers and every global setting at its default.
+    pub fn with_defaults(format: ConfigFormat) -> Self {
+        Config {
+            servers: Vec::new(),
+            token_threshold: DEFAULT_TOKEN_THRESHOLD,
+            memory_budget_bytes: DEFAULT_MEMORY_BUDGET_BYTES,
+            engine_memory_limit_bytes: None,
+            export_dir: PathBuf::from(DEFAULT_EXPORT_DIR),
+            query_timeout_ms: DEFAULT_QUERY_TIMEOUT_MS,
+            restart: RestartPolicy::default(),
+            max_tool_name_length: DEFAULT_MAX_TOOL_NAME_LENGTH,
+            format,
+        }
+    }
+
+    /// Servers that are not `disabled`, in file order.
+    pub fn enabled_servers(&self) -> impl Iterator<Item = &ServerConfig> {
+        self.servers.iter().filter(|s| !s.disabled)
+    }
+}
+
+/// `*` matches any run of characters, including none; every other character matches itself.
+///
+/// The classic greedy matcher with one backtrack point: on a mismatch, retry from the last `*`
+/// with it swallowing one more character. Linear in practice, never exponential.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0, 0);
+    let mut backtrack: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && p[pi] == '*' {
+            backtrack = Some((pi, ti));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == t[ti] {
+            pi += 1;
+            ti += 1;
+        } else if let Some((star, matched)) = backtrack {
+            pi = star + 1;
+            ti = matched + 1;
+            backtrack = Some((star, matched + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// The server-name rule, `^[a-z][a-z0-9_-]{0,31}$`.
+pub fn is_valid_server_name(name: &str) -> bool {
+    let Some((first, rest)) = name.as_bytes().split_first() else {
+        return false;
+    };
+    name.len() <= MAX_SERVER_NAME_LENGTH
+        && first.is_ascii_lowercase()
+        && rest
+            .iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
+}
+
+/// An environment variable name the OS will accept: non-empty, no `=`, no NUL.
+pub fn is_valid_env_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains('=') && !name.contains('\0')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(allow: &[&str], deny: &[&str]) -> ServerConfig {
+        let mut s = ServerConfig::new("gh", "npx");
+        s.allow_tools = allow.iter().map(|s| (*s).to_owned()).collect();
+        s.deny_tools = deny.iter().map(|s| (*s).to_owned()).collect();
+        s
+    }
+
+    #[test]
+    fn glob_star_anywhere() {
+        assert!(glob_match("*", ""));
+        assert!(glob_match("*", "anything"));
+        assert!(glob_match("get_*", "get_issue"));
+        assert!(glob_match("get_*", "get_"));
+        assert!(!glob_match("get_*", "list_issues"));
+        assert!(glob_match("*_issue", "create_issue"));
+        assert!(glob_match("*issue*", "list_issues_all"));
+        assert!(glob_match("a*b*c", "aXXbYYc"));
+        assert!(glob_match("a*b*c", "abc"));
+        assert!(!glob_match("a*b*c", "aXXbYY"));
+        assert!(glob_match("**x", "x"));
+        assert!(glob_match("a*a*a", "aaaaa"));
+        assert!(!glob_match("a*ab", "aaaa"));
+    }
+
+    #[test]
+    fn glob_other_characters_are_literal() {
+        assert!(glob_match("get_issue", "get_issue"));
+        assert!(!glob_match("get_issue", "get_issues"));
+        assert!(!glob_match("get?issue", "get_issue"));
+        assert!(glob_match("get?issue", "get?issue"));
+        assert!(!glob_match("[ab]", "a"));
+        assert!(!glob_match("", "a"));
+        assert!(glob_match("", ""));
+        assert!(glob_match("é*", "éclair"));
+    }
+
+    #[test]
+    fn glob_pathological_pattern_finishes() {
+        let text = "a".repeat(2000);
+        let pattern = format!("{}b", "a*".repeat(50));
+        assert!(!glob_match(&pattern, &text));
+    }
+
+    #[test]
+    fn empty_allow_list_means_all() {
+        let s = server(&[], &[]);
+        assert!(s.tool_allowed("anything"));
+    }
+
+    #[test]
+    fn allow_list_restricts() {
+        let s = server(&["get_*", "search"], &[]);
+        assert!(s.tool_allowed("get_issue"));
+        assert!(s.tool_allowed("search"));
+        assert!(!s.tool_allowed("search_code"));
+        assert!(!s.tool_allowed("delete_repo"));
+    }
+
+    #[test]
+    fn deny_wins_over_allow() {
+        let s = server(&["*"], &["delete_*"]);
+        assert!(s.tool_allowed("get_issue"));
+        assert!(!s.tool_allowed("delete_repo"));
+        let s = server(&["delete_repo"], &["delete_repo"]);
+        assert!(!s.tool_allowed("delete_repo"));
+        let s = server(&[], &["*_write*"]);
+        assert!(!s.tool_allowed("file_write"));
+        assert!(s.tool_allowed("file_read"));
+    }
+
+    #[test]
+    fn delay_doubles_from_the_base() {
+        let p = RestartPolicy {
+            max_attempts: 5,
+            base_delay_ms: 1000,
+        };
+        assert_eq!(p.delay_for_attempt(1), Duration::from_millis(1000));
+        assert_eq!(p.delay_for_attempt(2), Duration::from_millis(2000));
+        assert_eq!(p.delay_for_attempt(3), Duration::from_millis(4000));
+        assert_eq!(p.delay_for_attempt(0), Duration::from_millis(1000));
+    }
+
+    #[test]
+    fn delay_caps_at_thirty_seconds() {
+        let p = RestartPolicy::default();
+        assert_eq!(p.delay_for_attempt(6), Duration::from_secs(30));
+        assert_eq!(p.delay_for_attempt(64), Duration::from_secs(30));
+        assert_eq!(p.delay_for_attempt(65), Duration::from_secs(30));
+        assert_eq!(p.delay_for_attempt(u32::MAX), Duration::from_secs(30));
+        let huge = RestartPolicy {
+            max_attempts: 1,
+            base_delay_ms: u64::MAX,
+        };
+        assert_eq!(huge.delay_for_attempt(1), Duration::from_secs(30));
+        assert_eq!(huge.delay_for_attempt(u32::MAX), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn zero_base_delay_stays_zero() {
+        let p = RestartPolicy {
+            max_attempts: 3,
+            base_delay_ms: 0,
+        };
+        assert_eq!(p.delay_for_attempt(u32::MAX), Duration::ZERO);
+    }
+
+    #[test]
+    fn server_name_rule() {
+        for ok in ["a", "github", "brave-search", "fs_2", &"a".repeat(32)] {
+            assert!(is_valid_server_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "Github",
+            "1abc",
+            "-abc",
+            "_abc",
+            "brave search",
+            "a.b",
+            "ünï",
+            &"a".repeat(33),
+        ] {
+            assert!(!is_valid_server_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn env_name_rule() {
+        assert!(is_valid_env_name("GITHUB_TOKEN"));
+        assert!(is_valid_env_name("lower.dots-ok"));
+        assert!(!is_valid_env_name(""));
+        assert!(!is_valid_env_name("A=B"));
+        assert!(!is_valid_env_name("A\0B"));
+    }
+}

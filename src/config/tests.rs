@@ -1,0 +1,804 @@
+//! End-to-end tests of `parse_str`, `load` and `resolve_path`: text in, `Config` or problems out.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+const ORIGIN: &str = "loom.config.json";
+
+fn test_env() -> impl Fn(&str) -> Option<String> {
+    let map: HashMap<&str, &str> = [
+        ("GITHUB_TOKEN", "ghp_fromTheEnvironment123"),
+        ("HOME", "/home/u"),
+        ("EMPTY", ""),
+        ("NODE", "/usr/bin/node"),
+    ]
+    .into_iter()
+    .collect();
+    move |k| map.get(k).map(|v| (*v).to_owned())
+}
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    parse_str(text, ORIGIN, &test_env())
+}
+
+fn ok(text: &str) -> Config {
+    match parse(text) {
+        Ok(config) => config,
+        Err(e) => panic!("expected the config to load, got:\n{e}"),
+    }
+}
+
+fn problems(text: &str) -> Vec<Problem> {
+    match parse(text) {
+        Ok(config) => panic!("expected problems, got {config:#?}"),
+        Err(e) => {
+            assert_eq!(e.origin, ORIGIN);
+            e.problems
+        }
+    }
+}
+
+/// Asserts exactly one problem at `path`, whose message contains every word in `words`.
+#[track_caller]
+fn assert_problem(all: &[Problem], path: &str, words: &[&str]) {
+    let at: Vec<&Problem> = all.iter().filter(|p| p.path == path).collect();
+    assert_eq!(at.len(), 1, "expected one problem at `{path}`, got: {all:#?}");
+    for word in words {
+        assert!(
+            at[0].message.contains(word),
+            "problem at `{path}` should mention {word:?}: {:?}",
+            at[0].message
+        );
+    }
+}
+
+/// Wraps one loom-format server entry (given as JSON object contents) into a document.
+fn one_server(fields: &str) -> String {
+    format!(r#"{{"servers": [{{"name": "srv", "command": "run", {fields}}}]}}"#)
+}
+
+/// Wraps top-level keys into a document with one valid server.
+fn with_root(fields: &str) -> String {
+    format!(r#"{{"servers": [{{"name": "srv", "command": "run"}}], {fields}}}"#)
+}
+
+// ---------------------------------------------------------------- both formats load
+
+#[test]
+fn loom_format_loads_with_defaults() {
+    let config = ok(r#"{"servers": [{"name": "github", "command": "npx"}]}"#);
+    assert_eq!(config.format, ConfigFormat::Loom);
+    assert_eq!(config.servers, vec![ServerConfig::new("github", "npx")]);
+    assert_eq!(config.token_threshold, 2000);
+    assert_eq!(config.memory_budget_bytes, 256 * 1024 * 1024);
+    assert_eq!(config.engine_memory_limit_bytes, None);
+    assert_eq!(config.export_dir, PathBuf::from("./exports"));
+    assert_eq!(config.query_timeout_ms, 30_000);
+    assert_eq!(
+        config.restart,
+        RestartPolicy {
+            max_attempts: 5,
+            base_delay_ms: 1000
+        }
+    );
+    assert_eq!(config.max_tool_name_length, 64);
+    let s = &config.servers[0];
+    assert_eq!(s.call_timeout_ms, 60_000);
+    assert!(!s.disabled);
+    assert!(s.args.is_empty() && s.env.is_empty() && s.cwd.is_none());
+}
+
+#[test]
+fn loom_format_reads_every_key() {
+    let config = ok(r#"{
+        "$schema": "https://example.com/loom.schema.json",
+        "servers": [
+            {
+                "name": "github",
+                "command": "npx",
+                "args": ["-y", "@modelcontextprotocol/server-github"],
+                "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_TOKEN}", "A": "1"},
+                "envPassthrough": ["PATH", "HOME"],
+                "provenanceDenylist": ["get_me"],
+                "allowTools": ["get_*", "search_code"],
+                "denyTools": ["delete_*"],
+                "callTimeoutMs": 120000,
+                "disabled": false,
+                "cwd": "/srv/github"
+            },
+            {"name": "fs", "command": "fs-server", "disabled": true}
+        ],
+        "tokenThreshold": 500,
+        "memoryBudgetBytes": 1073741824,
+        "engineMemoryLimit": "512MB",
+        "exportDir": "/tmp/loom-exports",
+        "queryTimeoutMs": 5000,
+        "restart": {"maxAttempts": 0, "baseDelayMs": 250},
+        "maxToolNameLength": 128
+    }"#);
+    assert_eq!(config.format, ConfigFormat::Loom);
+    assert_eq!(config.servers.len(), 2);
+    let gh = &config.servers[0];
+    assert_eq!(gh.name, "github");
+    assert_eq!(gh.command, "npx");
+    assert_eq!(gh.args, ["-y", "@modelcontextprotocol/server-github"]);
+    assert_eq!(
+        gh.env,
+        vec![
+            (
+                "GITHUB_PERSONAL_ACCESS_TOKEN".to_owned(),
+                "ghp_fromTheEnvironment123".to_owned()
+            ),
+            ("A".to_owned(), "1".to_owned()),
+        ]
+    );
+    assert_eq!(gh.env_passthrough, ["PATH", "HOME"]);
+    assert_eq!(gh.provenance_denylist, ["get_me"]);
+    assert_eq!(gh.allow_tools, ["get_*", "search_code"]);
+    assert_eq!(gh.deny_tools, ["delete_*"]);
+    assert_eq!(gh.call_timeout_ms, 120_000);
+    assert!(!gh.disabled);
+    assert_eq!(gh.cwd.as_deref(), Some(Path::new("/srv/github")));
+    assert!(config.servers[1].disabled);
+    assert_eq!(config.token_threshold, 500);
+    assert_eq!(config.memory_budget_bytes, 1 << 30);
+    assert_eq!(config.engine_memory_limit_bytes, Some(512_000_000));
+    assert_eq!(config.export_dir, PathBuf::from("/tmp/loom-exports"));
+    assert_eq!(config.query_timeout_ms, 5000);
+    assert_eq!(config.restart.max_attempts, 0);
+    assert_eq!(config.restart.base_delay_ms, 250);
+    assert_eq!(config.max_tool_name_length, 128);
+    assert_eq!(config.enabled_servers().count(), 1);
+}
+
+#[test]
+fn claude_desktop_file_loads_and_ignores_foreign_keys() {
+    let config = ok(r#"{
+        "globalShortcut": "Ctrl+Space",
+        "preferences": {"theme": "dark"},
+        "mcpServers": {
+            "zeta": {"command": "z"},
+            "github": {
+                "command": "docker",
+                "args": ["run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN", "ghcr.io/github/github-mcp-server"],
+                "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_TOKEN}"}
+            },
+            "alpha": {"command": "a", "type": "stdio"}
+        }
+    }"#);
+    assert_eq!(config.format, ConfigFormat::McpServers);
+    let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["zeta", "github", "alpha"], "file order is kept");
+    assert_eq!(config.servers[1].command, "docker");
+    assert_eq!(config.servers[1].env[0].1, "ghp_fromTheEnvironment123");
+    assert_eq!(config.token_threshold, 2000);
+    assert_eq!(config.export_dir, PathBuf::from("./exports"));
+}
+
+#[test]
+fn mcp_servers_entries_accept_loom_keys_and_root_accepts_loom_settings() {
+    let config = ok(r#"{
+        "mcpServers": {
+            "github": {
+                "command": "npx",
+                "denyTools": ["delete_*"],
+                "callTimeoutMs": 1000,
+                "disabled": true,
+                "cwd": "${HOME}/work"
+            }
+        },
+        "tokenThreshold": 300,
+        "restart": {"maxAttempts": 2}
+    }"#);
+    let s = &config.servers[0];
+    assert_eq!(s.deny_tools, ["delete_*"]);
+    assert_eq!(s.call_timeout_ms, 1000);
+    assert!(s.disabled);
+    assert_eq!(s.cwd.as_deref(), Some(Path::new("/home/u/work")));
+    assert_eq!(config.token_threshold, 300);
+    assert_eq!(config.restart.max_attempts, 2);
+    assert_eq!(config.restart.base_delay_ms, 1000);
+}
+
+#[test]
+fn mcp_servers_format_still_validates_loom_settings() {
+    let all = problems(r#"{"mcpServers": {"a": {"command": "x"}}, "tokenThreshold": 50}"#);
+    assert_problem(&all, "tokenThreshold", &["at least 100", "found 50"]);
+}
+
+#[test]
+fn mcp_servers_entries_are_strict() {
+    let all = problems(r#"{"mcpServers": {"github": {"command": "x", "enviroment": {}}}}"#);
+    assert_problem(
+        &all,
+        "mcpServers.github.enviroment",
+        &["unknown key `enviroment`", "did you mean `env`?"],
+    );
+    let all = problems(r#"{"mcpServers": {"github": {"command": "x", "name": "gh"}}}"#);
+    assert_problem(&all, "mcpServers.github.name", &["unknown key `name`"]);
+}
+
+#[test]
+fn remote_servers_are_rejected_unless_disabled() {
+    let all = problems(
+        r#"{"mcpServers": {"remote": {"url": "https://example.com/mcp", "headers": {}}}}"#,
+    );
+    assert_eq!(all.len(), 1, "{all:#?}");
+    assert_problem(
+        &all,
+        "mcpServers.remote.url",
+        &[
+            "loom starts stdio servers only; `url` servers are not supported",
+            "set \"disabled\": true or remove it",
+        ],
+    );
+    let all = problems(r#"{"mcpServers": {"remote": {"type": "sse", "command": "x"}}}"#);
+    assert_problem(&all, "mcpServers.remote.type", &["stdio servers only", "`sse`"]);
+    let all = problems(r#"{"mcpServers": {"remote": {"type": 1, "command": "x"}}}"#);
+    assert_problem(&all, "mcpServers.remote.type", &["\"stdio\"", "number 1"]);
+
+    let config = ok(r#"{"mcpServers": {
+        "remote": {"url": "https://example.com/mcp", "disabled": true},
+        "local": {"command": "x"}
+    }}"#);
+    let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["local"], "a disabled remote server is dropped");
+}
+
+#[test]
+fn map_key_names_must_follow_the_rule() {
+    let all = problems(r#"{"mcpServers": {"Brave Search": {"command": "x"}}}"#);
+    assert_problem(
+        &all,
+        "mcpServers[\"Brave Search\"]",
+        &[
+            "invalid server name \"Brave Search\"",
+            "lowercase letter first",
+            "`brave-search`",
+        ],
+    );
+}
+
+#[test]
+fn both_layouts_at_once_is_one_root_problem() {
+    let all = problems(r#"{"servers": [], "mcpServers": {}}"#);
+    assert_eq!(all.len(), 1, "{all:#?}");
+    assert_problem(&all, "(root)", &["both `servers` and `mcpServers`"]);
+}
+
+#[test]
+fn no_servers_key_is_a_problem() {
+    let all = problems(r#"{"tokenThreshold": 2000}"#);
+    assert_problem(
+        &all,
+        "(root)",
+        &["no servers: expected `servers` (array) or `mcpServers` (object)"],
+    );
+}
+
+#[test]
+fn empty_and_all_disabled_server_lists_are_fine() {
+    assert!(ok(r#"{"servers": []}"#).servers.is_empty());
+    assert!(ok(r#"{"mcpServers": {}}"#).servers.is_empty());
+    let config = ok(r#"{"servers": [{"name": "a", "command": "x", "disabled": true}]}"#);
+    assert_eq!(config.enabled_servers().count(), 0);
+}
+
+// ---------------------------------------------------------------- document-level errors
+
+#[test]
+fn invalid_json_is_located_by_line_and_column() {
+    let all = problems("{\n  \"servers\": []\n  \"tokenThreshold\": 1\n}");
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].path, "loom.config.json:3:3");
+    assert!(all[0].message.contains("expected `,` or `}` at line 3 column 3"));
+}
+
+#[test]
+fn empty_file_is_a_clear_problem() {
+    let all = problems("");
+    assert_problem(&all, "(root)", &["empty"]);
+}
+
+#[test]
+fn root_must_be_an_object() {
+    let all = problems(r#"[{"name": "a"}]"#);
+    assert_problem(&all, "(root)", &["expected an object, found an array"]);
+}
+
+#[test]
+fn repeated_keys_are_reported() {
+    let all = problems(r#"{"servers": [], "tokenThreshold": 200, "tokenThreshold": 300}"#);
+    assert_problem(&all, "tokenThreshold", &["more than once"]);
+    let all = problems(r#"{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}"#);
+    assert_problem(&all, "mcpServers.a", &["defined more than once"]);
+    let all = problems(&one_server(r#""env": {"A": "1", "A": "2"}"#));
+    assert_problem(&all, "servers[0].env.A", &["more than once"]);
+}
+
+// ---------------------------------------------------------------- unknown keys
+
+#[test]
+fn unknown_keys_suggest_the_close_one() {
+    let all = problems(r#"{"servers": [], "tokenTreshold": 2000}"#);
+    assert_problem(
+        &all,
+        "tokenTreshold",
+        &["unknown key `tokenTreshold`; did you mean `tokenThreshold`?"],
+    );
+    let all = problems(r#"{"servers": [{"name": "a", "comand": "x"}]}"#);
+    assert_problem(&all, "servers[0].comand", &["did you mean `command`?"]);
+    let all = problems(&with_root(r#""restart": {"maxAtempts": 1}"#));
+    assert_problem(&all, "restart.maxAtempts", &["did you mean `maxAttempts`?"]);
+    let all = problems(r#"{"mcpservers": {}}"#);
+    assert_problem(&all, "mcpservers", &["did you mean `mcpServers`?"]);
+}
+
+#[test]
+fn unknown_keys_without_a_close_match_list_the_allowed_ones() {
+    let all = problems(&with_root(r#""zzz": 1"#));
+    assert_problem(
+        &all,
+        "zzz",
+        &["unknown key `zzz`", "allowed keys are", "`tokenThreshold`", "`restart`"],
+    );
+    let all = problems(&one_server(r#""autoApprove": []"#));
+    assert_problem(&all, "servers[0].autoApprove", &["`command`", "`denyTools`"]);
+}
+
+// ---------------------------------------------------------------- types and numbers
+
+#[test]
+fn wrong_types_name_expected_and_found() {
+    let all = problems(r#"{"servers": [{"name": "a", "command": 12}]}"#);
+    assert_problem(
+        &all,
+        "servers[0].command",
+        &["expected a string, found number 12"],
+    );
+    let all = problems(r#"{"servers": {"a": {}}}"#);
+    assert_problem(&all, "servers", &["expected an array, found an object", "mcpServers"]);
+    let all = problems(r#"{"mcpServers": []}"#);
+    assert_problem(&all, "mcpServers", &["expected an object, found an array"]);
+    let all = problems(r#"{"servers": ["github"]}"#);
+    assert_problem(&all, "servers[0]", &["expected an object, found string \"github\""]);
+    let all = problems(&with_root(r#""restart": 3"#));
+    assert_problem(&all, "restart", &["expected an object, found number 3"]);
+    let all = problems(&with_root(r#""exportDir": null"#));
+    assert_problem(&all, "exportDir", &["expected a string, found null"]);
+}
+
+#[test]
+fn numbers_must_be_whole_and_in_bounds() {
+    let all = problems(&with_root(r#""tokenThreshold": 50"#));
+    assert_problem(&all, "tokenThreshold", &["must be at least 100, found 50"]);
+    let all = problems(&with_root(r#""tokenThreshold": 1.5"#));
+    assert_problem(&all, "tokenThreshold", &["whole number", "1.5"]);
+    let all = problems(&with_root(r#""tokenThreshold": 200.0"#));
+    assert_problem(&all, "tokenThreshold", &["without a decimal point", "200.0"]);
+    let all = problems(&with_root(r#""queryTimeoutMs": -5"#));
+    assert_problem(&all, "queryTimeoutMs", &["at least 1", "found -5"]);
+    let all = problems(&with_root(r#""queryTimeoutMs": 0"#));
+    assert_problem(&all, "queryTimeoutMs", &["at least 1, found 0"]);
+    let all = problems(&with_root(r#""queryTimeoutMs": 18446744073709551616"#));
+    assert_problem(&all, "queryTimeoutMs", &["at most 18446744073709551615"]);
+    let all = problems(&with_root(r#""queryTimeoutMs": "30000""#));
+    assert_problem(&all, "queryTimeoutMs", &["remove the quotes"]);
+    let all = problems(&with_root(r#""maxToolNameLength": 8"#));
+    assert_problem(&all, "maxToolNameLength", &["at least 16, found 8"]);
+    let all = problems(&with_root(r#""maxToolNameLength": 129"#));
+    assert_problem(&all, "maxToolNameLength", &["at most 128, found 129"]);
+    let all = problems(&with_root(r#""memoryBudgetBytes": 1000"#));
+    assert_problem(&all, "memoryBudgetBytes", &["at least 1048576 (1 MiB)", "found 1000"]);
+    let all = problems(&with_root(r#""restart": {"maxAttempts": -1, "baseDelayMs": 0.5}"#));
+    assert_problem(&all, "restart.maxAttempts", &["at least 0, found -1"]);
+    assert_problem(&all, "restart.baseDelayMs", &["whole number", "0.5"]);
+    let all = problems(&with_root(r#""restart": {"maxAttempts": 4294967296}"#));
+    assert_problem(&all, "restart.maxAttempts", &["at most 4294967295"]);
+    let all = problems(&one_server(r#""callTimeoutMs": 0"#));
+    assert_problem(&all, "servers[0].callTimeoutMs", &["at least 1, found 0"]);
+}
+
+#[test]
+fn number_bounds_are_inclusive() {
+    let config = ok(&with_root(
+        r#""tokenThreshold": 100, "maxToolNameLength": 16, "memoryBudgetBytes": 1048576,
+           "queryTimeoutMs": 1, "restart": {"maxAttempts": 4294967295, "baseDelayMs": 0}"#,
+    ));
+    assert_eq!(config.token_threshold, 100);
+    assert_eq!(config.max_tool_name_length, 16);
+    assert_eq!(config.memory_budget_bytes, 1 << 20);
+    assert_eq!(config.restart.max_attempts, u32::MAX);
+}
+
+// ---------------------------------------------------------------- memory sizes
+
+#[test]
+fn engine_memory_limit_accepts_numbers_and_size_strings() {
+    let cases: &[(&str, u64)] = &[
+        ("2097152", 2 << 20),
+        ("\"512MB\"", 512_000_000),
+        ("\"1GB\"", 1_000_000_000),
+        ("\"2GiB\"", 2 << 30),
+        ("\"300MiB\"", 300 << 20),
+        ("\"1024KB\"", 1_024_000),
+        ("\"2 gib\"", 2 << 30),
+        ("\"1.5GB\"", 1_500_000_000),
+    ];
+    for (value, bytes) in cases {
+        let config = ok(&with_root(&format!(r#""engineMemoryLimit": {value}"#)));
+        assert_eq!(config.engine_memory_limit_bytes, Some(*bytes), "{value}");
+    }
+}
+
+#[test]
+fn engine_memory_limit_rejects_bad_sizes() {
+    let all = problems(&with_root(r#""engineMemoryLimit": "12XB""#));
+    assert_problem(&all, "engineMemoryLimit", &["unknown unit `XB`", "MiB"]);
+    let all = problems(&with_root(r#""engineMemoryLimit": "1000KB""#));
+    assert_problem(&all, "engineMemoryLimit", &["at least 1048576", "found 1000000"]);
+    let all = problems(&with_root(r#""engineMemoryLimit": true"#));
+    assert_problem(&all, "engineMemoryLimit", &["size string", "boolean true"]);
+    let all = problems(&with_root(r#""engineMemoryLimit": -1"#));
+    assert_problem(&all, "engineMemoryLimit", &["at least"]);
+}
+
+#[test]
+fn memory_budget_also_accepts_size_strings() {
+    let config = ok(&with_root(r#""memoryBudgetBytes": "1GiB""#));
+    assert_eq!(config.memory_budget_bytes, 1 << 30);
+}
+
+#[test]
+fn duckdb_memory_limit_is_an_alias() {
+    let config = ok(&with_root(r#""duckdbMemoryLimit": "1GB""#));
+    assert_eq!(config.engine_memory_limit_bytes, Some(1_000_000_000));
+    let all = problems(&with_root(r#""duckdbMemoryLimit": "1KB""#));
+    assert_problem(&all, "duckdbMemoryLimit", &["at least"]);
+}
+
+#[test]
+fn alias_and_key_together_is_an_error() {
+    let all = problems(&with_root(
+        r#""engineMemoryLimit": "1GB", "duckdbMemoryLimit": "2GB""#,
+    ));
+    assert_problem(
+        &all,
+        "duckdbMemoryLimit",
+        &["old name of `engineMemoryLimit`", "keep only"],
+    );
+}
+
+// ---------------------------------------------------------------- server names
+
+#[test]
+fn server_names_follow_the_rule() {
+    for bad in ["GitHub", "1st", "my server", "-x", "", &"a".repeat(33)] {
+        let all = problems(&format!(
+            r#"{{"servers": [{{"name": {}, "command": "x"}}]}}"#,
+            serde_json::to_string(bad).unwrap()
+        ));
+        assert_problem(&all, "servers[0].name", &["invalid server name", "lowercase"]);
+    }
+    let longest = "a".repeat(32);
+    ok(&format!(
+        r#"{{"servers": [{{"name": "{longest}", "command": "x"}}]}}"#
+    ));
+}
+
+#[test]
+fn loom_is_a_reserved_name() {
+    let all = problems(r#"{"servers": [{"name": "loom", "command": "x"}]}"#);
+    assert_problem(
+        &all,
+        "servers[0].name",
+        &["`loom` is reserved for loom's own tools"],
+    );
+    let all = problems(r#"{"mcpServers": {"loom": {"command": "x"}}}"#);
+    assert_problem(&all, "mcpServers.loom", &["reserved"]);
+}
+
+#[test]
+fn duplicate_names_point_at_the_first() {
+    let all = problems(
+        r#"{"servers": [
+            {"name": "github", "command": "a"},
+            {"name": "fs", "command": "b"},
+            {"name": "github", "command": "c"}
+        ]}"#,
+    );
+    assert_problem(
+        &all,
+        "servers[2].name",
+        &["duplicate server name `github`", "`servers[0].name`"],
+    );
+}
+
+#[test]
+fn name_is_required_in_loom_format() {
+    let all = problems(r#"{"servers": [{"command": "x"}]}"#);
+    assert_problem(&all, "servers[0]", &["missing required key `name`"]);
+}
+
+// ---------------------------------------------------------------- server fields
+
+#[test]
+fn command_is_required_and_non_empty() {
+    let all = problems(r#"{"servers": [{"name": "a"}]}"#);
+    assert_problem(&all, "servers[0]", &["missing required key `command`"]);
+    let all = problems(r#"{"servers": [{"name": "a", "command": ""}]}"#);
+    assert_problem(&all, "servers[0].command", &["must not be empty"]);
+    let all = problems(r#"{"servers": [{"name": "a", "command": "${EMPTY}"}]}"#);
+    assert_problem(&all, "servers[0].command", &["expanded to \"\""]);
+}
+
+#[test]
+fn args_must_be_an_array_of_strings() {
+    let all = problems(&one_server(r#""args": "-y server""#));
+    assert_problem(
+        &all,
+        "servers[0].args",
+        &["expected an array of strings, found string \"-y server\""],
+    );
+    let all = problems(&one_server(r#""args": ["--port", 8080]"#));
+    assert_problem(
+        &all,
+        "servers[0].args[1]",
+        &["expected a string, found number 8080", "quote"],
+    );
+}
+
+#[test]
+fn env_values_must_be_strings() {
+    let all = problems(r#"{"mcpServers": {"github": {"command": "x", "env": {"PORT": 8080}}}}"#);
+    assert_problem(
+        &all,
+        "mcpServers.github.env.PORT",
+        &["expected a string, found number 8080", "quote it: \"8080\""],
+    );
+    let all = problems(&one_server(r#""env": {"DEBUG": true, "X": null}"#));
+    assert_problem(&all, "servers[0].env.DEBUG", &["quote it: \"true\""]);
+    assert_problem(&all, "servers[0].env.X", &["expected a string, found null"]);
+    let all = problems(&one_server(r#""env": ["A=1"]"#));
+    assert_problem(&all, "servers[0].env", &["expected an object, found an array"]);
+}
+
+#[test]
+fn env_keys_must_be_valid_names_and_are_not_expanded() {
+    let all = problems(&one_server(r#""env": {"A=B": "1", "": "2", "C\u0000": "3"}"#));
+    assert_problem(&all, "servers[0].env[\"A=B\"]", &["invalid environment variable name"]);
+    assert_problem(&all, "servers[0].env[\"\"]", &["must not be empty"]);
+    assert_problem(&all, "servers[0].env[\"C\\u0000\"]", &["NUL"]);
+    let config = ok(&one_server(r#""env": {"${HOME}": "v"}"#));
+    assert_eq!(config.servers[0].env[0].0, "${HOME}");
+}
+
+#[test]
+fn env_passthrough_must_be_valid_names() {
+    let all = problems(&one_server(r#""envPassthrough": ["PATH", "A=B", ""]"#));
+    assert_problem(&all, "servers[0].envPassthrough[1]", &["invalid environment variable name"]);
+    assert_problem(&all, "servers[0].envPassthrough[2]", &["must not be empty"]);
+    let all = problems(&one_server(r#""envPassthrough": "PATH""#));
+    assert_problem(&all, "servers[0].envPassthrough", &["array of strings"]);
+}
+
+#[test]
+fn tool_lists_need_non_empty_strings() {
+    let all = problems(&one_server(
+        r#""allowTools": ["get_*", ""], "denyTools": [3], "provenanceDenylist": [""]"#,
+    ));
+    assert_problem(&all, "servers[0].allowTools[1]", &["must not be empty"]);
+    assert_problem(&all, "servers[0].denyTools[0]", &["expected a string, found number 3"]);
+    assert_problem(&all, "servers[0].provenanceDenylist[0]", &["must not be empty"]);
+}
+
+#[test]
+fn disabled_must_be_a_boolean() {
+    let all = problems(&one_server(r#""disabled": "true""#));
+    assert_problem(&all, "servers[0].disabled", &["true or false", "remove the quotes"]);
+    let all = problems(&one_server(r#""disabled": 1"#));
+    assert_problem(&all, "servers[0].disabled", &["expected true or false, found number 1"]);
+}
+
+#[test]
+fn cwd_and_export_dir_must_not_be_empty() {
+    let all = problems(&one_server(r#""cwd": """#));
+    assert_problem(&all, "servers[0].cwd", &["must not be empty"]);
+    let all = problems(&with_root(r#""exportDir": """#));
+    assert_problem(&all, "exportDir", &["must not be empty"]);
+}
+
+#[test]
+fn nul_characters_are_rejected() {
+    let all = problems(&one_server(r#""args": ["a\u0000b"]"#));
+    assert_problem(&all, "servers[0].args[0]", &["NUL"]);
+}
+
+#[test]
+fn filters_from_the_file_drive_tool_allowed() {
+    let config = ok(&one_server(r#""allowTools": ["get_*", "*_issue"], "denyTools": ["get_secret*"]"#));
+    let s = &config.servers[0];
+    assert!(s.tool_allowed("get_repo"));
+    assert!(s.tool_allowed("create_issue"));
+    assert!(!s.tool_allowed("get_secret_key"), "deny wins");
+    assert!(!s.tool_allowed("delete_repo"));
+}
+
+// ---------------------------------------------------------------- expansion
+
+#[test]
+fn variables_expand_in_every_string_value() {
+    let config = ok(r#"{
+        "servers": [{
+            "name": "a",
+            "command": "${NODE}",
+            "args": ["${HOME}/server.js", "--token", "${GITHUB_TOKEN}"],
+            "env": {"TOKEN": "Bearer ${GITHUB_TOKEN}"},
+            "envPassthrough": ["${UNSET:-PATH}"],
+            "allowTools": ["${UNSET:-get_*}"],
+            "cwd": "${HOME}"
+        }],
+        "exportDir": "${HOME}/exports",
+        "engineMemoryLimit": "${UNSET:-1GiB}"
+    }"#);
+    let s = &config.servers[0];
+    assert_eq!(s.command, "/usr/bin/node");
+    assert_eq!(s.args, ["/home/u/server.js", "--token", "ghp_fromTheEnvironment123"]);
+    assert_eq!(s.env[0].1, "Bearer ghp_fromTheEnvironment123");
+    assert_eq!(s.env_passthrough, ["PATH"]);
+    assert_eq!(s.allow_tools, ["get_*"]);
+    assert_eq!(s.cwd.as_deref(), Some(Path::new("/home/u")));
+    assert_eq!(config.export_dir, PathBuf::from("/home/u/exports"));
+    assert_eq!(config.engine_memory_limit_bytes, Some(1 << 30));
+}
+
+#[test]
+fn defaults_and_literal_dollars() {
+    let config = ok(&one_server(
+        r#""args": ["${UNSET:-fallback}", "${EMPTY:-was-empty}", "$$HOME", "$HOME", "cost: $5", "$${X}"]"#,
+    ));
+    assert_eq!(
+        config.servers[0].args,
+        ["fallback", "was-empty", "$HOME", "$HOME", "cost: $5", "${X}"]
+    );
+}
+
+#[test]
+fn missing_variable_is_reported_at_the_value() {
+    let all = problems(r#"{"mcpServers": {"github": {"command": "x", "env": {"TOKEN": "${GITHUB_PAT}"}}}}"#);
+    assert_problem(
+        &all,
+        "mcpServers.github.env.TOKEN",
+        &["environment variable `GITHUB_PAT` is not set (referenced as ${GITHUB_PAT})"],
+    );
+    let all = problems(&one_server(r#""args": ["${A}", "${B}"]"#));
+    assert_problem(&all, "servers[0].args[0]", &["`A` is not set"]);
+    assert_problem(&all, "servers[0].args[1]", &["`B` is not set"]);
+}
+
+#[test]
+fn unterminated_reference_is_reported() {
+    let all = problems(&with_root(r#""exportDir": "${HOME/x""#));
+    assert_problem(&all, "exportDir", &["invalid variable reference"]);
+    let all = problems(&with_root(r#""exportDir": "/x/${HOME""#));
+    assert_problem(&all, "exportDir", &["unterminated `${`", "character 4"]);
+}
+
+#[test]
+fn disabled_servers_tolerate_unset_variables() {
+    let config = ok(r#"{"servers": [
+        {"name": "a", "command": "x", "disabled": true, "env": {"T": "${NOT_SET}"}}
+    ]}"#);
+    assert_eq!(config.servers[0].env[0].1, "${NOT_SET}");
+    let all = problems(r#"{"servers": [{"name": "a", "command": "${X", "disabled": true}]}"#);
+    assert_problem(&all, "servers[0].command", &["unterminated"]);
+}
+
+// ---------------------------------------------------------------- many problems at once
+
+#[test]
+fn every_problem_is_reported_together() {
+    let err = parse(
+        r#"{
+            "servers": [
+                {"name": "Bad Name", "command": ""},
+                {"name": "ok", "command": "x", "env": {"N": 1}, "argz": []}
+            ],
+            "tokenThreshold": 10,
+            "tokenTreshold": 10,
+            "restart": {"maxAttempts": -1},
+            "exportDir": "${MISSING}"
+        }"#,
+    )
+    .unwrap_err();
+    let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
+    for expected in [
+        "servers[0].name",
+        "servers[0].command",
+        "servers[1].env.N",
+        "servers[1].argz",
+        "tokenThreshold",
+        "tokenTreshold",
+        "restart.maxAttempts",
+        "exportDir",
+    ] {
+        assert!(paths.contains(&expected), "missing {expected} in {paths:#?}");
+    }
+    assert_eq!(err.problems.len(), 8, "{err}");
+    let text = err.to_string();
+    assert!(text.starts_with("invalid configuration in loom.config.json: 8 problems\n  - "));
+    assert!(text.contains("\n  - tokenThreshold: must be at least 100, found 10"));
+}
+
+// ---------------------------------------------------------------- masking via the parsed config
+
+#[test]
+fn describe_masked_hides_secrets_from_the_file_and_environment() {
+    let config = ok(r#"{"mcpServers": {"github": {
+        "command": "npx",
+        "args": ["-y", "server", "ghp_literalTokenInArgs", "--api-key", "plainvalue", "--token=abc"],
+        "env": {"GITHUB_TOKEN": "${GITHUB_TOKEN}", "OTHER": "visible?"}
+    }}}"#);
+    let text = config.describe_masked();
+    for secret in [
+        "ghp_fromTheEnvironment123",
+        "ghp_literalTokenInArgs",
+        "plainvalue",
+        "abc",
+        "visible?",
+    ] {
+        assert!(!text.contains(secret), "{secret} leaked:\n{text}");
+    }
+    assert!(text.contains("GITHUB_TOKEN=***, OTHER=***"), "{text}");
+    assert!(text.contains("--token=***"), "{text}");
+    assert!(text.contains("-y server *** --api-key ***"), "{text}");
+}
+
+// ---------------------------------------------------------------- resolve_path and load
+
+#[test]
+fn resolve_path_precedence() {
+    let cli = Path::new("/from/cli.json");
+    assert_eq!(
+        resolve_path(Some(cli), Some("/from/env.json".into())),
+        PathBuf::from("/from/cli.json")
+    );
+    assert_eq!(
+        resolve_path(None, Some("/from/env.json".into())),
+        PathBuf::from("/from/env.json")
+    );
+    assert_eq!(
+        resolve_path(None, Some(String::new())),
+        PathBuf::from(DEFAULT_CONFIG_FILE)
+    );
+    assert_eq!(resolve_path(None, None), PathBuf::from("loom.config.json"));
+}
+
+#[test]
+fn load_reports_an_unreadable_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("loom.config.json");
+    let err = load(&path).unwrap_err();
+    assert!(err.is_unreadable());
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!("cannot read {}: ", path.display())),
+        "{text}"
+    );
+    assert!(text.contains("pass --config PATH or set LOOM_CONFIG"), "{text}");
+}
+
+#[test]
+fn load_reads_a_file_and_names_it_in_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("custom.json");
+    std::fs::write(&path, r#"{"servers": [{"name": "a", "command": "x"}]}"#).unwrap();
+    assert_eq!(load(&path).unwrap().servers[0].name, "a");
+
+    std::fs::write(&path, "{\"servers\": [,]}").unwrap();
+    let err = load(&path).unwrap_err();
+    assert_eq!(err.origin, path.display().to_string());
+    assert!(err.problems[0].path.starts_with(&format!("{}:1:", path.display())));
+}

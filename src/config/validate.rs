@@ -1,0 +1,772 @@
+//! Turns the parsed JSON tree into a [`Config`], collecting every problem on the way.
+//!
+//! Each check reports into one list and falls back to a default, so a single run shows the user
+//! all of their mistakes. The `Config` built from fallbacks is thrown away when any problem was
+//! reported.
+
+use std::path::PathBuf;
+
+use super::error::Problem;
+use super::expand::expand;
+use super::json::{Json, Num, json_quote};
+use super::model::{
+    Config, ConfigFormat, DEFAULT_CALL_TIMEOUT_MS, MAX_MAX_TOOL_NAME_LENGTH,
+    MAX_SERVER_NAME_LENGTH, MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES, MIN_TOKEN_THRESHOLD,
+    RESERVED_SERVER_NAME, RestartPolicy, ServerConfig, is_valid_env_name, is_valid_server_name,
+};
+use super::size::{UNIT_LIST, human_bytes, parse_size};
+use super::suggest::{did_you_mean, key_list};
+
+const SERVERS: &str = "servers";
+const MCP_SERVERS: &str = "mcpServers";
+const ENGINE_MEMORY_LIMIT: &str = "engineMemoryLimit";
+const DUCKDB_MEMORY_LIMIT: &str = "duckdbMemoryLimit";
+
+/// Top-level keys loom reads, in both formats.
+const ROOT_KEYS: &[&str] = &[
+    "$schema",
+    SERVERS,
+    MCP_SERVERS,
+    "tokenThreshold",
+    "memoryBudgetBytes",
+    ENGINE_MEMORY_LIMIT,
+    DUCKDB_MEMORY_LIMIT,
+    "exportDir",
+    "queryTimeoutMs",
+    "restart",
+    "maxToolNameLength",
+];
+
+const RESTART_KEYS: &[&str] = &["maxAttempts", "baseDelayMs"];
+
+/// Keys of one server entry. `type` and `url` come from the Claude Desktop / Cursor schema; they
+/// are known so that a remote server gets a clear "stdio only" message rather than "unknown key".
+const SERVER_KEYS: &[&str] = &[
+    "name",
+    "command",
+    "args",
+    "env",
+    "envPassthrough",
+    "provenanceDenylist",
+    "allowTools",
+    "denyTools",
+    "callTimeoutMs",
+    "disabled",
+    "cwd",
+    "type",
+    "url",
+];
+
+/// In the `mcpServers` format the name is the map key, so `name` is not a key of the entry.
+const MCP_SERVER_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "env",
+    "envPassthrough",
+    "provenanceDenylist",
+    "allowTools",
+    "denyTools",
+    "callTimeoutMs",
+    "disabled",
+    "cwd",
+    "type",
+    "url",
+];
+
+/// The one transport loom can start.
+const STDIO: &str = "stdio";
+
+/// A path one level below `parent`: `parent.key`, or `parent["odd key"]` when the key would not
+/// read unambiguously after a dot.
+pub(crate) fn child(parent: &str, key: &str) -> String {
+    let plain = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '$');
+    match (parent.is_empty(), plain) {
+        (true, true) => key.to_owned(),
+        (false, true) => format!("{parent}.{key}"),
+        (_, false) => format!("{parent}[{}]", json_quote(key)),
+    }
+}
+
+pub(crate) fn index(parent: &str, i: usize) -> String {
+    format!("{parent}[{i}]")
+}
+
+/// How to treat keys an object does not know.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unknown {
+    Reject,
+    /// The `mcpServers` file belongs to another app, whose own top-level keys are not loom's
+    /// business.
+    Ignore,
+}
+
+/// The first occurrence of each known key of an object.
+struct Fields<'a> {
+    entries: Vec<(&'a str, &'a Json)>,
+}
+
+impl<'a> Fields<'a> {
+    fn get(&self, key: &str) -> Option<&'a Json> {
+        self.entries
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+    }
+}
+
+/// Builds the config from the parsed document, or returns every problem found.
+pub(crate) fn build(
+    root: &Json,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, Vec<Problem>> {
+    let mut checker = Checker {
+        env,
+        problems: Vec::new(),
+        keep_missing_vars: false,
+    };
+    let config = checker.root(root);
+    match config {
+        Some(config) if checker.problems.is_empty() => Ok(config),
+        _ => Err(checker.problems),
+    }
+}
+
+struct Checker<'e> {
+    env: &'e dyn Fn(&str) -> Option<String>,
+    problems: Vec<Problem>,
+    /// Set while reading a disabled server: a variable it references may legitimately be unset.
+    keep_missing_vars: bool,
+}
+
+impl Checker<'_> {
+    fn report(&mut self, path: &str, message: impl Into<String>) {
+        self.problems.push(Problem::new(path, message));
+    }
+
+    fn type_error(&mut self, path: &str, expected: &str, found: &Json) {
+        self.report(path, format!("expected {expected}, found {}", found.describe()));
+    }
+
+    fn object<'a>(&mut self, value: &'a Json, path: &str) -> Option<&'a [(String, Json)]> {
+        match value {
+            Json::Object(entries) => Some(entries),
+            other => {
+                self.type_error(path, "an object", other);
+                None
+            }
+        }
+    }
+
+    /// Checks an object's keys against `known`: unknown keys (unless ignored) and repeated keys
+    /// are problems. Returns the first occurrence of each known key.
+    fn fields<'a>(
+        &mut self,
+        entries: &'a [(String, Json)],
+        path: &str,
+        known: &[&str],
+        unknown: Unknown,
+    ) -> Fields<'a> {
+        let mut fields = Fields {
+            entries: Vec::new(),
+        };
+        for (key, value) in entries {
+            let key_path = child(path, key);
+            if !known.contains(&key.as_str()) {
+                if unknown == Unknown::Reject {
+                    let message = match did_you_mean(key, known) {
+                        Some(guess) => format!("unknown key `{key}`; did you mean `{guess}`?"),
+                        None => format!(
+                            "unknown key `{key}`; allowed keys are {}",
+                            key_list(known)
+                        ),
+                    };
+                    self.report(&key_path, message);
+                }
+                continue;
+            }
+            if fields.get(key).is_some() {
+                self.report(
+                    &key_path,
+                    format!("key `{key}` appears more than once; keep only one"),
+                );
+                continue;
+            }
+            fields.entries.push((key, value));
+        }
+        fields
+    }
+
+    fn root(&mut self, root: &Json) -> Option<Config> {
+        let entries = self.object(root, "")?;
+        let has_servers = entries.iter().any(|(k, _)| k == SERVERS);
+        let has_mcp = entries.iter().any(|(k, _)| k == MCP_SERVERS);
+        let format = if has_mcp {
+            ConfigFormat::McpServers
+        } else {
+            ConfigFormat::Loom
+        };
+        let unknown = match format {
+            ConfigFormat::Loom => Unknown::Reject,
+            ConfigFormat::McpServers => Unknown::Ignore,
+        };
+        let fields = self.fields(entries, "", ROOT_KEYS, unknown);
+        let mut config = Config::with_defaults(format);
+
+        match (fields.get(SERVERS), fields.get(MCP_SERVERS)) {
+            (Some(_), Some(mcp)) => {
+                self.report(
+                    "",
+                    "both `servers` and `mcpServers` are present; keep one (`servers` is loom's \
+                     own array format, `mcpServers` the Claude Desktop / Cursor object format)",
+                );
+                config.servers = self.mcp_servers(mcp);
+            }
+            (Some(servers), None) => config.servers = self.loom_servers(servers),
+            (None, Some(mcp)) => config.servers = self.mcp_servers(mcp),
+            (None, None) => self.report(
+                "",
+                "no servers: expected `servers` (array) or `mcpServers` (object)",
+            ),
+        }
+
+        if let Some(v) = fields.get("tokenThreshold") {
+            let max = u64::try_from(usize::MAX).unwrap_or(u64::MAX);
+            if let Some(n) = self.whole(v, "tokenThreshold", MIN_TOKEN_THRESHOLD as u64, max, false)
+            {
+                config.token_threshold = usize::try_from(n).unwrap_or(usize::MAX);
+            }
+        }
+        if let Some(v) = fields.get("memoryBudgetBytes") {
+            if let Some(n) = self.size(v, "memoryBudgetBytes") {
+                config.memory_budget_bytes = n;
+            }
+        }
+        let engine = fields.get(ENGINE_MEMORY_LIMIT);
+        let duckdb = fields.get(DUCKDB_MEMORY_LIMIT);
+        if engine.is_some() && duckdb.is_some() {
+            self.report(
+                DUCKDB_MEMORY_LIMIT,
+                "`duckdbMemoryLimit` is the old name of `engineMemoryLimit` and both are set; \
+                 keep only `engineMemoryLimit`",
+            );
+        }
+        if let Some((v, key)) = engine
+            .map(|v| (v, ENGINE_MEMORY_LIMIT))
+            .or(duckdb.map(|v| (v, DUCKDB_MEMORY_LIMIT)))
+        {
+            config.engine_memory_limit_bytes = self.size(v, key);
+        }
+        if let Some(v) = fields.get("exportDir") {
+            if let Some(dir) = self.non_empty_string(v, "exportDir") {
+                config.export_dir = PathBuf::from(dir);
+            }
+        }
+        if let Some(v) = fields.get("queryTimeoutMs") {
+            if let Some(n) = self.whole(v, "queryTimeoutMs", 1, u64::MAX, false) {
+                config.query_timeout_ms = n;
+            }
+        }
+        if let Some(v) = fields.get("restart") {
+            config.restart = self.restart(v);
+        }
+        if let Some(v) = fields.get("maxToolNameLength") {
+            let (min, max) = (
+                MIN_MAX_TOOL_NAME_LENGTH as u64,
+                MAX_MAX_TOOL_NAME_LENGTH as u64,
+            );
+            if let Some(n) = self.whole(v, "maxToolNameLength", min, max, false) {
+                config.max_tool_name_length = usize::try_from(n).unwrap_or(usize::MAX);
+            }
+        }
+        Some(config)
+    }
+
+    fn restart(&mut self, value: &Json) -> RestartPolicy {
+        let mut policy = RestartPolicy::default();
+        let Some(entries) = self.object(value, "restart") else {
+            return policy;
+        };
+        let fields = self.fields(entries, "restart", RESTART_KEYS, Unknown::Reject);
+        if let Some(v) = fields.get("maxAttempts") {
+            let max = u64::from(u32::MAX);
+            if let Some(n) = self.whole(v, "restart.maxAttempts", 0, max, false) {
+                policy.max_attempts = u32::try_from(n).unwrap_or(u32::MAX);
+            }
+        }
+        if let Some(v) = fields.get("baseDelayMs") {
+            if let Some(n) = self.whole(v, "restart.baseDelayMs", 0, u64::MAX, false) {
+                policy.base_delay_ms = n;
+            }
+        }
+        policy
+    }
+
+    fn loom_servers(&mut self, value: &Json) -> Vec<ServerConfig> {
+        let items = match value {
+            Json::Array(items) => items,
+            Json::Object(_) => {
+                self.report(
+                    SERVERS,
+                    "expected an array, found an object (a map of servers keyed by name is \
+                     written `mcpServers`)",
+                );
+                return Vec::new();
+            }
+            other => {
+                self.type_error(SERVERS, "an array", other);
+                return Vec::new();
+            }
+        };
+        let mut servers = Vec::new();
+        let mut seen: Vec<(String, String)> = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let path = index(SERVERS, i);
+            let Some(entries) = self.object(item, &path) else {
+                continue;
+            };
+            let fields = self.fields(entries, &path, SERVER_KEYS, Unknown::Reject);
+            let name_path = child(&path, "name");
+            let name = match fields.get("name") {
+                Some(v) => self.string(v, &name_path),
+                None => {
+                    self.report(&path, "missing required key `name`");
+                    None
+                }
+            };
+            let Some(mut server) = self.server(&fields, &path) else {
+                continue;
+            };
+            if let Some(name) = name {
+                if self.check_name(&name, &name_path) {
+                    if let Some((_, first)) = seen.iter().find(|(n, _)| *n == name) {
+                        let message =
+                            format!("duplicate server name `{name}`; `{first}` already uses it");
+                        self.report(&name_path, message);
+                    } else {
+                        seen.push((name.clone(), name_path));
+                    }
+                }
+                server.name = name;
+            }
+            servers.push(server);
+        }
+        servers
+    }
+
+    fn mcp_servers(&mut self, value: &Json) -> Vec<ServerConfig> {
+        let Some(entries) = self.object(value, MCP_SERVERS) else {
+            return Vec::new();
+        };
+        let mut servers = Vec::new();
+        let mut seen: Vec<&str> = Vec::new();
+        for (name, item) in entries {
+            let path = child(MCP_SERVERS, name);
+            if seen.contains(&name.as_str()) {
+                self.report(
+                    &path,
+                    format!("server `{name}` is defined more than once; keep only one"),
+                );
+                continue;
+            }
+            seen.push(name);
+            let Some(entries) = self.object(item, &path) else {
+                continue;
+            };
+            let fields = self.fields(entries, &path, MCP_SERVER_KEYS, Unknown::Reject);
+            let Some(mut server) = self.server(&fields, &path) else {
+                continue;
+            };
+            self.check_name(name, &path);
+            server.name.clone_from(name);
+            servers.push(server);
+        }
+        servers
+    }
+
+    /// Reports a name that breaks the naming rule; true when the name is fine.
+    fn check_name(&mut self, name: &str, path: &str) -> bool {
+        if name == RESERVED_SERVER_NAME {
+            self.report(path, "`loom` is reserved for loom's own tools; pick another name");
+            return false;
+        }
+        if is_valid_server_name(name) {
+            return true;
+        }
+        let mut message = format!(
+            "invalid server name {}: expected 1 to {MAX_SERVER_NAME_LENGTH} characters, a \
+             lowercase letter first, then lowercase letters, digits, `_` or `-`",
+            json_quote(name)
+        );
+        if let Some(better) = suggest_name(name) {
+            message.push_str(&format!(" (for example `{better}`)"));
+        }
+        self.report(path, message);
+        false
+    }
+
+    /// Reads everything of a server entry except its name. `None` means the entry is not a
+    /// server loom starts: a disabled remote one, or one whose transport was just reported.
+    fn server(&mut self, fields: &Fields<'_>, path: &str) -> Option<ServerConfig> {
+        let disabled = fields
+            .get("disabled")
+            .and_then(|v| self.boolean(v, &child(path, "disabled")))
+            .unwrap_or(false);
+
+        let mut remote = None;
+        if let Some(v) = fields.get("type") {
+            let type_path = child(path, "type");
+            match v {
+                Json::String(t) if t == STDIO => {}
+                Json::String(t) => remote = Some((type_path, format!("`{t}`"))),
+                other => self.type_error(&type_path, "the string \"stdio\"", other),
+            }
+        }
+        if fields.get("url").is_some() {
+            remote = Some((child(path, "url"), "`url`".to_owned()));
+        }
+        if let Some((remote_path, kind)) = remote {
+            if !disabled {
+                self.report(
+                    &remote_path,
+                    format!(
+                        "loom starts stdio servers only; {kind} servers are not supported \
+                         (set \"disabled\": true or remove it)"
+                    ),
+                );
+            }
+            return None;
+        }
+
+        self.keep_missing_vars = disabled;
+        let server = self.stdio_server(fields, path, disabled);
+        self.keep_missing_vars = false;
+        Some(server)
+    }
+
+    fn stdio_server(&mut self, fields: &Fields<'_>, path: &str, disabled: bool) -> ServerConfig {
+        let mut server = ServerConfig::new(String::new(), String::new());
+        server.disabled = disabled;
+        match fields.get("command") {
+            Some(v) => {
+                if let Some(command) = self.non_empty_string(v, &child(path, "command")) {
+                    server.command = command;
+                }
+            }
+            None => self.report(path, "missing required key `command`"),
+        }
+        if let Some(v) = fields.get("args") {
+            server.args = self.string_list(v, &child(path, "args"), |_| None);
+        }
+        if let Some(v) = fields.get("env") {
+            server.env = self.env_map(v, &child(path, "env"));
+        }
+        if let Some(v) = fields.get("envPassthrough") {
+            server.env_passthrough =
+                self.string_list(v, &child(path, "envPassthrough"), env_name_problem);
+        }
+        for (key, slot) in [
+            ("provenanceDenylist", &mut server.provenance_denylist),
+            ("allowTools", &mut server.allow_tools),
+            ("denyTools", &mut server.deny_tools),
+        ] {
+            if let Some(v) = fields.get(key) {
+                *slot = self.string_list(v, &child(path, key), |s| {
+                    s.is_empty().then(|| "must not be empty".to_owned())
+                });
+            }
+        }
+        server.call_timeout_ms = fields
+            .get("callTimeoutMs")
+            .and_then(|v| self.whole(v, &child(path, "callTimeoutMs"), 1, u64::MAX, false))
+            .unwrap_or(DEFAULT_CALL_TIMEOUT_MS);
+        if let Some(v) = fields.get("cwd") {
+            server.cwd = self.non_empty_string(v, &child(path, "cwd")).map(PathBuf::from);
+        }
+        server
+    }
+
+    fn env_map(&mut self, value: &Json, path: &str) -> Vec<(String, String)> {
+        let Some(entries) = self.object(value, path) else {
+            return Vec::new();
+        };
+        let mut env: Vec<(String, String)> = Vec::new();
+        for (key, v) in entries {
+            let key_path = child(path, key);
+            if let Some(problem) = env_name_problem(key) {
+                self.report(&key_path, problem);
+                continue;
+            }
+            if env.iter().any(|(k, _)| k == key) {
+                self.report(
+                    &key_path,
+                    format!("key `{key}` appears more than once; keep only one"),
+                );
+                continue;
+            }
+            let text = match v {
+                Json::String(_) => self.string(v, &key_path),
+                Json::Number(_) | Json::Bool(_) => {
+                    let found = v.describe();
+                    let literal = match v {
+                        Json::Number(n) => n.to_string(),
+                        Json::Bool(b) => b.to_string(),
+                        _ => String::new(),
+                    };
+                    self.report(
+                        &key_path,
+                        format!(
+                            "expected a string, found {found}; environment values are strings, \
+                             so quote it: \"{literal}\""
+                        ),
+                    );
+                    None
+                }
+                other => {
+                    self.type_error(&key_path, "a string", other);
+                    None
+                }
+            };
+            if let Some(text) = text {
+                if self.no_nul(&text, &key_path) {
+                    env.push((key.clone(), text));
+                }
+            }
+        }
+        env
+    }
+
+    /// An array of strings, each expanded and then checked by `item_problem`.
+    fn string_list(
+        &mut self,
+        value: &Json,
+        path: &str,
+        item_problem: impl Fn(&str) -> Option<String>,
+    ) -> Vec<String> {
+        let items = match value {
+            Json::Array(items) => items,
+            other => {
+                self.type_error(path, "an array of strings", other);
+                return Vec::new();
+            }
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let item_path = index(path, i);
+            let Some(text) = self.string(item, &item_path) else {
+                continue;
+            };
+            if let Some(problem) = item_problem(&text) {
+                self.report(&item_path, problem);
+            } else if self.no_nul(&text, &item_path) {
+                out.push(text);
+            }
+        }
+        out
+    }
+
+    /// A string value with `${VAR}` references expanded.
+    fn string(&mut self, value: &Json, path: &str) -> Option<String> {
+        let Json::String(raw) = value else {
+            let hint = match value {
+                Json::Number(_) | Json::Bool(_) => " (quote it if it is meant as text)",
+                _ => "",
+            };
+            self.report(
+                path,
+                format!("expected a string, found {}{hint}", value.describe()),
+            );
+            return None;
+        };
+        match expand(raw, self.env, self.keep_missing_vars) {
+            Ok(text) => Some(text),
+            Err(errors) => {
+                for e in errors {
+                    self.report(path, e.to_string());
+                }
+                None
+            }
+        }
+    }
+
+    fn non_empty_string(&mut self, value: &Json, path: &str) -> Option<String> {
+        let text = self.string(value, path)?;
+        if text.is_empty() {
+            let message = match value {
+                Json::String(raw) if !raw.is_empty() => "must not be empty (it expanded to \"\")",
+                _ => "must not be empty",
+            };
+            self.report(path, message);
+            return None;
+        }
+        self.no_nul(&text, path).then_some(text)
+    }
+
+    /// A process argument, variable or path cannot contain NUL; catch it here rather than as an
+    /// obscure spawn failure later.
+    fn no_nul(&mut self, text: &str, path: &str) -> bool {
+        if text.contains('\0') {
+            self.report(path, "must not contain a NUL character");
+            return false;
+        }
+        true
+    }
+
+    fn boolean(&mut self, value: &Json, path: &str) -> Option<bool> {
+        match value {
+            Json::Bool(b) => Some(*b),
+            Json::String(s) if s == "true" || s == "false" => {
+                self.report(
+                    path,
+                    format!("expected true or false, found string \"{s}\" (remove the quotes)"),
+                );
+                None
+            }
+            other => {
+                self.type_error(path, "true or false", other);
+                None
+            }
+        }
+    }
+
+    /// A whole number within `min..=max`. `bytes` adds a human-readable size to the bounds.
+    fn whole(&mut self, value: &Json, path: &str, min: u64, max: u64, bytes: bool) -> Option<u64> {
+        let bound = |n: u64| {
+            if bytes {
+                format!("{n} ({})", human_bytes(n))
+            } else {
+                n.to_string()
+            }
+        };
+        let at_least = |found: &dyn std::fmt::Display| {
+            format!("must be at least {}, found {found}", bound(min))
+        };
+        let at_most = |found: &dyn std::fmt::Display| {
+            format!("must be at most {}, found {found}", bound(max))
+        };
+        let message = match value {
+            Json::Number(Num::PosInt(n)) if *n < min => at_least(n),
+            Json::Number(Num::PosInt(n)) if *n > max => at_most(n),
+            Json::Number(Num::PosInt(n)) => return Some(*n),
+            Json::Number(Num::NegInt(n)) => at_least(n),
+            Json::Number(num @ Num::Float(x)) if x.fract() != 0.0 || !x.is_finite() => {
+                format!("expected a whole number, found number {num}")
+            }
+            Json::Number(num @ Num::Float(x)) if *x < 0.0 => at_least(num),
+            // Integers past u64::MAX reach us as floats.
+            Json::Number(num @ Num::Float(x)) if *x >= 18_446_744_073_709_551_616.0 => {
+                at_most(num)
+            }
+            Json::Number(num @ Num::Float(_)) => format!(
+                "expected a whole number written without a decimal point or exponent, found {num}"
+            ),
+            Json::String(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+                format!("expected a whole number, found string \"{s}\" (remove the quotes)")
+            }
+            other => format!("expected a whole number, found {}", other.describe()),
+        };
+        self.report(path, message);
+        None
+    }
+
+    /// A byte count: a whole number of bytes, or a size string such as `"512MB"`.
+    fn size(&mut self, value: &Json, path: &str) -> Option<u64> {
+        let bytes = match value {
+            Json::Number(_) => return self.whole(value, path, MIN_MEMORY_BYTES, u64::MAX, true),
+            Json::String(_) => {
+                let text = self.string(value, path)?;
+                match parse_size(&text) {
+                    Ok(bytes) => bytes,
+                    Err(message) => {
+                        self.report(path, message);
+                        return None;
+                    }
+                }
+            }
+            other => {
+                let expected = format!(
+                    "a number of bytes or a size string such as \"512MB\" (units: {UNIT_LIST})"
+                );
+                self.type_error(path, &expected, other);
+                return None;
+            }
+        };
+        if bytes < MIN_MEMORY_BYTES {
+            self.report(
+                path,
+                format!(
+                    "must be at least {MIN_MEMORY_BYTES} ({}), found {bytes}",
+                    human_bytes(MIN_MEMORY_BYTES)
+                ),
+            );
+            return None;
+        }
+        Some(bytes)
+    }
+}
+
+fn env_name_problem(name: &str) -> Option<String> {
+    if is_valid_env_name(name) {
+        None
+    } else if name.is_empty() {
+        Some("environment variable names must not be empty".to_owned())
+    } else {
+        Some(format!(
+            "invalid environment variable name {}: names must not contain `=` or a NUL character",
+            json_quote(name)
+        ))
+    }
+}
+
+/// A valid name close to an invalid one, e.g. `brave-search` for `Brave Search`.
+fn suggest_name(name: &str) -> Option<String> {
+    let mut out = String::new();
+    for c in name.chars().flat_map(char::to_lowercase) {
+        let c = if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-' {
+            c
+        } else {
+            '-'
+        };
+        if c == '-' && (out.is_empty() || out.ends_with('-')) {
+            continue;
+        }
+        if out.is_empty() && !c.is_ascii_lowercase() {
+            continue;
+        }
+        out.push(c);
+    }
+    let mut out: String = out.chars().take(MAX_SERVER_NAME_LENGTH).collect();
+    while out.ends_with('-') {
+        out.pop();
+    }
+    (is_valid_server_name(&out) && out != RESERVED_SERVER_NAME).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_quote_keys_that_are_not_plain() {
+        assert_eq!(child("", "servers"), "servers");
+        assert_eq!(child("mcpServers", "github"), "mcpServers.github");
+        assert_eq!(child("mcpServers", "Brave Search"), "mcpServers[\"Brave Search\"]");
+        assert_eq!(child("env", "A=B"), "env[\"A=B\"]");
+        assert_eq!(child("env", ""), "env[\"\"]");
+        assert_eq!(child("", "$schema"), "$schema");
+        assert_eq!(index("servers", 3), "servers[3]");
+    }
+
+    #[test]
+    fn suggested_names_follow_the_rule() {
+        assert_eq!(suggest_name("Brave Search").as_deref(), Some("brave-search"));
+        assert_eq!(suggest_name("GitHub").as_deref(), Some("github"));
+        assert_eq!(suggest_name("1password").as_deref(), Some("password"));
+        assert_eq!(suggest_name("my.server!").as_deref(), Some("my-server"));
+        assert_eq!(suggest_name("LOOM"), None);
+        assert_eq!(suggest_name("123"), None);
+        assert_eq!(suggest_name(&"X".repeat(40)).map(|s| s.len()), Some(32));
+    }
+}

@@ -1,0 +1,208 @@
+//! loom's client face towards one downstream server: what it does with the requests and
+//! notifications a server sends to its client.
+//!
+//! Server→client requests (sampling, roots, elicitation) are forwarded to loom's own client when
+//! that client declared the capability; notifications become [`DownstreamEvent`]s for the gateway.
+
+#![allow(deprecated)] // roots, sampling and logging are deprecated by SEP-2577 but clients use them.
+
+use std::sync::{Arc, RwLock};
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    CreateMessageRequestParams, CreateMessageResult, ErrorCode, Implementation, ListRootsResult,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ResourceUpdatedNotificationParam,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
+use rmcp::{ClientHandler, ServiceError};
+use tokio::sync::mpsc;
+
+/// What happened on a downstream connection that the gateway must act on.
+#[derive(Debug)]
+pub enum DownstreamEvent {
+    /// The server's tools, resources or prompts (or its state) changed: rebuild the catalog.
+    CatalogChanged { server: usize },
+    /// The server sent a list_changed notification: re-list it, then rebuild.
+    ListChanged { server: usize },
+    Progress {
+        server: usize,
+        params: ProgressNotificationParam,
+    },
+    Logging {
+        server: usize,
+        params: LoggingMessageNotificationParam,
+    },
+    ResourceUpdated {
+        server: usize,
+        params: ResourceUpdatedNotificationParam,
+    },
+}
+
+/// The upstream client, once it has connected. Shared by every downstream handler.
+#[derive(Clone, Default)]
+pub struct UpstreamLink {
+    peer: Arc<RwLock<Option<Peer<RoleServer>>>>,
+}
+
+impl UpstreamLink {
+    pub fn set(&self, peer: Peer<RoleServer>) {
+        if let Ok(mut slot) = self.peer.write() {
+            *slot = Some(peer);
+        }
+    }
+
+    pub fn get(&self) -> Option<Peer<RoleServer>> {
+        self.peer.read().ok().and_then(|slot| slot.clone())
+    }
+
+    /// The upstream peer if its client declared the capability `has` checks for.
+    fn capable(
+        &self,
+        what: &str,
+        has: impl Fn(&ClientCapabilities) -> bool,
+    ) -> Result<Peer<RoleServer>, McpError> {
+        let Some(peer) = self.get() else {
+            return Err(McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("loom's client is not connected; {what} is unavailable"),
+                None,
+            ));
+        };
+        let declared = peer
+            .peer_info()
+            .is_some_and(|info| has(&info.capabilities));
+        if declared {
+            Ok(peer)
+        } else {
+            Err(McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("loom's client did not declare the {what} capability"),
+                None,
+            ))
+        }
+    }
+}
+
+fn upstream_error(what: &str, error: ServiceError) -> McpError {
+    match error {
+        ServiceError::McpError(error) => error,
+        other => McpError::internal_error(format!("{what} via loom's client failed: {other}"), None),
+    }
+}
+
+/// The handler loom runs as the client of downstream server number `server`.
+#[derive(Clone)]
+pub struct DownstreamHandler {
+    pub server: usize,
+    pub upstream: UpstreamLink,
+    pub events: mpsc::UnboundedSender<DownstreamEvent>,
+}
+
+impl DownstreamHandler {
+    fn emit(&self, event: DownstreamEvent) {
+        // The receiver only goes away at shutdown, when events no longer matter.
+        let _ = self.events.send(event);
+    }
+}
+
+impl ClientHandler for DownstreamHandler {
+    fn get_info(&self) -> ClientConfig {
+        // Children start before loom's own client connects, so loom declares what it can relay
+        // and answers "not supported" later if the client turns out not to have it.
+        let capabilities = ClientCapabilities::builder()
+            .enable_roots()
+            .enable_sampling()
+            .enable_elicitation()
+            .build();
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("loom", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, McpError> {
+        let peer = self.upstream.capable("sampling", |c| c.sampling.is_some())?;
+        peer.create_message(params)
+            .await
+            .map_err(|e| upstream_error("sampling", e))
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, McpError> {
+        let peer = self.upstream.capable("roots", |c| c.roots.is_some())?;
+        peer.list_roots()
+            .await
+            .map_err(|e| upstream_error("roots/list", e))
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        let peer = self
+            .upstream
+            .capable("elicitation", |c| c.elicitation.is_some())?;
+        peer.create_elicitation(params)
+            .await
+            .map_err(|e| upstream_error("elicitation", e))
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.emit(DownstreamEvent::Progress {
+            server: self.server,
+            params,
+        });
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.emit(DownstreamEvent::Logging {
+            server: self.server,
+            params,
+        });
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.emit(DownstreamEvent::ResourceUpdated {
+            server: self.server,
+            params,
+        });
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.emit(DownstreamEvent::ListChanged {
+            server: self.server,
+        });
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.emit(DownstreamEvent::ListChanged {
+            server: self.server,
+        });
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.emit(DownstreamEvent::ListChanged {
+            server: self.server,
+        });
+    }
+}

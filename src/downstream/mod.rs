@@ -1,0 +1,9 @@
+//! The servers loom starts: their environment, processes, connections and supervision.
+
+pub mod env;
+mod handler;
+pub mod process;
+mod supervisor;
+
+pub use handler::{DownstreamEvent, DownstreamHandler, UpstreamLink};
+pub use supervisor::{Catalog, Downstream, Live, STABLE_AFTER, STARTUP_TIMEOUT, ServerState};

@@ -1,0 +1,329 @@
+//! One configured server: its process, its MCP connection, what it lists, and the loop that keeps
+//! it running (restart with backoff, give up after too many consecutive failures).
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, Prompt, Resource, ResourceTemplate,
+    ServerCapabilities, Tool,
+};
+use rmcp::service::{Peer, RoleClient, RunningService};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::handler::{DownstreamEvent, DownstreamHandler, UpstreamLink};
+use super::process::{self, ChildProcess};
+use crate::config::{RestartPolicy, ServerConfig};
+use crate::wire::{LineTransport, RawResults};
+
+/// A server counts as recovered (its failure count starts again from zero) only after it stayed
+/// connected this long; a server that handshakes and then crashes at once keeps counting.
+pub const STABLE_AFTER: Duration = Duration::from_secs(10);
+
+/// How long a child may take from spawn to a complete `tools/list`. Generous because `npx -y`
+/// may download its package on first start.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where a server is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerState {
+    Starting,
+    Healthy,
+    /// Waiting to start again after `failures` consecutive failures.
+    Restarting {
+        failures: u32,
+        reason: String,
+    },
+    /// Gave up: delisted until loom restarts.
+    Failed {
+        reason: String,
+    },
+    Stopped,
+}
+
+impl std::fmt::Display for ServerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Starting => f.write_str("starting"),
+            Self::Healthy => f.write_str("healthy"),
+            Self::Restarting { failures, reason } => {
+                write!(f, "restarting after {failures} consecutive failure(s); last: {reason}")
+            }
+            Self::Failed { reason } => write!(f, "failed and delisted; last: {reason}"),
+            Self::Stopped => f.write_str("stopped"),
+        }
+    }
+}
+
+/// What a server offers, as last listed.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub tools: Vec<Tool>,
+    pub resources: Vec<Resource>,
+    pub templates: Vec<ResourceTemplate>,
+    pub prompts: Vec<Prompt>,
+    pub capabilities: Option<ServerCapabilities>,
+}
+
+/// The live connection: how to send requests and where their raw results land.
+#[derive(Clone)]
+pub struct Live {
+    pub peer: Peer<RoleClient>,
+    pub raw: RawResults,
+}
+
+/// One configured server.
+pub struct Downstream {
+    pub index: usize,
+    pub config: ServerConfig,
+    state: RwLock<ServerState>,
+    catalog: RwLock<Arc<Catalog>>,
+    live: RwLock<Option<Live>>,
+}
+
+/// Requests whose answers go back to loom's client untouched: keep their bytes.
+fn passes_through(message: &ClientJsonRpcMessage) -> bool {
+    matches!(
+        message,
+        JsonRpcMessage::Request(request) if matches!(
+            request.request,
+            ClientRequest::CallToolRequest(_)
+                | ClientRequest::ReadResourceRequest(_)
+                | ClientRequest::GetPromptRequest(_)
+                | ClientRequest::CompleteRequest(_)
+        )
+    )
+}
+
+impl Downstream {
+    pub fn new(index: usize, config: ServerConfig) -> Self {
+        Self {
+            index,
+            config,
+            state: RwLock::new(ServerState::Starting),
+            catalog: RwLock::new(Arc::new(Catalog::default())),
+            live: RwLock::new(None),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    pub fn state(&self) -> ServerState {
+        self.state
+            .read()
+            .map(|s| s.clone())
+            .unwrap_or(ServerState::Stopped)
+    }
+
+    fn set_state(&self, state: ServerState) {
+        tracing::info!(server = %self.config.name, %state, "server state");
+        if let Ok(mut slot) = self.state.write() {
+            *slot = state;
+        }
+    }
+
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog
+            .read()
+            .map(|c| c.clone())
+            .unwrap_or_default()
+    }
+
+    fn set_catalog(&self, catalog: Catalog) {
+        if let Ok(mut slot) = self.catalog.write() {
+            *slot = Arc::new(catalog);
+        }
+    }
+
+    /// The live connection, or why there is none (for the `isError` text of a call).
+    pub fn live(&self) -> Result<Live, ServerState> {
+        match self.live.read().ok().and_then(|l| l.clone()) {
+            Some(live) => Ok(live),
+            None => Err(self.state()),
+        }
+    }
+
+    fn set_live(&self, live: Option<Live>) {
+        if let Ok(mut slot) = self.live.write() {
+            *slot = live;
+        }
+    }
+
+    /// List everything the server declares, following every cursor to the end.
+    async fn list_catalog(&self, peer: &Peer<RoleClient>) -> Result<Catalog, String> {
+        let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
+        let declared = capabilities.clone().unwrap_or_default();
+        let mut catalog = Catalog {
+            capabilities,
+            ..Catalog::default()
+        };
+        if declared.tools.is_some() {
+            let tools = peer
+                .list_all_tools()
+                .await
+                .map_err(|e| format!("tools/list failed: {e}"))?;
+            catalog.tools = tools
+                .into_iter()
+                .filter(|tool| self.config.tool_allowed(&tool.name))
+                .collect();
+        }
+        if declared.resources.is_some() {
+            catalog.resources = peer
+                .list_all_resources()
+                .await
+                .map_err(|e| format!("resources/list failed: {e}"))?;
+            // Templates are optional even for servers with resources; a server that does not
+            // implement the method must not be marked unhealthy for it.
+            catalog.templates = peer.list_all_resource_templates().await.unwrap_or_default();
+        }
+        if declared.prompts.is_some() {
+            catalog.prompts = peer
+                .list_all_prompts()
+                .await
+                .map_err(|e| format!("prompts/list failed: {e}"))?;
+        }
+        Ok(catalog)
+    }
+
+    /// Re-list after a `list_changed` notification.
+    pub async fn relist(&self) -> Result<(), String> {
+        let live = self.live().map_err(|state| state.to_string())?;
+        let catalog = self.list_catalog(&live.peer).await?;
+        self.set_catalog(catalog);
+        Ok(())
+    }
+
+    /// Spawn, handshake, list. On failure the child is stopped before returning.
+    async fn connect(
+        &self,
+        handler: DownstreamHandler,
+    ) -> Result<(RunningService<RoleClient, DownstreamHandler>, ChildProcess, Live, Catalog), String>
+    {
+        let spawned = process::spawn(&self.config)
+            .map_err(|e| format!("cannot start `{}`: {e}", self.config.command))?;
+        let mut child = spawned.child;
+        let raw = RawResults::new();
+        let transport = LineTransport::capturing(
+            spawned.stdout,
+            spawned.stdin,
+            raw.clone(),
+            passes_through,
+            "downstream",
+        );
+        let handshake = async {
+            let service = rmcp::serve_client(handler, transport)
+                .await
+                .map_err(|e| format!("MCP handshake failed: {e}"))?;
+            let peer = service.peer().clone();
+            let catalog = self.list_catalog(&peer).await?;
+            Ok::<_, String>((service, catalog))
+        };
+        match tokio::time::timeout(STARTUP_TIMEOUT, handshake).await {
+            Ok(Ok((service, catalog))) => {
+                let live = Live {
+                    peer: service.peer().clone(),
+                    raw,
+                };
+                Ok((service, child, live, catalog))
+            }
+            Ok(Err(reason)) => Err(with_exit(reason, &mut child).await),
+            Err(_) => Err(with_exit(
+                format!("no complete handshake within {} s", STARTUP_TIMEOUT.as_secs()),
+                &mut child,
+            )
+            .await),
+        }
+    }
+
+    /// Keep the server running until `shutdown`. `first` learns how the first start went.
+    pub async fn supervise(
+        self: Arc<Self>,
+        policy: RestartPolicy,
+        upstream: UpstreamLink,
+        events: mpsc::UnboundedSender<DownstreamEvent>,
+        shutdown: CancellationToken,
+        first: oneshot::Sender<Result<(), String>>,
+    ) {
+        let mut first = Some(first);
+        let mut report_first = |outcome: Result<(), String>| {
+            if let Some(first) = first.take() {
+                let _ = first.send(outcome);
+            }
+        };
+        let handler = DownstreamHandler {
+            server: self.index,
+            upstream,
+            events: events.clone(),
+        };
+        let mut failures: u32 = 0;
+        loop {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            let connected = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                connected = self.connect(handler.clone()) => connected,
+            };
+            let reason = match connected {
+                Ok((service, mut child, live, catalog)) => {
+                    self.set_catalog(catalog);
+                    self.set_live(Some(live));
+                    self.set_state(ServerState::Healthy);
+                    let _ = events.send(DownstreamEvent::CatalogChanged { server: self.index });
+                    report_first(Ok(()));
+                    let since = Instant::now();
+                    let service_ct = service.cancellation_token();
+                    let waiting = service.waiting();
+                    tokio::pin!(waiting);
+                    tokio::select! {
+                        _ = shutdown.cancelled() => {
+                            self.set_live(None);
+                            // Closing the transport closes the child's stdin: the polite stop.
+                            service_ct.cancel();
+                            let _ = waiting.await;
+                            let how = child.terminate().await;
+                            tracing::info!(server = %self.config.name, "stopped: {how}");
+                            break;
+                        }
+                        _ = &mut waiting => {}
+                    }
+                    self.set_live(None);
+                    if since.elapsed() >= STABLE_AFTER {
+                        failures = 0;
+                    }
+                    format!("the connection ended; the process {}", child.terminate().await)
+                }
+                Err(reason) => {
+                    report_first(Err(reason.clone()));
+                    reason
+                }
+            };
+            failures = failures.saturating_add(1);
+            tracing::warn!(server = %self.config.name, failures, "{reason}");
+            if failures >= policy.max_attempts.max(1) {
+                self.set_state(ServerState::Failed { reason });
+                self.set_catalog(Catalog::default());
+                let _ = events.send(DownstreamEvent::CatalogChanged { server: self.index });
+                return;
+            }
+            self.set_state(ServerState::Restarting { failures, reason });
+            let delay = policy.delay_for_attempt(failures);
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
+        self.set_live(None);
+        self.set_state(ServerState::Stopped);
+    }
+}
+
+/// Add how the process ended to a failure reason: "handshake failed … (exited with code 3)"
+/// tells the user far more than the handshake error alone. Its stdin is already closed (the
+/// transport was dropped), so a live child gets the usual stop sequence.
+async fn with_exit(reason: String, child: &mut ChildProcess) -> String {
+    format!("{reason} ({})", child.terminate().await)
+}

@@ -1,0 +1,235 @@
+//! What loom's client sees: every server's tools, prompts, resources and templates under one
+//! roof, and the routes back to where each came from.
+//!
+//! Tools and prompts are renamed `<server>_<name>` (see [`super::naming`]); routing always goes
+//! through the route map, never by splitting a name on `_` (server and tool names both contain
+//! underscores). Resource URIs are *not* rewritten: tool results pass through byte-identical and
+//! may contain `resource_link` blocks naming the server's own URIs, which must stay readable.
+//! A URI is routed to the server that listed it, or whose template matches it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
+
+use super::naming::NameAllocator;
+use crate::downstream::Catalog;
+
+/// Where an exposed name leads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub server: usize,
+    pub name: String,
+}
+
+/// One server's contribution, in config order.
+pub struct ServerListing<'a> {
+    pub index: usize,
+    pub name: &'a str,
+    pub catalog: Arc<Catalog>,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct ExposedCatalog {
+    pub tools: Vec<Tool>,
+    pub prompts: Vec<Prompt>,
+    pub resources: Vec<Resource>,
+    pub templates: Vec<ResourceTemplate>,
+    tool_routes: HashMap<String, Route>,
+    prompt_routes: HashMap<String, Route>,
+    resource_owners: HashMap<String, usize>,
+    template_owners: Vec<(usize, String)>,
+}
+
+impl ExposedCatalog {
+    /// Build from every listed server. `reserved` names (loom's own tools) are never handed out.
+    pub fn build(servers: &[ServerListing<'_>], max_name_len: usize, reserved: &[&str]) -> Self {
+        let mut out = Self::default();
+        let mut tool_names = NameAllocator::new(max_name_len);
+        let mut prompt_names = NameAllocator::new(max_name_len);
+        for name in reserved {
+            tool_names.reserve(name);
+        }
+        for server in servers {
+            for tool in &server.catalog.tools {
+                let exposed = tool_names.allocate(server.name, &tool.name);
+                out.tool_routes.insert(
+                    exposed.clone(),
+                    Route {
+                        server: server.index,
+                        name: tool.name.to_string(),
+                    },
+                );
+                let mut tool = tool.clone();
+                tool.name = exposed.into();
+                out.tools.push(tool);
+            }
+            for prompt in &server.catalog.prompts {
+                let exposed = prompt_names.allocate(server.name, &prompt.name);
+                out.prompt_routes.insert(
+                    exposed.clone(),
+                    Route {
+                        server: server.index,
+                        name: prompt.name.clone(),
+                    },
+                );
+                let mut prompt = prompt.clone();
+                prompt.name = exposed;
+                out.prompts.push(prompt);
+            }
+            for resource in &server.catalog.resources {
+                if let Some(first) = out.resource_owners.get(&resource.uri) {
+                    // debug, not warn: every rebuild would repeat it. SPEC documents the rule.
+                    tracing::debug!(
+                        uri = %resource.uri,
+                        kept = %first,
+                        dropped = %server.name,
+                        "two servers list the same resource URI; the first in config order wins"
+                    );
+                    continue;
+                }
+                out.resource_owners
+                    .insert(resource.uri.clone(), server.index);
+                out.resources.push(resource.clone());
+            }
+            for template in &server.catalog.templates {
+                out.template_owners
+                    .push((server.index, template.uri_template.clone()));
+                out.templates.push(template.clone());
+            }
+        }
+        out
+    }
+
+    pub fn tool_route(&self, exposed: &str) -> Option<&Route> {
+        self.tool_routes.get(exposed)
+    }
+
+    pub fn prompt_route(&self, exposed: &str) -> Option<&Route> {
+        self.prompt_routes.get(exposed)
+    }
+
+    /// The server that answers for `uri`: the one that listed it, else the first whose template
+    /// matches it.
+    pub fn resource_owner(&self, uri: &str) -> Option<usize> {
+        if let Some(owner) = self.resource_owners.get(uri) {
+            return Some(*owner);
+        }
+        self.template_owners
+            .iter()
+            .find(|(_, template)| template_matches(template, uri))
+            .map(|(owner, _)| *owner)
+    }
+
+    /// Exposed tool names, for error messages.
+    pub fn tool_names(&self) -> impl Iterator<Item = &str> {
+        self.tools.iter().map(|t| t.name.as_ref())
+    }
+}
+
+/// Does `uri` fit the RFC 6570 template `template`? Literal parts must match exactly; each
+/// `{…}` expression matches one or more characters (a simple expression stops at `/`, the
+/// reserved forms `{+x}` and `{#x}` may span them).
+pub fn template_matches(template: &str, uri: &str) -> bool {
+    enum Part<'a> {
+        Literal(&'a str),
+        Var { spans_slashes: bool },
+    }
+    let mut parts = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        if open > 0 {
+            parts.push(Part::Literal(&rest[..open]));
+        }
+        let Some(close) = rest[open..].find('}') else {
+            return false;
+        };
+        let expression = &rest[open + 1..open + close];
+        parts.push(Part::Var {
+            spans_slashes: expression.starts_with('+') || expression.starts_with('#'),
+        });
+        rest = &rest[open + close + 1..];
+    }
+    if !rest.is_empty() {
+        parts.push(Part::Literal(rest));
+    }
+
+    fn walk(parts: &[Part<'_>], uri: &str) -> bool {
+        match parts.split_first() {
+            None => uri.is_empty(),
+            Some((Part::Literal(lit), tail)) => {
+                uri.strip_prefix(lit).is_some_and(|rest| walk(tail, rest))
+            }
+            Some((Part::Var { spans_slashes }, tail)) => {
+                let limit = if *spans_slashes {
+                    uri.len()
+                } else {
+                    uri.find('/').unwrap_or(uri.len())
+                };
+                (1..=limit)
+                    .filter(|end| uri.is_char_boundary(*end))
+                    .any(|end| walk(tail, &uri[end..]))
+            }
+        }
+    }
+    walk(&parts, uri)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_match_simple_and_reserved_expressions() {
+        assert!(template_matches("fixture://items/{id}", "fixture://items/42"));
+        assert!(!template_matches("fixture://items/{id}", "fixture://items/"));
+        assert!(!template_matches("fixture://items/{id}", "fixture://items/4/2"));
+        assert!(template_matches("file:///{+path}", "file:///a/b/c.txt"));
+        assert!(template_matches("repo://{owner}/{name}/readme", "repo://a/b/readme"));
+        assert!(!template_matches("repo://{owner}/{name}/readme", "repo://a/b/c"));
+        assert!(!template_matches("broken://{x", "broken://y"));
+    }
+
+    fn tool(name: &str) -> Tool {
+        Tool::new(name.to_string(), "d", Arc::new(serde_json::Map::new()))
+    }
+
+    #[test]
+    fn routes_lead_back_to_the_original_names() {
+        let a = Arc::new(Catalog {
+            tools: vec![tool("list_issues"), tool("dup.name"), tool("dup name")],
+            ..Catalog::default()
+        });
+        let b = Arc::new(Catalog {
+            tools: vec![tool("list_issues")],
+            ..Catalog::default()
+        });
+        let listing = [
+            ServerListing {
+                index: 0,
+                name: "git_hub",
+                catalog: a,
+            },
+            ServerListing {
+                index: 1,
+                name: "gitlab",
+                catalog: b,
+            },
+        ];
+        let exposed = ExposedCatalog::build(&listing, 64, &[]);
+        let names: Vec<_> = exposed.tool_names().collect();
+        assert_eq!(names[0], "git_hub_list_issues");
+        assert_eq!(names[3], "gitlab_list_issues");
+        assert_eq!(
+            exposed.tool_route("git_hub_list_issues"),
+            Some(&Route {
+                server: 0,
+                name: "list_issues".into()
+            })
+        );
+        // The two tools that sanitize to the same name are both reachable.
+        assert_eq!(exposed.tool_route(names[1]).map(|r| r.name.as_str()), Some("dup.name"));
+        assert_eq!(exposed.tool_route(names[2]).map(|r| r.name.as_str()), Some("dup name"));
+        assert!(exposed.tool_route("git_hub").is_none());
+    }
+}

@@ -1,0 +1,147 @@
+//! Forwarding one request to a downstream server and carrying its raw answer back.
+
+use std::time::Duration;
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CallToolResult, CancelledNotificationParam, ClientRequest, ContentBlock, ErrorCode, ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, RequestContext, RoleServer};
+use rmcp::ServiceError;
+
+use super::Gateway;
+use crate::downstream::ServerState;
+use crate::wire::placeholder_result;
+
+/// Why a forwarded request has no downstream answer.
+#[derive(Debug)]
+pub enum ForwardError {
+    /// The server is not connected right now.
+    Down(ServerState),
+    /// The server answered with a JSON-RPC error.
+    Rpc(McpError),
+    /// The connection closed before the answer.
+    Closed(String),
+    TimedOut(Duration),
+    /// loom's client cancelled the request.
+    Cancelled,
+}
+
+impl ForwardError {
+    /// The text of an `isError` tool result (or of a JSON-RPC error), naming the server.
+    pub fn describe(&self, server: &str, what: &str) -> String {
+        match self {
+            Self::Down(state) => {
+                format!("loom: server `{server}` is {state}; {what} cannot run now")
+            }
+            Self::Rpc(error) => format!(
+                "loom: server `{server}` returned an error for {what}: {} (JSON-RPC error {})",
+                error.message, error.code.0
+            ),
+            Self::Closed(detail) => format!(
+                "loom: server `{server}` closed the connection before answering {what} ({detail}); \
+                 loom restarts it"
+            ),
+            Self::TimedOut(after) => format!(
+                "loom: server `{server}` did not answer {what} within {} ms; the request was \
+                 cancelled (raise `callTimeoutMs` for this server if it needs longer)",
+                after.as_millis()
+            ),
+            Self::Cancelled => format!("loom: {what} was cancelled by the client"),
+        }
+    }
+
+    /// As the `isError` result a tool call returns.
+    pub fn into_tool_result(self, server: &str, what: &str) -> ServerResult {
+        ServerResult::CallToolResult(CallToolResult::error(vec![ContentBlock::text(
+            self.describe(server, what),
+        )]))
+    }
+
+    /// As a JSON-RPC error (for methods that have no `isError` form). A downstream error is
+    /// passed on with its own code and data.
+    pub fn into_rpc_error(self, server: &str, what: &str) -> McpError {
+        match self {
+            Self::Rpc(error) => error,
+            other => McpError::new(ErrorCode::INTERNAL_ERROR, other.describe(server, what), None),
+        }
+    }
+}
+
+impl Gateway {
+    /// Send `request` to server `index` and, when its answer is kept raw, stash the bytes for the
+    /// upstream response to request `context.id`. Cancels downstream when loom's client cancels
+    /// or the server's `callTimeoutMs` passes.
+    pub(super) async fn forward(
+        &self,
+        index: usize,
+        request: ClientRequest,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ForwardError> {
+        let Some(server) = self.servers.get(index) else {
+            return Err(ForwardError::Down(ServerState::Stopped));
+        };
+        let live = server.live().map_err(ForwardError::Down)?;
+        let timeout = Duration::from_millis(server.config.call_timeout_ms);
+
+        // rmcp puts its own progress token on every outgoing request, so the client's token is
+        // mapped back when progress arrives; everything else in `_meta` travels as it came.
+        let upstream_token = context.meta.get_progress_token();
+        let mut meta = context.meta.clone();
+        meta.0.remove("progressToken");
+        let mut options = PeerRequestOptions::no_options();
+        if !meta.0.is_empty() {
+            options = options.with_meta(meta);
+        }
+        let mut handle = live
+            .peer
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|e| ForwardError::Closed(e.to_string()))?;
+        let progress_key = (index, handle.progress_token.clone());
+        if let Some(token) = upstream_token {
+            self.lock_progress().insert(progress_key.clone(), token);
+        }
+
+        let outcome = tokio::select! {
+            answer = &mut handle.rx => match answer {
+                Ok(Ok(result)) => Ok(result),
+                Ok(Err(ServiceError::McpError(error))) => Err(ForwardError::Rpc(error)),
+                Ok(Err(other)) => Err(ForwardError::Closed(other.to_string())),
+                Err(_) => Err(ForwardError::Closed("the connection ended".into())),
+            },
+            _ = tokio::time::sleep(timeout) => Err(ForwardError::TimedOut(timeout)),
+            _ = context.ct.cancelled() => Err(ForwardError::Cancelled),
+        };
+        self.lock_progress().remove(&progress_key);
+
+        match outcome {
+            Ok(ServerResult::CustomResult(_)) => match live.raw.take(&handle.id) {
+                Some(raw) => {
+                    self.splice.put(context.id.clone(), raw);
+                    Ok(ServerResult::CustomResult(placeholder_result()))
+                }
+                None => Err(ForwardError::Closed("the answer went missing".into())),
+            },
+            // Not captured raw (a method loom does not pass through): typed, as rmcp decoded it.
+            Ok(other) => Ok(other),
+            Err(error) => {
+                live.raw.forget(&handle.id);
+                if matches!(error, ForwardError::TimedOut(_) | ForwardError::Cancelled) {
+                    let reason = match &error {
+                        ForwardError::TimedOut(_) => "timed out in loom",
+                        _ => "cancelled by loom's client",
+                    };
+                    let _ = live
+                        .peer
+                        .notify_cancelled(CancelledNotificationParam::new(
+                            Some(handle.id.clone()),
+                            Some(reason.to_string()),
+                        ))
+                        .await;
+                }
+                Err(error)
+            }
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! The MCP server rmcp runs for loom's client.
+//!
+//! [`GatewayService`] takes the requests whose answers pass through raw (tool calls, resource
+//! reads, prompts, completions); everything else goes to [`GatewayHandler`], a plain rmcp
+//! `ServerHandler` that answers from the exposed catalog.
+
+#![allow(deprecated)] // resources/subscribe and logging are legacy-only but clients use them.
+
+use std::sync::Arc;
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CallToolRequest, ClientRequest, ErrorCode, GetPromptRequest, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, Reference, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer, Service, ServiceRole};
+use rmcp::ServerHandler;
+
+use super::Gateway;
+
+/// Answers everything that is not passed through raw.
+#[derive(Clone)]
+pub struct GatewayHandler(pub Arc<Gateway>);
+
+/// What rmcp serves: raw passthrough first, the typed handler for the rest.
+#[derive(Clone)]
+pub struct GatewayService {
+    gateway: Arc<Gateway>,
+    handler: GatewayHandler,
+}
+
+impl GatewayService {
+    pub fn new(gateway: Arc<Gateway>) -> Self {
+        Self {
+            handler: GatewayHandler(gateway.clone()),
+            gateway,
+        }
+    }
+}
+
+fn unknown_tool(gateway: &Gateway, name: &str) -> McpError {
+    let catalog = gateway.exposed();
+    let mut close: Vec<&str> = catalog
+        .tool_names()
+        .filter(|known| strsim::jaro_winkler(known, name) > 0.85)
+        .take(3)
+        .collect();
+    close.sort_unstable();
+    let hint = if close.is_empty() {
+        "call tools/list for the current names".to_string()
+    } else {
+        format!("did you mean {}?", close.join(", "))
+    };
+    McpError::invalid_params(format!("unknown tool `{name}`; {hint}"), None)
+}
+
+impl Service<RoleServer> for GatewayService {
+    async fn handle_request(
+        &self,
+        request: <RoleServer as ServiceRole>::PeerReq,
+        context: RequestContext<RoleServer>,
+    ) -> Result<<RoleServer as ServiceRole>::Resp, McpError> {
+        if self.gateway.upstream().get().is_none() {
+            self.gateway.upstream().set(context.peer.clone());
+        }
+        let gateway = &self.gateway;
+        match request {
+            ClientRequest::CallToolRequest(CallToolRequest { params, .. }) => {
+                let exposed = gateway.exposed();
+                let Some(route) = exposed.tool_route(&params.name) else {
+                    return Err(unknown_tool(gateway, &params.name));
+                };
+                let server = gateway.servers()[route.server].name().to_string();
+                let what = format!("tool `{}`", route.name);
+                let mut down = params.clone();
+                down.name = route.name.clone().into();
+                down.meta = None;
+                let request = ClientRequest::CallToolRequest(CallToolRequest::new(down));
+                Ok(gateway
+                    .forward(route.server, request, &context)
+                    .await
+                    .unwrap_or_else(|e| e.into_tool_result(&server, &what)))
+            }
+            ClientRequest::ReadResourceRequest(mut read) => {
+                let uri = read.params.uri.clone();
+                let Some(owner) = gateway.exposed().resource_owner(&uri) else {
+                    return Err(McpError::resource_not_found(
+                        format!(
+                            "no server lists the resource `{uri}`; call resources/list or \
+                             resources/templates/list for what is available"
+                        ),
+                        None,
+                    ));
+                };
+                read.params.meta = None;
+                let server = gateway.servers()[owner].name().to_string();
+                gateway
+                    .forward(owner, ClientRequest::ReadResourceRequest(read), &context)
+                    .await
+                    .map_err(|e| e.into_rpc_error(&server, &format!("resource `{uri}`")))
+            }
+            ClientRequest::GetPromptRequest(GetPromptRequest { params, .. }) => {
+                let exposed = gateway.exposed();
+                let Some(route) = exposed.prompt_route(&params.name) else {
+                    return Err(McpError::invalid_params(
+                        format!("unknown prompt `{}`; call prompts/list for the names", params.name),
+                        None,
+                    ));
+                };
+                let server = gateway.servers()[route.server].name().to_string();
+                let mut down = params.clone();
+                down.name = route.name.clone();
+                down.meta = None;
+                gateway
+                    .forward(
+                        route.server,
+                        ClientRequest::GetPromptRequest(GetPromptRequest::new(down)),
+                        &context,
+                    )
+                    .await
+                    .map_err(|e| e.into_rpc_error(&server, &format!("prompt `{}`", route.name)))
+            }
+            ClientRequest::CompleteRequest(mut complete) => {
+                let exposed = gateway.exposed();
+                let target = match &mut complete.params.r#ref {
+                    Reference::Prompt(prompt) => {
+                        exposed.prompt_route(&prompt.name).cloned().map(|route| {
+                            prompt.name = route.name;
+                            route.server
+                        })
+                    }
+                    Reference::Resource(resource) => exposed.resource_owner(&resource.uri),
+                    _ => None,
+                };
+                let Some(owner) = target else {
+                    return Err(McpError::invalid_params(
+                        "completion refers to no prompt or resource loom exposes",
+                        None,
+                    ));
+                };
+                complete.params.meta = None;
+                let server = gateway.servers()[owner].name().to_string();
+                gateway
+                    .forward(owner, ClientRequest::CompleteRequest(complete), &context)
+                    .await
+                    .map_err(|e| e.into_rpc_error(&server, "completion"))
+            }
+            other => self.handler.handle_request(other, context).await,
+        }
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: <RoleServer as ServiceRole>::PeerNot,
+        context: NotificationContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.handler.handle_notification(notification, context).await
+    }
+
+    fn get_info(&self) -> <RoleServer as ServiceRole>::Info {
+        ServerHandler::get_info(&self.handler)
+    }
+}
+
+impl ServerHandler for GatewayHandler {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_completions()
+            .enable_logging()
+            .build();
+        let mut instructions = String::from(
+            "loom is a gateway: the tools, prompts and resources below come from several MCP \
+             servers. Tool and prompt names are `<server>_<name>`.",
+        );
+        for server in self.0.servers() {
+            let name = server.name();
+            let state = server.state();
+            instructions.push_str(&format!("\n- {name}: {state}"));
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("loom", env!("CARGO_PKG_VERSION")))
+            .with_instructions(instructions)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.0.upstream().set(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.0.exposed().tools.clone()))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(self.0.exposed().prompts.clone()))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(self.0.exposed().resources.clone()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            self.0.exposed().templates.clone(),
+        ))
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (server, live) = self.resource_server(&request.uri)?;
+        live.peer.subscribe(request).await.map_err(|e| {
+            McpError::new(
+                ErrorCode::INTERNAL_ERROR,
+                format!("loom: server `{server}` refused the subscription: {e}"),
+                None,
+            )
+        })
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (server, live) = self.resource_server(&request.uri)?;
+        live.peer.unsubscribe(request).await.map_err(|e| {
+            McpError::new(
+                ErrorCode::INTERNAL_ERROR,
+                format!("loom: server `{server}` refused to unsubscribe: {e}"),
+                None,
+            )
+        })
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // Every server that logs gets the level; one that does not is not an error.
+        for server in self.0.servers() {
+            let declares_logging = server
+                .catalog()
+                .capabilities
+                .as_ref()
+                .is_some_and(|c| c.logging.is_some());
+            if let (true, Ok(live)) = (declares_logging, server.live()) {
+                let _ = live.peer.set_level(request.clone()).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl GatewayHandler {
+    fn resource_server(
+        &self,
+        uri: &str,
+    ) -> Result<(String, crate::downstream::Live), McpError> {
+        let owner = self.0.exposed().resource_owner(uri).ok_or_else(|| {
+            McpError::resource_not_found(format!("no server lists the resource `{uri}`"), None)
+        })?;
+        let server = &self.0.servers()[owner];
+        let live = server.live().map_err(|state| {
+            McpError::new(
+                ErrorCode::INTERNAL_ERROR,
+                format!("loom: server `{}` is {state}", server.name()),
+                None,
+            )
+        })?;
+        Ok((server.name().to_string(), live))
+    }
+}

@@ -1,0 +1,282 @@
+//! loom's upstream face: one MCP server over stdio that re-exposes every downstream server.
+//!
+//! [`Gateway`] owns the downstream servers and the exposed catalog; [`GatewayService`] is what
+//! rmcp serves. Results that pass through (tool calls, resource reads, prompts, completions)
+//! never go through rmcp's typed model: their bytes are carried from the downstream transport
+//! to the upstream one (see [`crate::wire`]).
+
+pub mod catalog;
+mod forward;
+mod handler;
+pub mod naming;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use rmcp::model::ProgressToken;
+use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use catalog::{ExposedCatalog, Route, ServerListing};
+pub use handler::GatewayService;
+
+use crate::config::Config;
+use crate::downstream::{Downstream, DownstreamEvent, ServerState, UpstreamLink};
+use crate::wire::RawResults;
+
+/// Rebuilds of the catalog that arrive within this window become one `list_changed` upstream.
+pub const LIST_CHANGED_COALESCE: Duration = Duration::from_millis(50);
+
+/// How long shutdown waits for every child to be stopped before giving up on them (they are
+/// killed by then; this only bounds waiting for the reaping).
+pub const SHUTDOWN_BUDGET: Duration = Duration::from_millis(1800);
+
+/// Why loom could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("no servers to start: the configuration has no enabled server")]
+    NoServers,
+    #[error("no server could start:\n{}", .0.iter().map(|(n, r)| format!("  - {n}: {r}")).collect::<Vec<_>>().join("\n"))]
+    AllFailed(Vec<(String, String)>),
+}
+
+/// The gateway: downstream servers, the catalog it exposes, and the glue between them.
+pub struct Gateway {
+    config: Arc<Config>,
+    servers: Vec<Arc<Downstream>>,
+    exposed: RwLock<Arc<ExposedCatalog>>,
+    upstream: UpstreamLink,
+    /// Raw results waiting to be spliced into upstream responses, by upstream request id.
+    splice: RawResults,
+    /// Downstream progress token → the upstream client's token, per server.
+    progress: Mutex<HashMap<(usize, ProgressToken), ProgressToken>>,
+    dirty: Notify,
+    shutdown: CancellationToken,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Gateway {
+    /// Start every enabled server concurrently and wait until each has either listed its tools
+    /// or failed its first start. Fails only when no server could start at all.
+    pub async fn start(config: Config) -> Result<Arc<Self>, StartError> {
+        let config = Arc::new(config);
+        let servers: Vec<Arc<Downstream>> = config
+            .servers
+            .iter()
+            .filter(|s| !s.disabled)
+            .enumerate()
+            .map(|(index, server)| Arc::new(Downstream::new(index, server.clone())))
+            .collect();
+        if servers.is_empty() {
+            return Err(StartError::NoServers);
+        }
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let gateway = Arc::new(Self {
+            config: config.clone(),
+            servers,
+            exposed: RwLock::new(Arc::new(ExposedCatalog::default())),
+            upstream: UpstreamLink::default(),
+            splice: RawResults::new(),
+            progress: Mutex::new(HashMap::new()),
+            dirty: Notify::new(),
+            shutdown: CancellationToken::new(),
+            tasks: Mutex::new(Vec::new()),
+        });
+
+        let mut firsts = Vec::new();
+        let mut tasks = Vec::new();
+        for server in &gateway.servers {
+            let (first_tx, first_rx) = oneshot::channel();
+            firsts.push((server.name().to_string(), first_rx));
+            tasks.push(tokio::spawn(server.clone().supervise(
+                config.restart.clone(),
+                gateway.upstream.clone(),
+                events_tx.clone(),
+                gateway.shutdown.clone(),
+                first_tx,
+            )));
+        }
+        tasks.push(tokio::spawn(gateway.clone().event_loop(events_rx)));
+        tasks.push(tokio::spawn(gateway.clone().rebuild_loop()));
+        gateway.lock_tasks().extend(tasks);
+
+        let mut failures = Vec::new();
+        for (name, first) in firsts {
+            match first.await {
+                Ok(Ok(())) => {}
+                Ok(Err(reason)) => failures.push((name, reason)),
+                Err(_) => failures.push((name, "supervisor ended before starting".into())),
+            }
+        }
+        if failures.len() == gateway.servers.len() {
+            gateway.shutdown().await;
+            return Err(StartError::AllFailed(failures));
+        }
+        for (name, reason) in &failures {
+            tracing::warn!(server = %name, "did not start (retrying in the background): {reason}");
+        }
+        // The first catalog is built here, not by the coalescing loop, so the first tools/list
+        // answers at once.
+        gateway.rebuild();
+        Ok(gateway)
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn servers(&self) -> &[Arc<Downstream>] {
+        &self.servers
+    }
+
+    pub fn exposed(&self) -> Arc<ExposedCatalog> {
+        self.exposed
+            .read()
+            .map(|c| c.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn upstream(&self) -> &UpstreamLink {
+        &self.upstream
+    }
+
+    pub fn splice_table(&self) -> RawResults {
+        self.splice.clone()
+    }
+
+    fn lock_tasks(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+        self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_progress(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(usize, ProgressToken), ProgressToken>> {
+        self.progress.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stop every child (stdin closed, grace, SIGTERM, grace, SIGKILL) within the budget.
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        let tasks: Vec<_> = std::mem::take(&mut *self.lock_tasks());
+        let all = futures::future::join_all(tasks);
+        if tokio::time::timeout(SHUTDOWN_BUDGET, all).await.is_err() {
+            tracing::warn!("some servers were still stopping when the shutdown budget ran out");
+        }
+    }
+
+    /// Rebuild the exposed catalog now; returns which lists changed.
+    fn rebuild(&self) -> ListsChanged {
+        let listings: Vec<ServerListing<'_>> = self
+            .servers
+            .iter()
+            .filter(|s| !matches!(s.state(), ServerState::Failed { .. }))
+            .map(|s| ServerListing {
+                index: s.index,
+                name: s.name(),
+                catalog: s.catalog(),
+            })
+            .collect();
+        let next = Arc::new(ExposedCatalog::build(
+            &listings,
+            self.config.max_tool_name_length,
+            &[],
+        ));
+        let Ok(mut slot) = self.exposed.write() else {
+            return ListsChanged::default();
+        };
+        let changed = ListsChanged {
+            tools: slot.tools != next.tools,
+            resources: slot.resources != next.resources || slot.templates != next.templates,
+            prompts: slot.prompts != next.prompts,
+        };
+        *slot = next;
+        changed
+    }
+
+    /// Coalesces catalog changes: many within [`LIST_CHANGED_COALESCE`] → one rebuild and at
+    /// most one notification per list.
+    async fn rebuild_loop(self: Arc<Self>) {
+        loop {
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = self.dirty.notified() => {}
+            }
+            tokio::time::sleep(LIST_CHANGED_COALESCE).await;
+            let changed = self.rebuild();
+            let Some(peer) = self.upstream.get() else {
+                continue;
+            };
+            if changed.tools {
+                let _ = peer.notify_tool_list_changed().await;
+            }
+            if changed.resources {
+                let _ = peer.notify_resource_list_changed().await;
+            }
+            if changed.prompts {
+                let _ = peer.notify_prompt_list_changed().await;
+            }
+        }
+    }
+
+    async fn event_loop(self: Arc<Self>, mut events: mpsc::UnboundedReceiver<DownstreamEvent>) {
+        loop {
+            let event = tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                event = events.recv() => match event {
+                    Some(event) => event,
+                    None => return,
+                },
+            };
+            match event {
+                DownstreamEvent::CatalogChanged { .. } => self.dirty.notify_one(),
+                DownstreamEvent::ListChanged { server } => {
+                    let gateway = self.clone();
+                    tokio::spawn(async move {
+                        let Some(downstream) = gateway.servers.get(server) else {
+                            return;
+                        };
+                        if let Err(reason) = downstream.relist().await {
+                            tracing::warn!(server = %downstream.name(), "re-listing failed: {reason}");
+                        }
+                        gateway.dirty.notify_one();
+                    });
+                }
+                DownstreamEvent::Progress { server, mut params } => {
+                    let upstream_token = self
+                        .lock_progress()
+                        .get(&(server, params.progress_token.clone()))
+                        .cloned();
+                    if let (Some(token), Some(peer)) = (upstream_token, self.upstream.get()) {
+                        params.progress_token = token;
+                        let _ = peer.notify_progress(params).await;
+                    }
+                }
+                #[allow(deprecated)] // logging is SEP-2577-deprecated but clients still show it
+                DownstreamEvent::Logging { server, mut params } => {
+                    if let Some(peer) = self.upstream.get() {
+                        let name = self.servers.get(server).map(|s| s.name()).unwrap_or("?");
+                        params.logger = Some(match params.logger.take() {
+                            Some(logger) => format!("{name}/{logger}"),
+                            None => name.to_string(),
+                        });
+                        let _ = peer.notify_logging_message(params).await;
+                    }
+                }
+                DownstreamEvent::ResourceUpdated { params, .. } => {
+                    if let Some(peer) = self.upstream.get() {
+                        let _ = peer.notify_resource_updated(params).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct ListsChanged {
+    tools: bool,
+    resources: bool,
+    prompts: bool,
+}

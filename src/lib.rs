@@ -1,0 +1,10 @@
+//! loom — a context gateway for the Model Context Protocol.
+//!
+//! A tool result travels `downstream → gateway` (and, later, through `intercept → ingest → store →
+//! envelope`). The binary in `main.rs` only parses arguments and calls [`cli::run`].
+
+pub mod cli;
+pub mod config;
+pub mod downstream;
+pub mod gateway;
+pub mod wire;
