@@ -47,8 +47,7 @@ async fn serve(config: crate::config::Config) -> ExitCode {
         gateway.splice_table(),
         "client",
     );
-    let service = match rmcp::serve_server(GatewayService::new(gateway.clone()), transport).await
-    {
+    let service = match rmcp::serve_server(GatewayService::new(gateway.clone()), transport).await {
         Ok(service) => service,
         Err(error) => {
             tracing::error!("the client connection failed: {error}");
@@ -76,7 +75,10 @@ async fn shutdown_signal() -> &'static str {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
             (Ok(mut int), Ok(mut term)) => tokio::select! {
                 _ = int.recv() => "SIGINT",
                 _ = term.recv() => "SIGTERM",

@@ -104,9 +104,15 @@ mod tests {
     fn display_uses_singular_for_one_problem() {
         let err = ConfigError {
             origin: "a.json".into(),
-            problems: vec![Problem::new("tokenThreshold", "must be at least 100, found 50")],
+            problems: vec![Problem::new(
+                "tokenThreshold",
+                "must be at least 100, found 50",
+            )],
         };
-        assert!(err.to_string().starts_with("invalid configuration in a.json: 1 problem\n"));
+        assert!(
+            err.to_string()
+                .starts_with("invalid configuration in a.json: 1 problem\n")
+        );
     }
 
     #[test]

@@ -10,10 +10,17 @@ use std::fmt;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ExpandError {
-    Missing { name: String, reference: String },
+    Missing {
+        name: String,
+        reference: String,
+    },
     /// `at` is the 1-based character position of the `$` that opens the reference.
-    Unterminated { at: usize },
-    BadName { reference: String },
+    Unterminated {
+        at: usize,
+    },
+    BadName {
+        reference: String,
+    },
 }
 
 impl fmt::Display for ExpandError {
@@ -232,7 +239,10 @@ mod tests {
     #[test]
     fn substitutes_variables_anywhere_in_the_string() {
         assert_eq!(run("${HOME}").unwrap(), "/home/u");
-        assert_eq!(run("dir=${HOME}/x and ${HOME}").unwrap(), "dir=/home/u/x and /home/u");
+        assert_eq!(
+            run("dir=${HOME}/x and ${HOME}").unwrap(),
+            "dir=/home/u/x and /home/u"
+        );
     }
 
     #[test]

@@ -190,7 +190,10 @@ mod tests {
     fn syntax_error_is_located_by_line_and_column() {
         let err = parse("{\n  \"a\": 1\n  \"b\": 2\n}", "loom.config.json").unwrap_err();
         assert_eq!(err.path, "loom.config.json:3:3");
-        assert!(err.message.starts_with("expected `,` or `}` at line 3 column 3"));
+        assert!(
+            err.message
+                .starts_with("expected `,` or `}` at line 3 column 3")
+        );
     }
 
     #[test]

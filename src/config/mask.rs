@@ -272,9 +272,12 @@ fn describe_server(server: &ServerConfig, lines: &mut Vec<String>) {
         ("envPassthrough", list_or(&server.env_passthrough, "(none)")),
         (
             "cwd",
-            server.cwd.as_ref().map_or("(loom's working directory)".to_owned(), |p| {
-                p.display().to_string()
-            }),
+            server
+                .cwd
+                .as_ref()
+                .map_or("(loom's working directory)".to_owned(), |p| {
+                    p.display().to_string()
+                }),
         ),
         ("allowTools", list_or(&server.allow_tools, "(all tools)")),
         ("denyTools", list_or(&server.deny_tools, "(none)")),

@@ -33,7 +33,8 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
         .unwrap_or(t.len());
     let (number, rest) = t.split_at(number_end);
     let unit = rest.trim_start();
-    let example = "expected a whole or decimal number followed by a unit, like \"512MB\" or \"2GiB\"";
+    let example =
+        "expected a whole or decimal number followed by a unit, like \"512MB\" or \"2GiB\"";
     let (int_part, frac_part) = match number.split_once('.') {
         Some((i, f)) => (i, f),
         None => (number, ""),
@@ -51,7 +52,13 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
         ));
     };
     let frac_part = &frac_part[..frac_part.len().min(MAX_FRACTION_DIGITS)];
-    let too_large = || format!("{} is too large (the limit is {} bytes)", quote(text), u64::MAX);
+    let too_large = || {
+        format!(
+            "{} is too large (the limit is {} bytes)",
+            quote(text),
+            u64::MAX
+        )
+    };
     // u128 holds any u64 times 10^12 times 2^40 without overflow; the checks guard the rest.
     let int: u128 = int_part.parse().map_err(|_| too_large())?;
     let frac: u128 = if frac_part.is_empty() {
@@ -88,7 +95,7 @@ pub(crate) fn human_bytes(bytes: u64) -> String {
     ];
     units
         .iter()
-        .filter(|(_, size)| bytes >= *size && bytes % size == 0)
+        .filter(|(_, size)| bytes >= *size && bytes.is_multiple_of(*size))
         .min_by_key(|(_, size)| bytes / size)
         .map_or_else(
             || format!("{bytes} bytes"),
@@ -134,7 +141,9 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        for bad in ["", "MB", "-1GB", "1.2.3GB", "1.GB", ".5GB", "12 XB", "1 G", "one GB"] {
+        for bad in [
+            "", "MB", "-1GB", "1.2.3GB", "1.GB", ".5GB", "12 XB", "1 G", "one GB",
+        ] {
             assert!(parse_size(bad).is_err(), "{bad:?} should be rejected");
         }
         let msg = parse_size("12XB").unwrap_err();

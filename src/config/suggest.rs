@@ -19,7 +19,6 @@ const SYNONYMS: &[(&str, &str)] = &[
     ("tools", "allowTools"),
     ("duckdbmemory", "duckdbMemoryLimit"),
     ("memorylimit", "engineMemoryLimit"),
-    ("mcpservers", "mcpServers"),
 ];
 
 /// Normalized Damerau-Levenshtein similarity at or above which a key counts as a typo. 0.7
@@ -45,22 +44,21 @@ pub(crate) fn did_you_mean<'a>(unknown: &str, known: &[&'a str]) -> Option<&'a s
     if let Some(exact) = known.iter().find(|k| fold(k) == folded) {
         return Some(exact);
     }
-    if let Some((_, target)) = SYNONYMS.iter().find(|(from, _)| *from == folded)
-        && let Some(found) = known.iter().find(|k| *k == target)
-    {
-        return Some(found);
-    }
-    known
+    // Synonyms are scored by their own spelling, so `enviroment` still finds `env`.
+    let synonyms = SYNONYMS
         .iter()
-        .map(|k| {
-            let f = fold(k);
+        .filter_map(|(from, to)| known.iter().find(|k| *k == to).map(|k| (*from, *k)));
+    let own = known.iter().map(|k| (*k, *k));
+    own.chain(synonyms)
+        .map(|(spelling, key)| {
+            let f = fold(spelling);
             let dl = strsim::normalized_damerau_levenshtein(&folded, &f);
             let jw = strsim::jaro_winkler(&folded, &f);
-            (k, dl, jw)
+            (key, dl, jw)
         })
         .filter(|(_, dl, jw)| *dl >= MIN_SIMILARITY || *jw >= MIN_JARO_WINKLER)
         .max_by(|a, b| (a.1 + a.2).total_cmp(&(b.1 + b.2)))
-        .map(|(k, _, _)| *k)
+        .map(|(key, _, _)| key)
 }
 
 /// `` `a`, `b` or `c` ``, for "allowed keys" messages.
@@ -102,12 +100,21 @@ mod tests {
     fn typos_find_the_key() {
         assert_eq!(did_you_mean("tokenTreshold", KEYS), Some("tokenThreshold"));
         assert_eq!(did_you_mean("exportdir", KEYS), Some("exportDir"));
-        assert_eq!(did_you_mean("token_threshold", KEYS), Some("tokenThreshold"));
+        assert_eq!(
+            did_you_mean("token_threshold", KEYS),
+            Some("tokenThreshold")
+        );
         assert_eq!(did_you_mean("restarts", KEYS), Some("restart"));
         assert_eq!(did_you_mean("comand", SERVER_KEYS), Some("command"));
         assert_eq!(did_you_mean("arg", SERVER_KEYS), Some("args"));
-        assert_eq!(did_you_mean("callTimeout", SERVER_KEYS), Some("callTimeoutMs"));
-        assert_eq!(did_you_mean("envPasthrough", SERVER_KEYS), Some("envPassthrough"));
+        assert_eq!(
+            did_you_mean("callTimeout", SERVER_KEYS),
+            Some("callTimeoutMs")
+        );
+        assert_eq!(
+            did_you_mean("envPasthrough", SERVER_KEYS),
+            Some("envPassthrough")
+        );
     }
 
     #[test]
@@ -116,6 +123,8 @@ mod tests {
         assert_eq!(did_you_mean("timeout", SERVER_KEYS), Some("callTimeoutMs"));
         assert_eq!(did_you_mean("workingDirectory", SERVER_KEYS), Some("cwd"));
         assert_eq!(did_you_mean("enabled", SERVER_KEYS), Some("disabled"));
+        assert_eq!(did_you_mean("enviroment", SERVER_KEYS), Some("env"));
+        assert_eq!(did_you_mean("working_directory", SERVER_KEYS), Some("cwd"));
     }
 
     #[test]

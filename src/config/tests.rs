@@ -44,7 +44,11 @@ fn problems(text: &str) -> Vec<Problem> {
 #[track_caller]
 fn assert_problem(all: &[Problem], path: &str, words: &[&str]) {
     let at: Vec<&Problem> = all.iter().filter(|p| p.path == path).collect();
-    assert_eq!(at.len(), 1, "expected one problem at `{path}`, got: {all:#?}");
+    assert_eq!(
+        at.len(),
+        1,
+        "expected one problem at `{path}`, got: {all:#?}"
+    );
     for word in words {
         assert!(
             at[0].message.contains(word),
@@ -235,7 +239,11 @@ fn remote_servers_are_rejected_unless_disabled() {
         ],
     );
     let all = problems(r#"{"mcpServers": {"remote": {"type": "sse", "command": "x"}}}"#);
-    assert_problem(&all, "mcpServers.remote.type", &["stdio servers only", "`sse`"]);
+    assert_problem(
+        &all,
+        "mcpServers.remote.type",
+        &["stdio servers only", "`sse`"],
+    );
     let all = problems(r#"{"mcpServers": {"remote": {"type": 1, "command": "x"}}}"#);
     assert_problem(&all, "mcpServers.remote.type", &["\"stdio\"", "number 1"]);
 
@@ -293,7 +301,11 @@ fn invalid_json_is_located_by_line_and_column() {
     let all = problems("{\n  \"servers\": []\n  \"tokenThreshold\": 1\n}");
     assert_eq!(all.len(), 1);
     assert_eq!(all[0].path, "loom.config.json:3:3");
-    assert!(all[0].message.contains("expected `,` or `}` at line 3 column 3"));
+    assert!(
+        all[0]
+            .message
+            .contains("expected `,` or `}` at line 3 column 3")
+    );
 }
 
 #[test]
@@ -342,10 +354,19 @@ fn unknown_keys_without_a_close_match_list_the_allowed_ones() {
     assert_problem(
         &all,
         "zzz",
-        &["unknown key `zzz`", "allowed keys are", "`tokenThreshold`", "`restart`"],
+        &[
+            "unknown key `zzz`",
+            "allowed keys are",
+            "`tokenThreshold`",
+            "`restart`",
+        ],
     );
     let all = problems(&one_server(r#""autoApprove": []"#));
-    assert_problem(&all, "servers[0].autoApprove", &["`command`", "`denyTools`"]);
+    assert_problem(
+        &all,
+        "servers[0].autoApprove",
+        &["`command`", "`denyTools`"],
+    );
 }
 
 // ---------------------------------------------------------------- types and numbers
@@ -359,11 +380,19 @@ fn wrong_types_name_expected_and_found() {
         &["expected a string, found number 12"],
     );
     let all = problems(r#"{"servers": {"a": {}}}"#);
-    assert_problem(&all, "servers", &["expected an array, found an object", "mcpServers"]);
+    assert_problem(
+        &all,
+        "servers",
+        &["expected an array, found an object", "mcpServers"],
+    );
     let all = problems(r#"{"mcpServers": []}"#);
     assert_problem(&all, "mcpServers", &["expected an object, found an array"]);
     let all = problems(r#"{"servers": ["github"]}"#);
-    assert_problem(&all, "servers[0]", &["expected an object, found string \"github\""]);
+    assert_problem(
+        &all,
+        "servers[0]",
+        &["expected an object, found string \"github\""],
+    );
     let all = problems(&with_root(r#""restart": 3"#));
     assert_problem(&all, "restart", &["expected an object, found number 3"]);
     let all = problems(&with_root(r#""exportDir": null"#));
@@ -377,7 +406,11 @@ fn numbers_must_be_whole_and_in_bounds() {
     let all = problems(&with_root(r#""tokenThreshold": 1.5"#));
     assert_problem(&all, "tokenThreshold", &["whole number", "1.5"]);
     let all = problems(&with_root(r#""tokenThreshold": 200.0"#));
-    assert_problem(&all, "tokenThreshold", &["without a decimal point", "200.0"]);
+    assert_problem(
+        &all,
+        "tokenThreshold",
+        &["without a decimal point", "200.0"],
+    );
     let all = problems(&with_root(r#""queryTimeoutMs": -5"#));
     assert_problem(&all, "queryTimeoutMs", &["at least 1", "found -5"]);
     let all = problems(&with_root(r#""queryTimeoutMs": 0"#));
@@ -391,8 +424,14 @@ fn numbers_must_be_whole_and_in_bounds() {
     let all = problems(&with_root(r#""maxToolNameLength": 129"#));
     assert_problem(&all, "maxToolNameLength", &["at most 128, found 129"]);
     let all = problems(&with_root(r#""memoryBudgetBytes": 1000"#));
-    assert_problem(&all, "memoryBudgetBytes", &["at least 1048576 (1 MiB)", "found 1000"]);
-    let all = problems(&with_root(r#""restart": {"maxAttempts": -1, "baseDelayMs": 0.5}"#));
+    assert_problem(
+        &all,
+        "memoryBudgetBytes",
+        &["at least 1048576 (1 MiB)", "found 1000"],
+    );
+    let all = problems(&with_root(
+        r#""restart": {"maxAttempts": -1, "baseDelayMs": 0.5}"#,
+    ));
     assert_problem(&all, "restart.maxAttempts", &["at least 0, found -1"]);
     assert_problem(&all, "restart.baseDelayMs", &["whole number", "0.5"]);
     let all = problems(&with_root(r#""restart": {"maxAttempts": 4294967296}"#));
@@ -423,7 +462,7 @@ fn engine_memory_limit_accepts_numbers_and_size_strings() {
         ("\"1GB\"", 1_000_000_000),
         ("\"2GiB\"", 2 << 30),
         ("\"300MiB\"", 300 << 20),
-        ("\"1024KB\"", 1_024_000),
+        ("\"2048KB\"", 2_048_000),
         ("\"2 gib\"", 2 << 30),
         ("\"1.5GB\"", 1_500_000_000),
     ];
@@ -438,7 +477,11 @@ fn engine_memory_limit_rejects_bad_sizes() {
     let all = problems(&with_root(r#""engineMemoryLimit": "12XB""#));
     assert_problem(&all, "engineMemoryLimit", &["unknown unit `XB`", "MiB"]);
     let all = problems(&with_root(r#""engineMemoryLimit": "1000KB""#));
-    assert_problem(&all, "engineMemoryLimit", &["at least 1048576", "found 1000000"]);
+    assert_problem(
+        &all,
+        "engineMemoryLimit",
+        &["at least 1048576", "found 1000000"],
+    );
     let all = problems(&with_root(r#""engineMemoryLimit": true"#));
     assert_problem(&all, "engineMemoryLimit", &["size string", "boolean true"]);
     let all = problems(&with_root(r#""engineMemoryLimit": -1"#));
@@ -480,7 +523,11 @@ fn server_names_follow_the_rule() {
             r#"{{"servers": [{{"name": {}, "command": "x"}}]}}"#,
             serde_json::to_string(bad).unwrap()
         ));
-        assert_problem(&all, "servers[0].name", &["invalid server name", "lowercase"]);
+        assert_problem(
+            &all,
+            "servers[0].name",
+            &["invalid server name", "lowercase"],
+        );
     }
     let longest = "a".repeat(32);
     ok(&format!(
@@ -562,13 +609,23 @@ fn env_values_must_be_strings() {
     assert_problem(&all, "servers[0].env.DEBUG", &["quote it: \"true\""]);
     assert_problem(&all, "servers[0].env.X", &["expected a string, found null"]);
     let all = problems(&one_server(r#""env": ["A=1"]"#));
-    assert_problem(&all, "servers[0].env", &["expected an object, found an array"]);
+    assert_problem(
+        &all,
+        "servers[0].env",
+        &["expected an object, found an array"],
+    );
 }
 
 #[test]
 fn env_keys_must_be_valid_names_and_are_not_expanded() {
-    let all = problems(&one_server(r#""env": {"A=B": "1", "": "2", "C\u0000": "3"}"#));
-    assert_problem(&all, "servers[0].env[\"A=B\"]", &["invalid environment variable name"]);
+    let all = problems(&one_server(
+        r#""env": {"A=B": "1", "": "2", "C\u0000": "3"}"#,
+    ));
+    assert_problem(
+        &all,
+        "servers[0].env[\"A=B\"]",
+        &["invalid environment variable name"],
+    );
     assert_problem(&all, "servers[0].env[\"\"]", &["must not be empty"]);
     assert_problem(&all, "servers[0].env[\"C\\u0000\"]", &["NUL"]);
     let config = ok(&one_server(r#""env": {"${HOME}": "v"}"#));
@@ -578,7 +635,11 @@ fn env_keys_must_be_valid_names_and_are_not_expanded() {
 #[test]
 fn env_passthrough_must_be_valid_names() {
     let all = problems(&one_server(r#""envPassthrough": ["PATH", "A=B", ""]"#));
-    assert_problem(&all, "servers[0].envPassthrough[1]", &["invalid environment variable name"]);
+    assert_problem(
+        &all,
+        "servers[0].envPassthrough[1]",
+        &["invalid environment variable name"],
+    );
     assert_problem(&all, "servers[0].envPassthrough[2]", &["must not be empty"]);
     let all = problems(&one_server(r#""envPassthrough": "PATH""#));
     assert_problem(&all, "servers[0].envPassthrough", &["array of strings"]);
@@ -590,16 +651,32 @@ fn tool_lists_need_non_empty_strings() {
         r#""allowTools": ["get_*", ""], "denyTools": [3], "provenanceDenylist": [""]"#,
     ));
     assert_problem(&all, "servers[0].allowTools[1]", &["must not be empty"]);
-    assert_problem(&all, "servers[0].denyTools[0]", &["expected a string, found number 3"]);
-    assert_problem(&all, "servers[0].provenanceDenylist[0]", &["must not be empty"]);
+    assert_problem(
+        &all,
+        "servers[0].denyTools[0]",
+        &["expected a string, found number 3"],
+    );
+    assert_problem(
+        &all,
+        "servers[0].provenanceDenylist[0]",
+        &["must not be empty"],
+    );
 }
 
 #[test]
 fn disabled_must_be_a_boolean() {
     let all = problems(&one_server(r#""disabled": "true""#));
-    assert_problem(&all, "servers[0].disabled", &["true or false", "remove the quotes"]);
+    assert_problem(
+        &all,
+        "servers[0].disabled",
+        &["true or false", "remove the quotes"],
+    );
     let all = problems(&one_server(r#""disabled": 1"#));
-    assert_problem(&all, "servers[0].disabled", &["expected true or false, found number 1"]);
+    assert_problem(
+        &all,
+        "servers[0].disabled",
+        &["expected true or false, found number 1"],
+    );
 }
 
 #[test]
@@ -618,7 +695,9 @@ fn nul_characters_are_rejected() {
 
 #[test]
 fn filters_from_the_file_drive_tool_allowed() {
-    let config = ok(&one_server(r#""allowTools": ["get_*", "*_issue"], "denyTools": ["get_secret*"]"#));
+    let config = ok(&one_server(
+        r#""allowTools": ["get_*", "*_issue"], "denyTools": ["get_secret*"]"#,
+    ));
     let s = &config.servers[0];
     assert!(s.tool_allowed("get_repo"));
     assert!(s.tool_allowed("create_issue"));
@@ -645,7 +724,10 @@ fn variables_expand_in_every_string_value() {
     }"#);
     let s = &config.servers[0];
     assert_eq!(s.command, "/usr/bin/node");
-    assert_eq!(s.args, ["/home/u/server.js", "--token", "ghp_fromTheEnvironment123"]);
+    assert_eq!(
+        s.args,
+        ["/home/u/server.js", "--token", "ghp_fromTheEnvironment123"]
+    );
     assert_eq!(s.env[0].1, "Bearer ghp_fromTheEnvironment123");
     assert_eq!(s.env_passthrough, ["PATH"]);
     assert_eq!(s.allow_tools, ["get_*"]);
@@ -661,13 +743,22 @@ fn defaults_and_literal_dollars() {
     ));
     assert_eq!(
         config.servers[0].args,
-        ["fallback", "was-empty", "$HOME", "$HOME", "cost: $5", "${X}"]
+        [
+            "fallback",
+            "was-empty",
+            "$HOME",
+            "$HOME",
+            "cost: $5",
+            "${X}"
+        ]
     );
 }
 
 #[test]
 fn missing_variable_is_reported_at_the_value() {
-    let all = problems(r#"{"mcpServers": {"github": {"command": "x", "env": {"TOKEN": "${GITHUB_PAT}"}}}}"#);
+    let all = problems(
+        r#"{"mcpServers": {"github": {"command": "x", "env": {"TOKEN": "${GITHUB_PAT}"}}}}"#,
+    );
     assert_problem(
         &all,
         "mcpServers.github.env.TOKEN",
@@ -680,7 +771,7 @@ fn missing_variable_is_reported_at_the_value() {
 
 #[test]
 fn unterminated_reference_is_reported() {
-    let all = problems(&with_root(r#""exportDir": "${HOME/x""#));
+    let all = problems(&with_root(r#""exportDir": "${HOME/x}""#));
     assert_problem(&all, "exportDir", &["invalid variable reference"]);
     let all = problems(&with_root(r#""exportDir": "/x/${HOME""#));
     assert_problem(&all, "exportDir", &["unterminated `${`", "character 4"]);
@@ -724,7 +815,10 @@ fn every_problem_is_reported_together() {
         "restart.maxAttempts",
         "exportDir",
     ] {
-        assert!(paths.contains(&expected), "missing {expected} in {paths:#?}");
+        assert!(
+            paths.contains(&expected),
+            "missing {expected} in {paths:#?}"
+        );
     }
     assert_eq!(err.problems.len(), 8, "{err}");
     let text = err.to_string();
@@ -787,7 +881,10 @@ fn load_reports_an_unreadable_file() {
         text.starts_with(&format!("cannot read {}: ", path.display())),
         "{text}"
     );
-    assert!(text.contains("pass --config PATH or set LOOM_CONFIG"), "{text}");
+    assert!(
+        text.contains("pass --config PATH or set LOOM_CONFIG"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -800,5 +897,32 @@ fn load_reads_a_file_and_names_it_in_problems() {
     std::fs::write(&path, "{\"servers\": [,]}").unwrap();
     let err = load(&path).unwrap_err();
     assert_eq!(err.origin, path.display().to_string());
-    assert!(err.problems[0].path.starts_with(&format!("{}:1:", path.display())));
+    assert!(
+        err.problems[0]
+            .path
+            .starts_with(&format!("{}:1:", path.display()))
+    );
+}
+
+#[test]
+fn problems_are_listed_in_file_order() {
+    let err = parse(
+        r#"{
+            "tokenTreshold": 1,
+            "servers": [{"comand": "x", "name": "Bad"}],
+            "exportDir": ""
+        }"#,
+    )
+    .unwrap_err();
+    let paths: Vec<&str> = err.problems.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "tokenTreshold",
+            "servers[0]",
+            "servers[0].comand",
+            "servers[0].name",
+            "exportDir"
+        ]
+    );
 }

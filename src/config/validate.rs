@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use super::error::Problem;
+use super::error::{Problem, ROOT_PATH};
 use super::expand::expand;
 use super::json::{Json, Num, json_quote};
 use super::model::{
@@ -130,8 +130,88 @@ pub(crate) fn build(
     let config = checker.root(root);
     match config {
         Some(config) if checker.problems.is_empty() => Ok(config),
-        _ => Err(checker.problems),
+        _ => {
+            let mut problems = checker.problems;
+            // Checks run in loom's order, not the file's; reading the list top to bottom while
+            // walking down the file is easier. The sort is stable, so problems at one value keep
+            // their order.
+            problems.sort_by_cached_key(|p| position(root, &p.path));
+            Err(problems)
+        }
     }
+}
+
+/// Where a problem's path points in the document, as entry indices from the root; a parent
+/// sorts before its children. Paths that do not resolve sort last.
+fn position(root: &Json, path: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    if path == ROOT_PATH {
+        return out;
+    }
+    let mut node = Some(root);
+    let mut rest = path;
+    while !rest.is_empty() {
+        let Some((segment, remainder)) = next_segment(rest) else {
+            out.push(usize::MAX);
+            break;
+        };
+        rest = remainder;
+        let found = match (node, segment) {
+            (Some(Json::Object(entries)), Segment::Key(key)) => entries
+                .iter()
+                .position(|(k, _)| *k == key)
+                .map(|i| (i, &entries[i].1)),
+            (Some(Json::Array(items)), Segment::Index(i)) => items.get(i).map(|item| (i, item)),
+            _ => None,
+        };
+        match found {
+            Some((i, child)) => {
+                out.push(i);
+                node = Some(child);
+            }
+            None => {
+                out.push(usize::MAX);
+                node = None;
+            }
+        }
+    }
+    out
+}
+
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+/// Splits the first segment off a path built by [`child`] and [`index`].
+fn next_segment(path: &str) -> Option<(Segment, &str)> {
+    if let Some(inner) = path.strip_prefix('[') {
+        if inner.starts_with('"') {
+            let end = json_string_end(inner)?;
+            let key: String = serde_json::from_str(&inner[..end]).ok()?;
+            return Some((Segment::Key(key), inner[end..].strip_prefix(']')?));
+        }
+        let close = inner.find(']')?;
+        let i = inner[..close].parse().ok()?;
+        return Some((Segment::Index(i), &inner[close + 1..]));
+    }
+    let plain = path.strip_prefix('.').unwrap_or(path);
+    let end = plain.find(['.', '[']).unwrap_or(plain.len());
+    Some((Segment::Key(plain[..end].to_owned()), &plain[end..]))
+}
+
+/// Byte length of the JSON string literal at the start of `s` (which begins with `"`).
+fn json_string_end(s: &str) -> Option<usize> {
+    let bytes = s.as_bytes();
+    let mut i = 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 struct Checker<'e> {
@@ -147,7 +227,10 @@ impl Checker<'_> {
     }
 
     fn type_error(&mut self, path: &str, expected: &str, found: &Json) {
-        self.report(path, format!("expected {expected}, found {}", found.describe()));
+        self.report(
+            path,
+            format!("expected {expected}, found {}", found.describe()),
+        );
     }
 
     fn object<'a>(&mut self, value: &'a Json, path: &str) -> Option<&'a [(String, Json)]> {
@@ -178,10 +261,9 @@ impl Checker<'_> {
                 if unknown == Unknown::Reject {
                     let message = match did_you_mean(key, known) {
                         Some(guess) => format!("unknown key `{key}`; did you mean `{guess}`?"),
-                        None => format!(
-                            "unknown key `{key}`; allowed keys are {}",
-                            key_list(known)
-                        ),
+                        None => {
+                            format!("unknown key `{key}`; allowed keys are {}", key_list(known))
+                        }
                     };
                     self.report(&key_path, message);
                 }
@@ -201,7 +283,6 @@ impl Checker<'_> {
 
     fn root(&mut self, root: &Json) -> Option<Config> {
         let entries = self.object(root, "")?;
-        let has_servers = entries.iter().any(|(k, _)| k == SERVERS);
         let has_mcp = entries.iter().any(|(k, _)| k == MCP_SERVERS);
         let format = if has_mcp {
             ConfigFormat::McpServers
@@ -239,10 +320,10 @@ impl Checker<'_> {
                 config.token_threshold = usize::try_from(n).unwrap_or(usize::MAX);
             }
         }
-        if let Some(v) = fields.get("memoryBudgetBytes") {
-            if let Some(n) = self.size(v, "memoryBudgetBytes") {
-                config.memory_budget_bytes = n;
-            }
+        if let Some(v) = fields.get("memoryBudgetBytes")
+            && let Some(n) = self.size(v, "memoryBudgetBytes")
+        {
+            config.memory_budget_bytes = n;
         }
         let engine = fields.get(ENGINE_MEMORY_LIMIT);
         let duckdb = fields.get(DUCKDB_MEMORY_LIMIT);
@@ -259,15 +340,15 @@ impl Checker<'_> {
         {
             config.engine_memory_limit_bytes = self.size(v, key);
         }
-        if let Some(v) = fields.get("exportDir") {
-            if let Some(dir) = self.non_empty_string(v, "exportDir") {
-                config.export_dir = PathBuf::from(dir);
-            }
+        if let Some(v) = fields.get("exportDir")
+            && let Some(dir) = self.non_empty_string(v, "exportDir")
+        {
+            config.export_dir = PathBuf::from(dir);
         }
-        if let Some(v) = fields.get("queryTimeoutMs") {
-            if let Some(n) = self.whole(v, "queryTimeoutMs", 1, u64::MAX, false) {
-                config.query_timeout_ms = n;
-            }
+        if let Some(v) = fields.get("queryTimeoutMs")
+            && let Some(n) = self.whole(v, "queryTimeoutMs", 1, u64::MAX, false)
+        {
+            config.query_timeout_ms = n;
         }
         if let Some(v) = fields.get("restart") {
             config.restart = self.restart(v);
@@ -296,10 +377,10 @@ impl Checker<'_> {
                 policy.max_attempts = u32::try_from(n).unwrap_or(u32::MAX);
             }
         }
-        if let Some(v) = fields.get("baseDelayMs") {
-            if let Some(n) = self.whole(v, "restart.baseDelayMs", 0, u64::MAX, false) {
-                policy.base_delay_ms = n;
-            }
+        if let Some(v) = fields.get("baseDelayMs")
+            && let Some(n) = self.whole(v, "restart.baseDelayMs", 0, u64::MAX, false)
+        {
+            policy.base_delay_ms = n;
         }
         policy
     }
@@ -327,7 +408,7 @@ impl Checker<'_> {
             let Some(entries) = self.object(item, &path) else {
                 continue;
             };
-            let fields = self.fields(entries, &path, SERVER_KEYS, Unknown::Reject);
+            let fields = self.fields(entries, &path, SERVER_KEYS, entry_unknown_keys(entries));
             let name_path = child(&path, "name");
             let name = match fields.get("name") {
                 Some(v) => self.string(v, &name_path),
@@ -375,7 +456,7 @@ impl Checker<'_> {
             let Some(entries) = self.object(item, &path) else {
                 continue;
             };
-            let fields = self.fields(entries, &path, MCP_SERVER_KEYS, Unknown::Reject);
+            let fields = self.fields(entries, &path, MCP_SERVER_KEYS, entry_unknown_keys(entries));
             let Some(mut server) = self.server(&fields, &path) else {
                 continue;
             };
@@ -389,7 +470,10 @@ impl Checker<'_> {
     /// Reports a name that breaks the naming rule; true when the name is fine.
     fn check_name(&mut self, name: &str, path: &str) -> bool {
         if name == RESERVED_SERVER_NAME {
-            self.report(path, "`loom` is reserved for loom's own tools; pick another name");
+            self.report(
+                path,
+                "`loom` is reserved for loom's own tools; pick another name",
+            );
             return false;
         }
         if is_valid_server_name(name) {
@@ -483,7 +567,9 @@ impl Checker<'_> {
             .and_then(|v| self.whole(v, &child(path, "callTimeoutMs"), 1, u64::MAX, false))
             .unwrap_or(DEFAULT_CALL_TIMEOUT_MS);
         if let Some(v) = fields.get("cwd") {
-            server.cwd = self.non_empty_string(v, &child(path, "cwd")).map(PathBuf::from);
+            server.cwd = self
+                .non_empty_string(v, &child(path, "cwd"))
+                .map(PathBuf::from);
         }
         server
     }
@@ -529,10 +615,10 @@ impl Checker<'_> {
                     None
                 }
             };
-            if let Some(text) = text {
-                if self.no_nul(&text, &key_path) {
-                    env.push((key.clone(), text));
-                }
+            if let Some(text) = text
+                && self.no_nul(&text, &key_path)
+            {
+                env.push((key.clone(), text));
             }
         }
         env
@@ -656,9 +742,7 @@ impl Checker<'_> {
             }
             Json::Number(num @ Num::Float(x)) if *x < 0.0 => at_least(num),
             // Integers past u64::MAX reach us as floats.
-            Json::Number(num @ Num::Float(x)) if *x >= 18_446_744_073_709_551_616.0 => {
-                at_most(num)
-            }
+            Json::Number(num @ Num::Float(x)) if *x >= 18_446_744_073_709_551_616.0 => at_most(num),
             Json::Number(num @ Num::Float(_)) => format!(
                 "expected a whole number written without a decimal point or exponent, found {num}"
             ),
@@ -707,6 +791,21 @@ impl Checker<'_> {
     }
 }
 
+/// Unknown keys of a remote (`url` or non-stdio `type`) entry are that transport's own, like
+/// `headers`; complaining about them would bury the one problem that matters.
+fn entry_unknown_keys(entries: &[(String, Json)]) -> Unknown {
+    let remote = entries.iter().any(|(k, v)| match (k.as_str(), v) {
+        ("url", _) => true,
+        ("type", Json::String(t)) => t != STDIO,
+        _ => false,
+    });
+    if remote {
+        Unknown::Ignore
+    } else {
+        Unknown::Reject
+    }
+}
+
 fn env_name_problem(name: &str) -> Option<String> {
     if is_valid_env_name(name) {
         None
@@ -752,7 +851,10 @@ mod tests {
     fn paths_quote_keys_that_are_not_plain() {
         assert_eq!(child("", "servers"), "servers");
         assert_eq!(child("mcpServers", "github"), "mcpServers.github");
-        assert_eq!(child("mcpServers", "Brave Search"), "mcpServers[\"Brave Search\"]");
+        assert_eq!(
+            child("mcpServers", "Brave Search"),
+            "mcpServers[\"Brave Search\"]"
+        );
         assert_eq!(child("env", "A=B"), "env[\"A=B\"]");
         assert_eq!(child("env", ""), "env[\"\"]");
         assert_eq!(child("", "$schema"), "$schema");
@@ -760,8 +862,27 @@ mod tests {
     }
 
     #[test]
+    fn positions_follow_the_document() {
+        let root = super::super::json::parse(
+            r#"{"b": 1, "servers": [{"x": 1, "odd key": {"k": 2}}], "a": 2}"#,
+            "t",
+        )
+        .unwrap();
+        assert_eq!(position(&root, "(root)"), Vec::<usize>::new());
+        assert_eq!(position(&root, "a"), [2]);
+        assert_eq!(position(&root, "servers[0]"), [1, 0]);
+        assert_eq!(position(&root, "servers[0][\"odd key\"].k"), [1, 0, 1, 0]);
+        assert_eq!(position(&root, "servers[0].missing"), [1, 0, usize::MAX]);
+        assert_eq!(position(&root, "t:1:2"), [usize::MAX]);
+        assert_eq!(position(&root, "servers[\"unterminated"), [1, usize::MAX]);
+    }
+
+    #[test]
     fn suggested_names_follow_the_rule() {
-        assert_eq!(suggest_name("Brave Search").as_deref(), Some("brave-search"));
+        assert_eq!(
+            suggest_name("Brave Search").as_deref(),
+            Some("brave-search")
+        );
         assert_eq!(suggest_name("GitHub").as_deref(), Some("github"));
         assert_eq!(suggest_name("1password").as_deref(), Some("password"));
         assert_eq!(suggest_name("my.server!").as_deref(), Some("my-server"));

@@ -10,8 +10,8 @@ use std::sync::{Arc, RwLock};
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-    CreateMessageRequestParams, CreateMessageResult, ErrorCode, Implementation, ListRootsResult,
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ErrorCode, Implementation, ListRootsResult,
     LoggingMessageNotificationParam, ProgressNotificationParam, ResourceUpdatedNotificationParam,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
@@ -69,9 +69,7 @@ impl UpstreamLink {
                 None,
             ));
         };
-        let declared = peer
-            .peer_info()
-            .is_some_and(|info| has(&info.capabilities));
+        let declared = peer.peer_info().is_some_and(|info| has(&info.capabilities));
         if declared {
             Ok(peer)
         } else {
@@ -87,7 +85,9 @@ impl UpstreamLink {
 fn upstream_error(what: &str, error: ServiceError) -> McpError {
     match error {
         ServiceError::McpError(error) => error,
-        other => McpError::internal_error(format!("{what} via loom's client failed: {other}"), None),
+        other => {
+            McpError::internal_error(format!("{what} via loom's client failed: {other}"), None)
+        }
     }
 }
 
@@ -126,7 +126,9 @@ impl ClientHandler for DownstreamHandler {
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
-        let peer = self.upstream.capable("sampling", |c| c.sampling.is_some())?;
+        let peer = self
+            .upstream
+            .capable("sampling", |c| c.sampling.is_some())?;
         peer.create_message(params)
             .await
             .map_err(|e| upstream_error("sampling", e))

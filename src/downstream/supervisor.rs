@@ -48,7 +48,10 @@ impl std::fmt::Display for ServerState {
             Self::Starting => f.write_str("starting"),
             Self::Healthy => f.write_str("healthy"),
             Self::Restarting { failures, reason } => {
-                write!(f, "restarting after {failures} consecutive failure(s); last: {reason}")
+                write!(
+                    f,
+                    "restarting after {failures} consecutive failure(s); last: {reason}"
+                )
             }
             Self::Failed { reason } => write!(f, "failed and delisted; last: {reason}"),
             Self::Stopped => f.write_str("stopped"),
@@ -126,10 +129,7 @@ impl Downstream {
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {
-        self.catalog
-            .read()
-            .map(|c| c.clone())
-            .unwrap_or_default()
+        self.catalog.read().map(|c| c.clone()).unwrap_or_default()
     }
 
     fn set_catalog(&self, catalog: Catalog) {
@@ -200,8 +200,15 @@ impl Downstream {
     async fn connect(
         &self,
         handler: DownstreamHandler,
-    ) -> Result<(RunningService<RoleClient, DownstreamHandler>, ChildProcess, Live, Catalog), String>
-    {
+    ) -> Result<
+        (
+            RunningService<RoleClient, DownstreamHandler>,
+            ChildProcess,
+            Live,
+            Catalog,
+        ),
+        String,
+    > {
         let spawned = process::spawn(&self.config)
             .map_err(|e| format!("cannot start `{}`: {e}", self.config.command))?;
         let mut child = spawned.child;
@@ -231,7 +238,10 @@ impl Downstream {
             }
             Ok(Err(reason)) => Err(with_exit(reason, &mut child).await),
             Err(_) => Err(with_exit(
-                format!("no complete handshake within {} s", STARTUP_TIMEOUT.as_secs()),
+                format!(
+                    "no complete handshake within {} s",
+                    STARTUP_TIMEOUT.as_secs()
+                ),
                 &mut child,
             )
             .await),
@@ -294,7 +304,10 @@ impl Downstream {
                     if since.elapsed() >= STABLE_AFTER {
                         failures = 0;
                     }
-                    format!("the connection ended; the process {}", child.terminate().await)
+                    format!(
+                        "the connection ended; the process {}",
+                        child.terminate().await
+                    )
                 }
                 Err(reason) => {
                     report_first(Err(reason.clone()));

@@ -181,12 +181,27 @@ mod tests {
 
     #[test]
     fn templates_match_simple_and_reserved_expressions() {
-        assert!(template_matches("fixture://items/{id}", "fixture://items/42"));
-        assert!(!template_matches("fixture://items/{id}", "fixture://items/"));
-        assert!(!template_matches("fixture://items/{id}", "fixture://items/4/2"));
+        assert!(template_matches(
+            "fixture://items/{id}",
+            "fixture://items/42"
+        ));
+        assert!(!template_matches(
+            "fixture://items/{id}",
+            "fixture://items/"
+        ));
+        assert!(!template_matches(
+            "fixture://items/{id}",
+            "fixture://items/4/2"
+        ));
         assert!(template_matches("file:///{+path}", "file:///a/b/c.txt"));
-        assert!(template_matches("repo://{owner}/{name}/readme", "repo://a/b/readme"));
-        assert!(!template_matches("repo://{owner}/{name}/readme", "repo://a/b/c"));
+        assert!(template_matches(
+            "repo://{owner}/{name}/readme",
+            "repo://a/b/readme"
+        ));
+        assert!(!template_matches(
+            "repo://{owner}/{name}/readme",
+            "repo://a/b/c"
+        ));
         assert!(!template_matches("broken://{x", "broken://y"));
     }
 
@@ -228,8 +243,14 @@ mod tests {
             })
         );
         // The two tools that sanitize to the same name are both reachable.
-        assert_eq!(exposed.tool_route(names[1]).map(|r| r.name.as_str()), Some("dup.name"));
-        assert_eq!(exposed.tool_route(names[2]).map(|r| r.name.as_str()), Some("dup name"));
+        assert_eq!(
+            exposed.tool_route(names[1]).map(|r| r.name.as_str()),
+            Some("dup.name")
+        );
+        assert_eq!(
+            exposed.tool_route(names[2]).map(|r| r.name.as_str()),
+            Some("dup name")
+        );
         assert!(exposed.tool_route("git_hub").is_none());
     }
 }

@@ -3,11 +3,12 @@
 use std::time::Duration;
 
 use rmcp::ErrorData as McpError;
+use rmcp::ServiceError;
 use rmcp::model::{
-    CallToolResult, CancelledNotificationParam, ClientRequest, ContentBlock, ErrorCode, ServerResult,
+    CallToolResult, CancelledNotificationParam, ClientRequest, ContentBlock, ErrorCode,
+    ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, RequestContext, RoleServer};
-use rmcp::ServiceError;
 
 use super::Gateway;
 use crate::downstream::ServerState;
@@ -63,7 +64,11 @@ impl ForwardError {
     pub fn into_rpc_error(self, server: &str, what: &str) -> McpError {
         match self {
             Self::Rpc(error) => error,
-            other => McpError::new(ErrorCode::INTERNAL_ERROR, other.describe(server, what), None),
+            other => McpError::new(
+                ErrorCode::INTERNAL_ERROR,
+                other.describe(server, what),
+                None,
+            ),
         }
     }
 }

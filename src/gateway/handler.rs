@@ -9,14 +9,14 @@
 use std::sync::Arc;
 
 use rmcp::ErrorData as McpError;
+use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequest, ClientRequest, ErrorCode, GetPromptRequest, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, Reference, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    CallToolRequest, ClientRequest, ErrorCode, GetPromptRequest, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    Reference, ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, Service, ServiceRole};
-use rmcp::ServerHandler;
 
 use super::Gateway;
 
@@ -54,6 +54,26 @@ fn unknown_tool(gateway: &Gateway, name: &str) -> McpError {
         format!("did you mean {}?", close.join(", "))
     };
     McpError::invalid_params(format!("unknown tool `{name}`; {hint}"), None)
+}
+
+fn is_standard_method(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize"
+            | "ping"
+            | "server/discover"
+            | "tools/list"
+            | "tools/call"
+            | "resources/list"
+            | "resources/read"
+            | "resources/templates/list"
+            | "resources/subscribe"
+            | "resources/unsubscribe"
+            | "prompts/list"
+            | "prompts/get"
+            | "completion/complete"
+            | "logging/setLevel"
+    )
 }
 
 impl Service<RoleServer> for GatewayService {
@@ -105,7 +125,10 @@ impl Service<RoleServer> for GatewayService {
                 let exposed = gateway.exposed();
                 let Some(route) = exposed.prompt_route(&params.name) else {
                     return Err(McpError::invalid_params(
-                        format!("unknown prompt `{}`; call prompts/list for the names", params.name),
+                        format!(
+                            "unknown prompt `{}`; call prompts/list for the names",
+                            params.name
+                        ),
                         None,
                     ));
                 };
@@ -147,6 +170,17 @@ impl Service<RoleServer> for GatewayService {
                     .await
                     .map_err(|e| e.into_rpc_error(&server, "completion"))
             }
+            // rmcp decodes a standard method with malformed params as a custom request; say
+            // what is wrong instead of "method not found".
+            ClientRequest::CustomRequest(custom) if is_standard_method(&custom.method) => {
+                Err(McpError::invalid_params(
+                    format!(
+                        "malformed `{}` request: its params do not match the MCP schema",
+                        custom.method
+                    ),
+                    None,
+                ))
+            }
             other => self.handler.handle_request(other, context).await,
         }
     }
@@ -156,7 +190,9 @@ impl Service<RoleServer> for GatewayService {
         notification: <RoleServer as ServiceRole>::PeerNot,
         context: NotificationContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.handler.handle_notification(notification, context).await
+        self.handler
+            .handle_notification(notification, context)
+            .await
     }
 
     fn get_info(&self) -> <RoleServer as ServiceRole>::Info {
@@ -200,7 +236,9 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.0.exposed().tools.clone()))
+        Ok(ListToolsResult::with_all_items(
+            self.0.exposed().tools.clone(),
+        ))
     }
 
     async fn list_prompts(
@@ -208,7 +246,9 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        Ok(ListPromptsResult::with_all_items(self.0.exposed().prompts.clone()))
+        Ok(ListPromptsResult::with_all_items(
+            self.0.exposed().prompts.clone(),
+        ))
     }
 
     async fn list_resources(
@@ -216,7 +256,9 @@ impl ServerHandler for GatewayHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        Ok(ListResourcesResult::with_all_items(self.0.exposed().resources.clone()))
+        Ok(ListResourcesResult::with_all_items(
+            self.0.exposed().resources.clone(),
+        ))
     }
 
     async fn list_resource_templates(
@@ -280,10 +322,7 @@ impl ServerHandler for GatewayHandler {
 }
 
 impl GatewayHandler {
-    fn resource_server(
-        &self,
-        uri: &str,
-    ) -> Result<(String, crate::downstream::Live), McpError> {
+    fn resource_server(&self, uri: &str) -> Result<(String, crate::downstream::Live), McpError> {
         let owner = self.0.exposed().resource_owner(uri).ok_or_else(|| {
             McpError::resource_not_found(format!("no server lists the resource `{uri}`"), None)
         })?;

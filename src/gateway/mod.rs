@@ -132,10 +132,7 @@ impl Gateway {
     }
 
     pub fn exposed(&self) -> Arc<ExposedCatalog> {
-        self.exposed
-            .read()
-            .map(|c| c.clone())
-            .unwrap_or_default()
+        self.exposed.read().map(|c| c.clone()).unwrap_or_default()
     }
 
     pub fn upstream(&self) -> &UpstreamLink {

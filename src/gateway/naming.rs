@@ -96,7 +96,10 @@ mod tests {
     #[test]
     fn plain_names_are_prefixed() {
         let mut names = NameAllocator::new(64);
-        assert_eq!(names.allocate("github", "list_issues"), "github_list_issues");
+        assert_eq!(
+            names.allocate("github", "list_issues"),
+            "github_list_issues"
+        );
         assert_eq!(names.allocate("fs", "read-file"), "fs_read-file");
     }
 
@@ -114,7 +117,10 @@ mod tests {
         assert_eq!(first, "s_dup_name");
         assert_ne!(first, second);
         assert!(second.starts_with("s_dup_name_"));
-        assert_eq!(second, format!("s_dup_name_{}", stable_hash("s", "dup name")));
+        assert_eq!(
+            second,
+            format!("s_dup_name_{}", stable_hash("s", "dup name"))
+        );
         // Same input order, same names.
         let mut again = NameAllocator::new(64);
         assert_eq!(again.allocate("s", "dup.name"), first);

@@ -30,7 +30,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::Mutex;
-use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+use tokio_util::bytes::BytesMut;
+use tokio_util::codec::{Decoder, FramedRead, LinesCodec, LinesCodecError};
 
 /// The largest JSON-RPC message (one line) loom reads from either side. Both SDK peers the
 /// product was conceived against break near 10 MiB; 256 MiB of tabular JSON is what a large
@@ -110,6 +111,52 @@ impl RawResults {
     }
 }
 
+/// One framed line, or the reason one was skipped.
+enum Line {
+    Text(String),
+    Skipped(&'static str),
+}
+
+/// `LinesCodec` with a limit, where an over-long or non-UTF-8 line is skipped instead of being
+/// an error: `FramedRead` treats any decode error as the end of the stream and then stops
+/// decoding what it has already buffered, which would stall the lines behind the bad one.
+struct SkippingLines(LinesCodec);
+
+impl SkippingLines {
+    fn new(limit: usize) -> Self {
+        Self(LinesCodec::new_with_max_length(limit))
+    }
+
+    fn map(
+        decoded: Result<Option<String>, LinesCodecError>,
+    ) -> Result<Option<Line>, std::io::Error> {
+        match decoded {
+            Ok(line) => Ok(line.map(Line::Text)),
+            // The codec keeps discarding up to the next newline by itself.
+            Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(Line::Skipped(
+                "longer than the message limit of loom's transport",
+            ))),
+            Err(LinesCodecError::Io(error)) if error.kind() == std::io::ErrorKind::InvalidData => {
+                Ok(Some(Line::Skipped("not UTF-8")))
+            }
+            Err(LinesCodecError::Io(error)) => Err(error),
+        }
+    }
+}
+
+impl Decoder for SkippingLines {
+    type Item = Line;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Line>, std::io::Error> {
+        Self::map(self.0.decode(buf))
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Line>, std::io::Error> {
+        Self::map(self.0.decode_eof(buf))
+    }
+}
+
 /// What the transport does with raw results.
 enum RawMode<Role: ServiceRole> {
     /// Upstream face: outgoing responses whose id has stored bytes are written with those bytes.
@@ -123,7 +170,7 @@ enum RawMode<Role: ServiceRole> {
 /// Newline-delimited JSON-RPC over any byte stream pair (stdio, a child's pipes, a duplex in
 /// tests).
 pub struct LineTransport<Role: ServiceRole, R, W> {
-    lines: FramedRead<R, LinesCodec>,
+    lines: FramedRead<R, SkippingLines>,
     writer: Arc<Mutex<Option<BufWriter<W>>>>,
     raw: RawMode<Role>,
     peer: &'static str,
@@ -133,12 +180,19 @@ pub struct LineTransport<Role: ServiceRole, R, W> {
 impl<Role: ServiceRole, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTransport<Role, R, W> {
     fn with_mode(read: R, write: W, raw: RawMode<Role>, peer: &'static str) -> Self {
         Self {
-            lines: FramedRead::new(read, LinesCodec::new_with_max_length(MAX_MESSAGE_BYTES)),
+            lines: FramedRead::new(read, SkippingLines::new(MAX_MESSAGE_BYTES)),
             writer: Arc::new(Mutex::new(Some(BufWriter::new(write)))),
             raw,
             peer,
             _role: PhantomData,
         }
+    }
+
+    /// Lower the line limit (tests use this to exercise the limit without 256 MiB lines).
+    pub fn with_max_message_bytes(mut self, limit: usize) -> Self {
+        let read = self.lines.into_inner();
+        self.lines = FramedRead::new(read, SkippingLines::new(limit));
+        self
     }
 
     /// A typed transport with no raw handling.
@@ -172,6 +226,8 @@ struct Peek<'a> {
     result: Option<&'a RawValue>,
     #[serde(borrow, default)]
     method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
 }
 
 fn encode_line(message: &impl serde::Serialize) -> std::io::Result<Vec<u8>> {
@@ -200,7 +256,8 @@ where
             (RawMode::Splice(results), JsonRpcMessage::Response(response)) => {
                 match results.take(&response.id) {
                     Some(raw) => (|| {
-                        let id = serde_json::to_string(&response.id).map_err(std::io::Error::other)?;
+                        let id =
+                            serde_json::to_string(&response.id).map_err(std::io::Error::other)?;
                         Ok(vec![
                             format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":").into_bytes(),
                             raw.get().as_bytes().to_vec(),
@@ -239,16 +296,12 @@ where
             // FramedRead keeps partial lines in its buffer, so this is cancel-safe inside
             // rmcp's `select!` loop.
             let line = match self.lines.next().await? {
-                Ok(line) => line,
-                Err(LinesCodecError::MaxLineLengthExceeded) => {
-                    tracing::error!(
-                        peer = self.peer,
-                        limit = MAX_MESSAGE_BYTES,
-                        "message longer than the limit discarded"
-                    );
+                Ok(Line::Text(line)) => line,
+                Ok(Line::Skipped(why)) => {
+                    tracing::warn!(peer = self.peer, "ignoring a line: {why}");
                     continue;
                 }
-                Err(LinesCodecError::Io(error)) => {
+                Err(error) => {
                     tracing::warn!(peer = self.peer, %error, "read failed; closing");
                     return None;
                 }
@@ -304,6 +357,13 @@ where
                 return Decoded::Skip;
             }
         };
+        if let (RawMode::Capture(results, _), Some(id_raw), Some(_), None) =
+            (&self.raw, peek.id, peek.error, &peek.method)
+            && let Ok(id) = serde_json::from_str::<RequestId>(id_raw.get())
+        {
+            // An error answers a wanted request too: nothing will be captured for it.
+            results.forget(&id);
+        }
         if let (RawMode::Capture(results, _), Some(id_raw), Some(result), None) =
             (&self.raw, peek.id, peek.result, &peek.method)
             && let Ok(id) = serde_json::from_str::<RequestId>(id_raw.get())
@@ -329,7 +389,7 @@ where
                         jsonrpc: JsonRpcVersion2_0,
                         id: Some(id),
                         error: ErrorData::new(
-                            ErrorCode::INVALID_PARAMS,
+                            ErrorCode::INVALID_REQUEST,
                             format!("invalid `{method}` request: {error}"),
                             None,
                         ),
@@ -338,5 +398,132 @@ where
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage};
+    use rmcp::service::{RoleClient, RoleServer};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, duplex};
+
+    fn ping(id: i64) -> String {
+        format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n")
+    }
+
+    #[tokio::test]
+    async fn bad_lines_are_skipped_and_the_connection_stays_up() {
+        let (mut peer, ours) = duplex(1 << 16);
+        let (read, write) = tokio::io::split(ours);
+        let mut transport = LineTransport::<RoleServer, _, _>::plain(read, write, "test")
+            .with_max_message_bytes(64);
+        let writer = tokio::spawn(async move {
+            let mut input = Vec::new();
+            input.extend_from_slice(&[b'a'; 200]);
+            input.push(b'\n');
+            input.extend_from_slice(ping(1).as_bytes());
+            input.extend_from_slice(b"\xff\xfe not utf-8\n");
+            input.extend_from_slice(b"not json at all\n");
+            input.extend_from_slice(ping(2).as_bytes());
+            peer.write_all(&input).await.expect("write");
+            peer
+        });
+        for expected in [1, 2] {
+            let message = transport.receive().await.expect("a message");
+            match message {
+                JsonRpcMessage::Request(request) => {
+                    assert_eq!(request.id, RequestId::Number(expected));
+                    assert!(matches!(request.request, ClientRequest::PingRequest(_)));
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        drop(writer.await);
+    }
+
+    #[tokio::test]
+    async fn an_undecodable_request_is_answered_with_its_id() {
+        let (mut peer, ours) = duplex(1 << 16);
+        let (read, write) = tokio::io::split(ours);
+        let mut transport = LineTransport::<RoleServer, _, _>::plain(read, write, "test");
+        let (peer_read, mut peer_write) = tokio::io::split(&mut peer);
+        peer_write
+            .write_all(b"{\"jsonrpc\":\"1.0\",\"id\":7,\"method\":\"tools/call\"}\n")
+            .await
+            .expect("write");
+        peer_write
+            .write_all(ping(8).as_bytes())
+            .await
+            .expect("write");
+        let message = transport.receive().await.expect("the ping");
+        assert!(matches!(message, JsonRpcMessage::Request(r) if r.id == RequestId::Number(8)));
+        let mut answer = String::new();
+        BufReader::new(peer_read)
+            .read_line(&mut answer)
+            .await
+            .expect("read");
+        let answer: serde_json::Value = serde_json::from_str(&answer).expect("json");
+        assert_eq!(answer["id"], 7);
+        assert_eq!(answer["error"]["code"], -32600);
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("tools/call"))
+        );
+    }
+
+    #[tokio::test]
+    async fn captured_results_keep_their_bytes_and_splice_back() {
+        // Client side: the request is sent, the raw answer is kept aside.
+        let (mut server_end, client_end) = duplex(1 << 16);
+        let (read, write) = tokio::io::split(client_end);
+        let captured = RawResults::new();
+        let mut client = LineTransport::<RoleClient, _, _>::capturing(
+            read,
+            write,
+            captured.clone(),
+            |m| matches!(m, JsonRpcMessage::Request(_)),
+            "test",
+        );
+        let request: ClientJsonRpcMessage = serde_json::from_str(
+            "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}",
+        )
+        .expect("request");
+        client.send(request).await.expect("send");
+        let raw = r#"{"content":[],"z":1,"a":2.50}"#;
+        server_end
+            .write_all(format!("{{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{raw}}}\n").as_bytes())
+            .await
+            .expect("write");
+        let received = client.receive().await.expect("response");
+        assert!(matches!(received, JsonRpcMessage::Response(_)));
+        let bytes = captured.take(&RequestId::Number(3)).expect("captured");
+        assert_eq!(bytes.get(), raw);
+        assert!(captured.is_empty());
+
+        // Server side: the placeholder response goes out with the bytes in it.
+        let (client_side, server_side) = duplex(1 << 16);
+        let (read, write) = tokio::io::split(server_side);
+        let splice = RawResults::new();
+        let mut server =
+            LineTransport::<RoleServer, _, _>::splicing(read, write, splice.clone(), "test");
+        splice.put(RequestId::String("s-1".into()), bytes);
+        let response: ServerJsonRpcMessage = JsonRpcMessage::Response(JsonRpcResponse {
+            jsonrpc: JsonRpcVersion2_0,
+            id: RequestId::String("s-1".into()),
+            result: placeholder_result().into(),
+        });
+        server.send(response).await.expect("send");
+        let mut line = String::new();
+        BufReader::new(client_side)
+            .read_line(&mut line)
+            .await
+            .expect("read");
+        assert_eq!(
+            line,
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":\"s-1\",\"result\":{raw}}}\n")
+        );
+        assert!(splice.is_empty());
     }
 }
