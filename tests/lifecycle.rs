@@ -1,0 +1,243 @@
+//! Start, supervision and shutdown of loom and its children, the child environment, and the
+//! `loom check` command.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+fn child_pid(loom: &mut RawClient, tool: &str) -> u32 {
+    let line = loom.call_tool(tool, json!({}));
+    first_text(&line).trim().parse().expect("a pid")
+}
+
+#[test]
+fn the_child_environment_is_exactly_base_passthrough_and_env_block() {
+    let mut server = fixture_server("fx", &[]);
+    server["envPassthrough"] = json!(["LOOM_TEST_PASSED"]);
+    server["env"] = json!({"OWN_SETTING": "from-config", "LANG": "C"});
+    let (_dir, path) = write_config(&json!({ "servers": [server] }));
+    let mut loom = RawClient::spawn(
+        &loom_bin(),
+        &["--config", path.to_str().expect("utf8")],
+        &[
+            ("LOOM_TEST_PASSED", "yes"),
+            ("LOOM_TEST_SECRET", "must-not-leak"),
+            ("SHELL", "/bin/secret-shell"),
+            ("USER", "someone"),
+            ("LOGNAME", "someone"),
+            ("AWS_SECRET_ACCESS_KEY", "nope"),
+            ("TZ", "UTC"),
+        ],
+    );
+    loom.initialize();
+    let line = loom.call_tool("fx_env", json!({}));
+    let env: BTreeMap<String, String> = serde_json::from_str(&first_text(&line)).expect("json");
+    let mut expected: Vec<&str> = vec!["LOOM_TEST_PASSED", "OWN_SETTING", "LANG", "TZ"];
+    for base in ["PATH", "HOME", "TMPDIR", "LC_ALL", "LC_CTYPE", "TERM"] {
+        if std::env::var_os(base).is_some() {
+            expected.push(base);
+        }
+    }
+    expected.sort_unstable();
+    let keys: Vec<&str> = env.keys().map(String::as_str).collect();
+    assert_eq!(keys, expected, "the child saw {env:?}");
+    assert_eq!(env["LOOM_TEST_PASSED"], "yes");
+    assert_eq!(env["OWN_SETTING"], "from-config");
+    assert_eq!(env["LANG"], "C", "the env block wins over the base variables");
+}
+
+#[test]
+fn stdin_eof_stops_loom_and_every_child_even_a_lingering_one() {
+    let (_dir, path) = write_config(&json!({"servers": [
+        fixture_server("polite", &[]),
+        // Ignores stdin EOF for 10 s and ignores SIGTERM: only SIGKILL stops it.
+        fixture_server("stubborn", &["--linger-ms", "10000", "--ignore-sigterm"]),
+    ]}));
+    let mut loom = RawClient::loom(&path);
+    loom.initialize();
+    let polite = child_pid(&mut loom, "polite_pid");
+    let stubborn = child_pid(&mut loom, "stubborn_pid");
+    assert!(pid_alive(polite) && pid_alive(stubborn));
+    loom.close_stdin();
+    let status = loom.wait_exit();
+    assert!(status.success(), "{status:?}\n{}", loom.stderr_text());
+    assert!(!pid_alive(polite), "orphaned polite child {polite}");
+    assert!(!pid_alive(stubborn), "orphaned stubborn child {stubborn}");
+    assert!(loom.stderr_text().contains("after SIGKILL"), "{}", loom.stderr_text());
+}
+
+#[test]
+fn sigterm_and_sigint_stop_loom_and_its_children() {
+    for signal in ["-TERM", "-INT"] {
+        let (_dir, path) = write_config(&json!({"servers": [fixture_server("fx", &[])]}));
+        let mut loom = RawClient::loom(&path);
+        loom.initialize();
+        let child = child_pid(&mut loom, "fx_pid");
+        let status = Command::new("kill")
+            .args([signal, &loom.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let status = loom.wait_exit();
+        assert!(status.success(), "{signal}: {status:?}\n{}", loom.stderr_text());
+        assert!(!pid_alive(child), "{signal}: orphaned child {child}");
+    }
+}
+
+#[test]
+fn loom_exits_non_zero_with_every_reason_when_no_server_can_start() {
+    let (_dir, path) = write_config(&json!({"restart": {"maxAttempts": 1, "baseDelayMs": 10}, "servers": [
+        fixture_server("first", &["--fail-start"]),
+        {"name": "second", "command": "/no/such/program"},
+    ]}));
+    let mut loom = RawClient::loom(&path);
+    let status = loom.wait_exit();
+    assert_eq!(status.code(), Some(1));
+    let log = loom.stderr_text();
+    assert!(log.contains("no server could start"), "{log}");
+    assert!(log.contains("first") && log.contains("exited with code 3"), "{log}");
+    assert!(log.contains("second") && log.contains("/no/such/program"), "{log}");
+}
+
+#[test]
+fn loom_starts_with_the_servers_that_work_and_warns_about_the_rest() {
+    let (_dir, path) = write_config(&json!({"restart": {"maxAttempts": 1, "baseDelayMs": 10}, "servers": [
+        fixture_server("good", &[]),
+        fixture_server("bad", &["--fail-start"]),
+    ]}));
+    let mut loom = RawClient::loom(&path);
+    loom.initialize();
+    let names = loom.tool_names();
+    assert!(names.iter().all(|n| n.starts_with("good_")), "{names:?}");
+    assert!(loom.stderr_text().contains("bad"), "{}", loom.stderr_text());
+}
+
+#[test]
+fn a_crashed_server_is_restarted_and_its_tools_stay_listed_meanwhile() {
+    let (_dir, path) = write_config(&json!({
+        "restart": {"maxAttempts": 5, "baseDelayMs": 400},
+        "servers": [fixture_server("fx", &[])]
+    }));
+    let mut loom = RawClient::loom(&path);
+    loom.initialize();
+    let before = child_pid(&mut loom, "fx_pid");
+    let line = loom.call_tool("fx_crash", json!({"code": 9}));
+    assert_eq!(line.value["result"]["isError"], true, "{}", line.raw);
+    assert!(first_text(&line).contains("`fx`"), "{}", line.raw);
+    // While it is down its tools stay listed and calls say why they cannot run.
+    assert!(loom.tool_names().contains(&"fx_echo".to_string()));
+    let line = loom.call_tool("fx_echo", json!({"text": "x"}));
+    if line.value["result"]["isError"] == true {
+        let text = first_text(&line);
+        assert!(text.contains("`fx`") && text.contains("restarting"), "{text}");
+    }
+    eventually("the server is back", || {
+        let line = loom.call_tool("fx_echo", json!({"text": "back"}));
+        line.value["result"]["content"][0]["text"] == "back"
+    });
+    let after = child_pid(&mut loom, "fx_pid");
+    assert_ne!(before, after);
+    assert!(loom.stderr_text().contains("exited with code 9"), "{}", loom.stderr_text());
+}
+
+#[test]
+fn a_crash_loop_is_delisted_after_max_attempts_and_announced() {
+    let (_dir, path) = write_config(&json!({
+        "restart": {"maxAttempts": 3, "baseDelayMs": 50},
+        "servers": [
+            fixture_server("steady", &[]),
+            // Handshakes fine, then dies: never stays up long enough to count as recovered.
+            fixture_server("flaky", &["--exit-after-ms", "600"]),
+        ]
+    }));
+    let mut loom = RawClient::loom(&path);
+    loom.initialize();
+    assert!(loom.tool_names().iter().any(|n| n.starts_with("flaky_")));
+    loom.wait_for("tools/list_changed after delisting", |v| {
+        v["method"] == "notifications/tools/list_changed"
+    });
+    eventually("flaky is delisted", || {
+        !loom.tool_names().iter().any(|n| n.starts_with("flaky_"))
+    });
+    assert!(loom.tool_names().iter().any(|n| n.starts_with("steady_")));
+    let log = loom.stderr_text();
+    assert!(log.contains("failed and delisted"), "{log}");
+    // No further restarts after giving up.
+    let starts = log.matches("server=flaky state=healthy").count();
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(loom.stderr_text().matches("server=flaky state=healthy").count(), starts);
+    assert_eq!(starts, 3, "{log}");
+}
+
+#[test]
+fn check_prints_the_resolved_servers_with_secrets_masked() {
+    let mut server = fixture_server("fx", &["--token", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"]);
+    server["env"] = json!({"API_KEY": "super-secret-value"});
+    let (_dir, path) = write_config(&json!({ "servers": [server] }));
+    let out = Command::new(loom_bin())
+        .args(["check", "--config", path.to_str().expect("utf8")])
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("fx") && stdout.contains("API_KEY"), "{stdout}");
+    assert!(!stdout.contains("super-secret-value"), "{stdout}");
+    assert!(!stdout.contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"), "{stdout}");
+}
+
+#[test]
+fn bad_configurations_exit_two_naming_every_problem() {
+    let (_dir, path) = write_config(&json!({
+        "tokenTreshold": 5000,
+        "servers": [{"name": "Bad Name", "command": ""}, {"name": "loom", "command": "x"}]
+    }));
+    for args in [vec!["check"], vec![]] {
+        let mut all = args.clone();
+        all.extend(["--config", path.to_str().expect("utf8")]);
+        let out = Command::new(loom_bin()).args(&all).output().expect("run");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty(), "stdout belongs to the protocol");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for needle in ["tokenThreshold", "servers[0].name", "servers[0].command", "servers[1].name"] {
+            assert!(stderr.contains(needle), "{args:?}: missing {needle} in\n{stderr}");
+        }
+    }
+    let broken = path.with_file_name("broken.json");
+    std::fs::write(&broken, "{\n  \"servers\": [\n    {\"name\": \"a\",}\n  ]\n}\n").expect("write");
+    let out = Command::new(loom_bin())
+        .args(["check", "--config", broken.to_str().expect("utf8")])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("line 3"), "{stderr}");
+}
+
+#[test]
+fn the_config_path_comes_from_the_flag_then_the_environment_then_the_working_directory() {
+    let (dir, path) = write_config(&json!({"servers": [fixture_server("fromfile", &[])]}));
+    let run = |args: &[&str], env: Option<&str>| -> Value {
+        let mut command = Command::new(loom_bin());
+        command.args(args).current_dir(dir.path()).env_remove("LOOM_CONFIG");
+        if let Some(env) = env {
+            command.env("LOOM_CONFIG", env);
+        }
+        let out = command.output().expect("run");
+        json!({"code": out.status.code(), "out": String::from_utf8_lossy(&out.stdout), "err": String::from_utf8_lossy(&out.stderr)})
+    };
+    // ./loom.config.json
+    let found = run(&["check"], None);
+    assert_eq!(found["code"], 0, "{found}");
+    // LOOM_CONFIG beats the working directory.
+    let env = run(&["check"], Some("/nonexistent/loom.json"));
+    assert_eq!(env["code"], 2, "{env}");
+    assert!(env["err"].as_str().is_some_and(|e| e.contains("/nonexistent/loom.json")));
+    // --config beats LOOM_CONFIG.
+    let flag = run(&["check", "--config", path.to_str().expect("utf8")], Some("/nonexistent/loom.json"));
+    assert_eq!(flag["code"], 0, "{flag}");
+}
