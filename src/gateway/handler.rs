@@ -13,7 +13,8 @@ use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequest, ClientRequest, ErrorCode, GetPromptRequest, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    Reference, ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    ProtocolVersion, Reference, ServerCapabilities, ServerConfig, ServerResult,
+    SetLevelRequestParams, SubscribeRequestParams,
     UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, Service, ServiceRole};
@@ -76,6 +77,24 @@ fn is_standard_method(method: &str) -> bool {
     )
 }
 
+/// Results loom builds itself (error results, typed answers) get the same per-version shaping
+/// rmcp gives its handlers' results; raw passthrough results are left exactly as sent.
+fn shape_for_peer(mut result: ServerResult, version: Option<ProtocolVersion>) -> ServerResult {
+    if matches!(result, ServerResult::CustomResult(_)) {
+        return result;
+    }
+    let modern = version
+        .as_ref()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+    if modern {
+        result.fill_missing_cache_hints();
+    } else {
+        result.strip_result_type_for_legacy_peer();
+        result.strip_non_object_output_for_legacy_peer();
+    }
+    result
+}
+
 impl Service<RoleServer> for GatewayService {
     async fn handle_request(
         &self,
@@ -85,6 +104,31 @@ impl Service<RoleServer> for GatewayService {
         if self.gateway.upstream().get().is_none() {
             self.gateway.upstream().set(context.peer.clone());
         }
+        let version = context.protocol_version();
+        self.route(request, context)
+            .await
+            .map(|result| shape_for_peer(result, version))
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: <RoleServer as ServiceRole>::PeerNot,
+        context: NotificationContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.handler.handle_notification(notification, context).await
+    }
+
+    fn get_info(&self) -> <RoleServer as ServiceRole>::Info {
+        ServerHandler::get_info(&self.handler)
+    }
+}
+
+impl GatewayService {
+    async fn route(
+        &self,
+        request: ClientRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ServerResult, McpError> {
         let gateway = &self.gateway;
         match request {
             ClientRequest::CallToolRequest(CallToolRequest { params, .. }) => {
@@ -183,20 +227,6 @@ impl Service<RoleServer> for GatewayService {
             }
             other => self.handler.handle_request(other, context).await,
         }
-    }
-
-    async fn handle_notification(
-        &self,
-        notification: <RoleServer as ServiceRole>::PeerNot,
-        context: NotificationContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        self.handler
-            .handle_notification(notification, context)
-            .await
-    }
-
-    fn get_info(&self) -> <RoleServer as ServiceRole>::Info {
-        ServerHandler::get_info(&self.handler)
     }
 }
 
