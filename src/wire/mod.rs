@@ -252,31 +252,28 @@ where
         let writer = self.writer.clone();
         // Decide and serialize before the future: `item` is typed and may hold non-Send-safe
         // borrows of nothing, but doing the work here keeps the returned future small.
-        let encoded: std::io::Result<Vec<Vec<u8>>> = match (&self.raw, &item) {
+        let encoded: std::io::Result<Outgoing> = match (&self.raw, &item) {
             (RawMode::Splice(results), JsonRpcMessage::Response(response)) => {
                 match results.take(&response.id) {
-                    Some(raw) => (|| {
-                        let id =
-                            serde_json::to_string(&response.id).map_err(std::io::Error::other)?;
-                        Ok(vec![
-                            format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":").into_bytes(),
-                            raw.get().as_bytes().to_vec(),
-                            b"}\n".to_vec(),
-                        ])
-                    })(),
-                    None => encode_line(&item).map(|l| vec![l]),
+                    Some(raw) => serde_json::to_string(&response.id)
+                        .map_err(std::io::Error::other)
+                        .map(|id| Outgoing::Spliced {
+                            head: format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":"),
+                            raw,
+                        }),
+                    None => encode_line(&item).map(Outgoing::Line),
                 }
             }
             (RawMode::Capture(results, select), JsonRpcMessage::Request(request)) => {
                 if select(&item) {
                     results.want(request.id.clone());
                 }
-                encode_line(&item).map(|l| vec![l])
+                encode_line(&item).map(Outgoing::Line)
             }
-            _ => encode_line(&item).map(|l| vec![l]),
+            _ => encode_line(&item).map(Outgoing::Line),
         };
         async move {
-            let parts = encoded?;
+            let outgoing = encoded?;
             let mut guard = writer.lock().await;
             let Some(out) = guard.as_mut() else {
                 return Err(std::io::Error::new(
@@ -284,8 +281,14 @@ where
                     "transport is closed",
                 ));
             };
-            for part in &parts {
-                out.write_all(part).await?;
+            match outgoing {
+                Outgoing::Line(line) => out.write_all(&line).await?,
+                // Written from the captured buffer itself: a large result is never copied again.
+                Outgoing::Spliced { head, raw } => {
+                    out.write_all(head.as_bytes()).await?;
+                    out.write_all(raw.get().as_bytes()).await?;
+                    out.write_all(b"}\n").await?;
+                }
             }
             out.flush().await
         }
@@ -335,6 +338,12 @@ where
         }
         Ok(())
     }
+}
+
+/// A message ready to write.
+enum Outgoing {
+    Line(Vec<u8>),
+    Spliced { head: String, raw: Box<RawValue> },
 }
 
 enum Decoded<Role: ServiceRole> {

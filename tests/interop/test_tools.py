@@ -1,0 +1,208 @@
+"""Tools through loom look and behave exactly as they do on the server itself."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from typing import Any
+
+import pytest
+from mcp import MCPError
+
+from conftest import (
+    EVERYTHING,
+    FS,
+    MEMORY,
+    PASSTHROUGH_MODES,
+    connect_direct,
+    connect_loom,
+    dump,
+    write_loom_config,
+)
+
+pytestmark = pytest.mark.anyio
+
+# Fields of a listed tool that loom does not carry over (it offers no tasks, see
+# test_task_only_tool_is_not_offered_as_a_plain_tool).
+NOT_COMPARED = {"name", "execution"}
+
+
+def _comparable(tool: Any) -> dict[str, Any]:
+    return {key: value for key, value in dump(tool).items() if key not in NOT_COMPARED}
+
+
+@pytest.mark.parametrize("server", [EVERYTHING, FS, MEMORY])
+async def test_tools_list_matches_the_servers_own(setup, mode, server):
+    async with connect_direct(setup, server) as direct:
+        own = (await direct.list_tools()).tools
+    async with connect_loom(setup, mode) as client:
+        exposed = (await client.list_tools()).tools
+
+    assert own, f"{server} lists no tools; the comparison would prove nothing"
+    names = [tool.name for tool in exposed]
+    assert len(names) == len(set(names)), f"loom lists a tool twice: {names}"
+    prefixes = tuple(f"{name}_" for name in setup.servers)
+    assert all(name.startswith(prefixes) for name in names), names
+
+    mine = {tool.name.removeprefix(f"{server}_"): tool for tool in exposed if tool.name.startswith(f"{server}_")}
+    assert sorted(mine) == sorted(tool.name for tool in own)
+    for tool in own:
+        through = mine[tool.name]
+        # Title, description, inputSchema, outputSchema, annotations, icons, _meta: all of it.
+        assert _comparable(through) == _comparable(tool), f"tool {tool.name} differs through loom"
+        assert (through.output_schema is None) == (tool.output_schema is None)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="loom bug: tools/list drops Tool.execution (rmcp's Tool has no such field), so "
+    "server-everything's simulate-research-query (execution.taskSupport 'required') is offered "
+    "as a plain tool that fails on every call; loom offers no tasks capability",
+)
+async def test_task_only_tool_is_not_offered_as_a_plain_tool(setup):
+    async with connect_direct(setup, EVERYTHING) as direct:
+        own = {tool.name: tool for tool in (await direct.list_tools()).tools}
+    required = [name for name, tool in own.items() if tool.execution and tool.execution.task_support == "required"]
+    assert required, "the pinned server-everything has no task-only tool any more; pick another check"
+    async with connect_loom(setup, "legacy") as client:
+        exposed = {tool.name: tool for tool in (await client.list_tools()).tools}
+    for name in required:
+        through = exposed.get(f"{EVERYTHING}_{name}")
+        # Either hidden, or listed with the marker that tells the client it needs a task.
+        assert through is None or (through.execution and through.execution.task_support == "required"), (
+            f"{name} is offered without execution.taskSupport='required'"
+        )
+
+
+# Calls whose results must come through loom exactly as the server gives them.
+CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("echo", {"message": "héllo, wörld \u2603 \"quoted\"\nnext line"}),
+    ("get-sum", {"a": 17, "b": 25.5}),
+    ("get-tiny-image", {}),  # image content
+    ("get-annotated-message", {"messageType": "error", "includeImage": True}),  # annotations
+    ("get-resource-links", {"count": 4}),  # resource_link content
+    ("get-resource-reference", {"resourceType": "Text", "resourceId": 3}),  # embedded text resource
+    ("get-resource-reference", {"resourceType": "Blob", "resourceId": 2}),  # embedded blob resource
+    ("get-structured-content", {"location": "Los Angeles"}),  # structuredContent + outputSchema
+    ("get-sum", {"a": "not a number"}),  # the server's isError result for bad arguments
+]
+
+# server-everything stamps the current time into dynamic resources; two calls a second apart
+# differ there and nowhere else.
+_CLOCK = re.compile(r"\b\d{1,2}:\d{2}:\d{2}\s?[AP]M\b")
+
+
+def _without_clock(value: Any) -> Any:
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key == "blob" and isinstance(item, str):
+                try:
+                    item = base64.b64decode(item, validate=True).decode()
+                except (binascii.Error, UnicodeDecodeError):
+                    pass
+            out[key] = _without_clock(item)
+        return out
+    if isinstance(value, list):
+        return [_without_clock(item) for item in value]
+    if isinstance(value, str):
+        return _CLOCK.sub("<time>", value)
+    return value
+
+
+@pytest.mark.parametrize("mode", PASSTHROUGH_MODES)
+async def test_tool_results_match_a_direct_call(setup, mode):
+    async with connect_direct(setup, EVERYTHING) as direct, connect_loom(setup, mode) as client:
+        mismatches = []
+        kinds = set()
+        for name, arguments in CALLS:
+            own = await direct.call_tool(name, arguments)
+            through = await client.call_tool(f"{EVERYTHING}_{name}", arguments)
+            kinds.update(block.type for block in own.content)
+            if own.is_error:
+                kinds.add("isError")
+            if own.structured_content is not None:
+                kinds.add("structuredContent")
+            if _without_clock(dump(through)) != _without_clock(dump(own)):
+                mismatches.append(f"{name} {arguments}:\n  direct: {dump(own)}\n  loom:   {dump(through)}")
+        assert not mismatches, "results differ through loom:\n" + "\n".join(mismatches)
+        # The calls above are meant to cover these; a server update that drops one shows here.
+        assert kinds >= {"text", "image", "resource_link", "resource", "isError", "structuredContent"}, kinds
+
+
+@pytest.mark.parametrize("mode", PASSTHROUGH_MODES)
+async def test_structured_content_is_validated_against_the_output_schema(setup, mode):
+    async with connect_loom(setup, mode) as client:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        tool = listed[f"{EVERYTHING}_get-structured-content"]
+        assert tool.output_schema is not None
+        result = await client.call_tool(tool.name, {"location": "New York"})
+        assert not result.is_error
+        assert result.structured_content == {"temperature": 33, "conditions": "Cloudy", "humidity": 82}
+        # The SDK validated it: the same content against a schema it breaks is refused.
+        broken = result.model_copy(update={"structured_content": {"temperature": "hot"}})
+        with pytest.raises(RuntimeError, match="Invalid structured content"):
+            await client.session.validate_tool_result(tool.name, broken)
+
+
+@pytest.mark.parametrize("mode", PASSTHROUGH_MODES)
+async def test_progress_notifications_arrive_through_loom(setup, mode):
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with connect_loom(setup, mode) as client:
+        result = await client.call_tool(
+            f"{EVERYTHING}_trigger-long-running-operation",
+            {"duration": 0.6, "steps": 3},
+            progress_callback=on_progress,
+        )
+    assert not result.is_error
+    assert "Long running operation completed" in result.content[0].text
+    assert [(progress, total) for progress, total, _ in seen] == [(1, 3), (2, 3), (3, 3)]
+
+
+@pytest.mark.parametrize("name", [f"{EVERYTHING}_no-such-tool", "nosuchserver_echo", "echo"])
+async def test_unknown_tool_is_an_error_that_names_it(setup, mode, name):
+    async with connect_loom(setup, mode) as client:
+        await client.list_tools()
+        try:
+            result = await client.call_tool(name, {})
+        except MCPError as error:
+            message = error.message
+        else:
+            # MCP allows an isError result for this too.
+            assert result.is_error, f"calling unknown tool {name} succeeded: {dump(result)}"
+            message = " ".join(block.text for block in result.content if block.type == "text")
+        assert name in message
+        # loom is still fine afterwards.
+        assert (await client.list_tools()).tools
+
+
+@pytest.mark.parametrize("mode", PASSTHROUGH_MODES)
+async def test_child_environment_is_default_deny(setup, mode):
+    """get-env shows the environment loom gave server-everything: only the fixed allowlist,
+    envPassthrough and env, never the rest of loom's own environment."""
+    config = setup.servers[EVERYTHING]
+    config["envPassthrough"] = ["LOOM_INTEROP_PASSED"]
+    config["env"] = {"LOOM_INTEROP_SET": "set-in-config"}
+    setup.env.update(
+        LOOM_INTEROP_PASSED="passed-through",
+        LOOM_INTEROP_SECRET="must-not-leak",
+        LANG="C.UTF-8",
+    )
+    write_loom_config(setup.tmp, setup.servers)
+    async with connect_loom(setup, mode) as client:
+        result = await client.call_tool(f"{EVERYTHING}_get-env", {})
+    text = result.content[0].text
+    assert "LOOM_INTEROP_SECRET" not in text and "must-not-leak" not in text
+    assert "passed-through" in text
+    assert "set-in-config" in text
+    assert "C.UTF-8" in text  # LANG is on the allowlist
+    allowed = {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM"}
+    allowed |= {"LOOM_INTEROP_PASSED", "LOOM_INTEROP_SET"}
+    names = set(json.loads(text))
+    assert names <= allowed, f"unexpected variables in the child: {sorted(names - allowed)}"
