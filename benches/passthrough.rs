@@ -55,7 +55,10 @@ impl Peer {
         self.stdin.flush().expect("flush");
         loop {
             self.line.clear();
-            assert!(self.stdout.read_line(&mut self.line).expect("read") > 0, "closed");
+            assert!(
+                self.stdout.read_line(&mut self.line).expect("read") > 0,
+                "closed"
+            );
             let value: Value = serde_json::from_str(&self.line).expect("json");
             if value["id"] == json!(id) {
                 return value;
@@ -77,7 +80,10 @@ impl Peer {
     }
 
     fn echo(&mut self, tool: &str) {
-        let answer = self.call("tools/call", json!({"name": tool, "arguments": {"text": "ping"}}));
+        let answer = self.call(
+            "tools/call",
+            json!({"name": tool, "arguments": {"text": "ping"}}),
+        );
         assert!(answer.get("result").is_some(), "{answer}");
     }
 }
@@ -99,7 +105,8 @@ fn loom() -> PathBuf {
 
 fn config_file() -> tempfile::NamedTempFile {
     let mut file = tempfile::NamedTempFile::new().expect("temp");
-    let config = json!({"servers": [{"name": "fx", "command": fixture(), "args": ["--name", "fx"]}]});
+    let config =
+        json!({"servers": [{"name": "fx", "command": fixture(), "args": ["--name", "fx"]}]});
     write!(file, "{config}").expect("write");
     file
 }
@@ -181,7 +188,10 @@ fn report() {
         us(l99) - us(d99)
     );
     std::thread::sleep(Duration::from_millis(500));
-    println!("loom idle RSS after {N} calls: {} KiB", rss_kib(l.child.id()));
+    println!(
+        "loom idle RSS after {N} calls: {} KiB",
+        rss_kib(l.child.id())
+    );
     drop(l);
 
     let mut loom_starts = Vec::new();

@@ -6,5 +6,10 @@
 pub mod cli;
 pub mod config;
 pub mod downstream;
+pub mod envelope;
 pub mod gateway;
+pub mod ingest;
+pub mod intercept;
+pub mod redact;
+pub mod store;
 pub mod wire;

@@ -48,7 +48,10 @@ fn the_child_environment_is_exactly_base_passthrough_and_env_block() {
     assert_eq!(keys, expected, "the child saw {env:?}");
     assert_eq!(env["LOOM_TEST_PASSED"], "yes");
     assert_eq!(env["OWN_SETTING"], "from-config");
-    assert_eq!(env["LANG"], "C", "the env block wins over the base variables");
+    assert_eq!(
+        env["LANG"], "C",
+        "the env block wins over the base variables"
+    );
 }
 
 #[test]
@@ -68,7 +71,11 @@ fn stdin_eof_stops_loom_and_every_child_even_a_lingering_one() {
     assert!(status.success(), "{status:?}\n{}", loom.stderr_text());
     assert!(!pid_alive(polite), "orphaned polite child {polite}");
     assert!(!pid_alive(stubborn), "orphaned stubborn child {stubborn}");
-    assert!(loom.stderr_text().contains("after SIGKILL"), "{}", loom.stderr_text());
+    assert!(
+        loom.stderr_text().contains("after SIGKILL"),
+        "{}",
+        loom.stderr_text()
+    );
 }
 
 #[test]
@@ -84,36 +91,55 @@ fn sigterm_and_sigint_stop_loom_and_its_children() {
             .expect("kill");
         assert!(status.success());
         let status = loom.wait_exit();
-        assert!(status.success(), "{signal}: {status:?}\n{}", loom.stderr_text());
+        assert!(
+            status.success(),
+            "{signal}: {status:?}\n{}",
+            loom.stderr_text()
+        );
         assert!(!pid_alive(child), "{signal}: orphaned child {child}");
     }
 }
 
 #[test]
 fn loom_exits_non_zero_with_every_reason_when_no_server_can_start() {
-    let (_dir, path) = write_config(&json!({"restart": {"maxAttempts": 1, "baseDelayMs": 10}, "servers": [
-        fixture_server("first", &["--fail-start"]),
-        {"name": "second", "command": "/no/such/program"},
-    ]}));
+    let (_dir, path) = write_config(
+        &json!({"restart": {"maxAttempts": 1, "baseDelayMs": 10}, "servers": [
+            fixture_server("first", &["--fail-start"]),
+            {"name": "second", "command": "/no/such/program"},
+        ]}),
+    );
     let mut loom = RawClient::loom(&path);
     let status = loom.wait_exit();
     assert_eq!(status.code(), Some(1));
     let log = loom.stderr_text();
     assert!(log.contains("no server could start"), "{log}");
-    assert!(log.contains("first") && log.contains("exited with code 3"), "{log}");
-    assert!(log.contains("second") && log.contains("/no/such/program"), "{log}");
+    assert!(
+        log.contains("first") && log.contains("exited with code 3"),
+        "{log}"
+    );
+    assert!(
+        log.contains("second") && log.contains("/no/such/program"),
+        "{log}"
+    );
 }
 
 #[test]
 fn loom_starts_with_the_servers_that_work_and_warns_about_the_rest() {
-    let (_dir, path) = write_config(&json!({"restart": {"maxAttempts": 1, "baseDelayMs": 10}, "servers": [
-        fixture_server("good", &[]),
-        fixture_server("bad", &["--fail-start"]),
-    ]}));
+    let (_dir, path) = write_config(
+        &json!({"restart": {"maxAttempts": 1, "baseDelayMs": 10}, "servers": [
+            fixture_server("good", &[]),
+            fixture_server("bad", &["--fail-start"]),
+        ]}),
+    );
     let mut loom = RawClient::loom(&path);
     loom.initialize();
     let names = loom.tool_names();
-    assert!(names.iter().all(|n| n.starts_with("good_")), "{names:?}");
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("good_") || n.starts_with("loom_")),
+        "{names:?}"
+    );
     assert!(loom.stderr_text().contains("bad"), "{}", loom.stderr_text());
 }
 
@@ -134,7 +160,10 @@ fn a_crashed_server_is_restarted_and_its_tools_stay_listed_meanwhile() {
     let line = loom.call_tool("fx_echo", json!({"text": "x"}));
     if line.value["result"]["isError"] == true {
         let text = first_text(&line);
-        assert!(text.contains("`fx`") && text.contains("restarting"), "{text}");
+        assert!(
+            text.contains("`fx`") && text.contains("restarting"),
+            "{text}"
+        );
     }
     eventually("the server is back", || {
         let line = loom.call_tool("fx_echo", json!({"text": "back"}));
@@ -142,7 +171,11 @@ fn a_crashed_server_is_restarted_and_its_tools_stay_listed_meanwhile() {
     });
     let after = child_pid(&mut loom, "fx_pid");
     assert_ne!(before, after);
-    assert!(loom.stderr_text().contains("exited with code 9"), "{}", loom.stderr_text());
+    assert!(
+        loom.stderr_text().contains("exited with code 9"),
+        "{}",
+        loom.stderr_text()
+    );
 }
 
 #[test]
@@ -170,13 +203,21 @@ fn a_crash_loop_is_delisted_after_max_attempts_and_announced() {
     // No further restarts after giving up.
     let starts = log.matches("server=flaky state=healthy").count();
     std::thread::sleep(Duration::from_millis(800));
-    assert_eq!(loom.stderr_text().matches("server=flaky state=healthy").count(), starts);
+    assert_eq!(
+        loom.stderr_text()
+            .matches("server=flaky state=healthy")
+            .count(),
+        starts
+    );
     assert_eq!(starts, 3, "{log}");
 }
 
 #[test]
 fn check_prints_the_resolved_servers_with_secrets_masked() {
-    let mut server = fixture_server("fx", &["--token", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"]);
+    let mut server = fixture_server(
+        "fx",
+        &["--token", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"],
+    );
     server["env"] = json!({"API_KEY": "super-secret-value"});
     let (_dir, path) = write_config(&json!({ "servers": [server] }));
     let out = Command::new(loom_bin())
@@ -184,10 +225,20 @@ fn check_prints_the_resolved_servers_with_secrets_masked() {
         .output()
         .expect("run");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("fx") && stdout.contains("API_KEY"), "{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("fx") && stdout.contains("API_KEY"),
+        "{stdout}"
+    );
     assert!(!stdout.contains("super-secret-value"), "{stdout}");
-    assert!(!stdout.contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"), "{stdout}");
+    assert!(
+        !stdout.contains("ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -203,12 +254,24 @@ fn bad_configurations_exit_two_naming_every_problem() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(out.stdout.is_empty(), "stdout belongs to the protocol");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        for needle in ["tokenThreshold", "servers[0].name", "servers[0].command", "servers[1].name"] {
-            assert!(stderr.contains(needle), "{args:?}: missing {needle} in\n{stderr}");
+        for needle in [
+            "tokenThreshold",
+            "servers[0].name",
+            "servers[0].command",
+            "servers[1].name",
+        ] {
+            assert!(
+                stderr.contains(needle),
+                "{args:?}: missing {needle} in\n{stderr}"
+            );
         }
     }
     let broken = path.with_file_name("broken.json");
-    std::fs::write(&broken, "{\n  \"servers\": [\n    {\"name\": \"a\",}\n  ]\n}\n").expect("write");
+    std::fs::write(
+        &broken,
+        "{\n  \"servers\": [\n    {\"name\": \"a\",}\n  ]\n}\n",
+    )
+    .expect("write");
     let out = Command::new(loom_bin())
         .args(["check", "--config", broken.to_str().expect("utf8")])
         .output()
@@ -223,7 +286,10 @@ fn the_config_path_comes_from_the_flag_then_the_environment_then_the_working_dir
     let (dir, path) = write_config(&json!({"servers": [fixture_server("fromfile", &[])]}));
     let run = |args: &[&str], env: Option<&str>| -> Value {
         let mut command = Command::new(loom_bin());
-        command.args(args).current_dir(dir.path()).env_remove("LOOM_CONFIG");
+        command
+            .args(args)
+            .current_dir(dir.path())
+            .env_remove("LOOM_CONFIG");
         if let Some(env) = env {
             command.env("LOOM_CONFIG", env);
         }
@@ -236,8 +302,15 @@ fn the_config_path_comes_from_the_flag_then_the_environment_then_the_working_dir
     // LOOM_CONFIG beats the working directory.
     let env = run(&["check"], Some("/nonexistent/loom.json"));
     assert_eq!(env["code"], 2, "{env}");
-    assert!(env["err"].as_str().is_some_and(|e| e.contains("/nonexistent/loom.json")));
+    assert!(
+        env["err"]
+            .as_str()
+            .is_some_and(|e| e.contains("/nonexistent/loom.json"))
+    );
     // --config beats LOOM_CONFIG.
-    let flag = run(&["check", "--config", path.to_str().expect("utf8")], Some("/nonexistent/loom.json"));
+    let flag = run(
+        &["check", "--config", path.to_str().expect("utf8")],
+        Some("/nonexistent/loom.json"),
+    );
     assert_eq!(flag["code"], 0, "{flag}");
 }

@@ -20,18 +20,27 @@ fn every_tool_of_every_server_is_listed_under_its_prefix_in_order() {
         fixture_server("beta", &["--extra-tools", "25", "--page-size", "7"]),
     ]);
     let names = loom.tool_names();
-    let mut direct = RawClient::spawn(&fixture_bin(), &["--name", "beta", "--extra-tools", "25"], &[]);
+    let mut direct = RawClient::spawn(
+        &fixture_bin(),
+        &["--name", "beta", "--extra-tools", "25"],
+        &[],
+    );
     direct.initialize();
     let beta_direct = direct.tool_names();
     assert_eq!(beta_direct.len(), 19 + 25, "fixture listing changed");
     let alpha: Vec<_> = names.iter().filter(|n| n.starts_with("alpha_")).collect();
     let beta: Vec<_> = names.iter().filter(|n| n.starts_with("beta_")).collect();
     assert_eq!(alpha.len(), 19);
+    assert!(names.ends_with(&[
+        "loom_query".into(),
+        "loom_list_datasets".into(),
+        "loom_describe".into()
+    ]));
     // Every page of the paginated server was read, in the server's order.
     let expected: Vec<String> = beta_direct.iter().map(|n| format!("beta_{n}")).collect();
     assert_eq!(beta, expected.iter().collect::<Vec<_>>());
     // Servers appear in config order.
-    assert!(names[0].starts_with("alpha_") && names.last().is_some_and(|n| n.starts_with("beta_")));
+    assert!(names[0].starts_with("alpha_") && names[names.len() - 4].starts_with("beta_"));
 }
 
 #[test]
@@ -46,6 +55,13 @@ fn tool_definitions_are_forwarded_as_they_are() {
         let name = tool["name"].as_str().expect("name");
         let mut expected = tool.clone();
         expected["name"] = json!(format!("fx_{name}"));
+        // Policy (SPEC §5.3): loom may replace results, so an outputSchema moves to _meta.
+        if let Some(schema) = expected
+            .as_object_mut()
+            .and_then(|t| t.remove("outputSchema"))
+        {
+            expected["_meta"]["io.loom/outputSchema"] = schema;
+        }
         let found = through
             .as_array()
             .expect("tools")
@@ -54,8 +70,18 @@ fn tool_definitions_are_forwarded_as_they_are() {
             .unwrap_or_else(|| panic!("fx_{name} missing"));
         assert_eq!(found, &expected, "definition of {name} changed");
     }
-    // The fixture's `structured` tool keeps its outputSchema: nothing replaces results yet.
     assert!(own.iter().any(|t| t.get("outputSchema").is_some()));
+    // loom's own tools come last.
+    let names: Vec<&str> = through
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(
+        &names[names.len() - 3..],
+        ["loom_query", "loom_list_datasets", "loom_describe"]
+    );
 }
 
 #[test]
@@ -65,7 +91,8 @@ fn long_and_colliding_names_stay_valid_unique_and_routable() {
     for name in &names {
         assert!(name.len() <= 64, "{name} is too long");
         assert!(
-            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
             "{name} has characters clients reject"
         );
     }
@@ -73,13 +100,26 @@ fn long_and_colliding_names_stay_valid_unique_and_routable() {
     assert_eq!(unique.len(), names.len());
     // `dup.name` and `dup name` both sanitize to `dup_name`: both are reachable, each routed to
     // its own original (the fixture's echo-like extra tools answer with their text).
-    let dups: Vec<_> = names.iter().filter(|n| n.starts_with("fx_dup_name")).cloned().collect();
+    let dups: Vec<_> = names
+        .iter()
+        .filter(|n| n.starts_with("fx_dup_name"))
+        .cloned()
+        .collect();
     assert_eq!(dups.len(), 2, "{names:?}");
     for name in dups {
         let line = loom.call_tool(&name, json!({"text": "hi"}));
-        assert!(line.value["result"].get("isError").is_none_or(|e| e == false), "{}", line.raw);
+        assert!(
+            line.value["result"]
+                .get("isError")
+                .is_none_or(|e| e == false),
+            "{}",
+            line.raw
+        );
     }
-    let long = names.iter().find(|n| n.starts_with("fx_a_very_long")).expect("long name");
+    let long = names
+        .iter()
+        .find(|n| n.starts_with("fx_a_very_long"))
+        .expect("long name");
     let line = loom.call_tool(long, json!({"text": "long"}));
     assert_eq!(first_text(&line), "long");
 }
@@ -105,7 +145,10 @@ fn an_unknown_tool_is_a_json_rpc_error_with_a_suggestion() {
     let error = &line.value["error"];
     assert_eq!(error["code"], -32602, "{}", line.raw);
     let message = error["message"].as_str().expect("message");
-    assert!(message.contains("fx_ecoh") && message.contains("fx_echo"), "{message}");
+    assert!(
+        message.contains("fx_ecoh") && message.contains("fx_echo"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -135,9 +178,15 @@ fn the_per_server_timeout_cancels_downstream_and_names_the_server() {
 #[test]
 fn a_client_cancellation_reaches_the_downstream_request() {
     let (_dir, mut loom) = loom_with(vec![fixture_server("fx", &[])]);
-    let id = loom.request("tools/call", json!({"name": "fx_slow", "arguments": {"ms": 20000}}));
+    let id = loom.request(
+        "tools/call",
+        json!({"name": "fx_slow", "arguments": {"ms": 20000}}),
+    );
     std::thread::sleep(std::time::Duration::from_millis(300));
-    loom.notify("notifications/cancelled", json!({"requestId": id, "reason": "changed my mind"}));
+    loom.notify(
+        "notifications/cancelled",
+        json!({"requestId": id, "reason": "changed my mind"}),
+    );
     eventually("the fixture records the cancellation", || {
         let cancelled = loom.call_tool("fx_cancelled", json!({}));
         let ids: Vec<Value> = serde_json::from_str(&first_text(&cancelled)).expect("json");
@@ -158,7 +207,11 @@ fn progress_notifications_come_back_with_the_clients_token_and_meta_travels() {
         let note = loom.wait_for("a progress notification", |v| {
             v["method"] == "notifications/progress"
         });
-        assert_eq!(note.value["params"]["progressToken"], "my-token", "{}", note.raw);
+        assert_eq!(
+            note.value["params"]["progressToken"], "my-token",
+            "{}",
+            note.raw
+        );
         seen.push(note.value["params"]["progress"].as_f64().expect("progress"));
     }
     assert_eq!(seen, vec![1.0, 2.0, 3.0, 4.0]);
@@ -181,20 +234,33 @@ fn server_requests_reach_a_client_that_declared_sampling() {
     let (dir, path) = write_config(&json!({"servers": [fixture_server("fx", &[])]}));
     let mut loom = RawClient::loom(&path);
     loom.initialize_with(json!({"sampling": {}, "roots": {"listChanged": true}}));
-    let id = loom.request("tools/call", json!({"name": "fx_sample", "arguments": {"prompt": "2+2?"}}));
-    let request = loom.wait_for("sampling/createMessage", |v| v["method"] == "sampling/createMessage");
+    let id = loom.request(
+        "tools/call",
+        json!({"name": "fx_sample", "arguments": {"prompt": "2+2?"}}),
+    );
+    let request = loom.wait_for("sampling/createMessage", |v| {
+        v["method"] == "sampling/createMessage"
+    });
     assert!(request.raw.contains("2+2?"), "{}", request.raw);
-    loom.send(&json!({"jsonrpc": "2.0", "id": request.value["id"], "result": {
-        "role": "assistant", "content": {"type": "text", "text": "four"}, "model": "test-model"}}));
+    loom.send(
+        &json!({"jsonrpc": "2.0", "id": request.value["id"], "result": {
+        "role": "assistant", "content": {"type": "text", "text": "four"}, "model": "test-model"}}),
+    );
     let answer = loom.response(id);
     assert!(first_text(&answer).contains("four"), "{}", answer.raw);
 
     let id = loom.request("tools/call", json!({"name": "fx_roots", "arguments": {}}));
     let request = loom.wait_for("roots/list", |v| v["method"] == "roots/list");
-    loom.send(&json!({"jsonrpc": "2.0", "id": request.value["id"], "result": {
-        "roots": [{"uri": "file:///work", "name": "work"}]}}));
+    loom.send(
+        &json!({"jsonrpc": "2.0", "id": request.value["id"], "result": {
+        "roots": [{"uri": "file:///work", "name": "work"}]}}),
+    );
     let answer = loom.response(id);
-    assert!(first_text(&answer).contains("file:///work"), "{}", answer.raw);
+    assert!(
+        first_text(&answer).contains("file:///work"),
+        "{}",
+        answer.raw
+    );
     drop(dir);
 }
 
@@ -218,9 +284,11 @@ fn a_downstream_list_change_is_relisted_and_announced_once() {
     let line = loom.call_tool("fx_fresh", json!({"text": "new"}));
     assert_eq!(first_text(&line), "new");
     // Coalesced: one announcement for one change.
-    assert!(!loom.arrives_within(std::time::Duration::from_millis(300), |v| {
-        v["method"] == "notifications/tools/list_changed"
-    }));
+    assert!(
+        !loom.arrives_within(std::time::Duration::from_millis(300), |v| {
+            v["method"] == "notifications/tools/list_changed"
+        })
+    );
 }
 
 #[test]
@@ -229,9 +297,22 @@ fn allow_and_deny_lists_filter_tools_and_deny_wins() {
     server["allowTools"] = json!(["echo", "r*"]);
     server["denyTools"] = json!(["raw"]);
     let (_dir, mut loom) = loom_with(vec![server]);
-    let mut names = loom.tool_names();
+    let mut names: Vec<String> = loom
+        .tool_names()
+        .into_iter()
+        .filter(|n| !n.starts_with("loom_"))
+        .collect();
     names.sort();
-    assert_eq!(names, vec!["fx_echo", "fx_resource_link", "fx_roots", "fx_rows", "fx_rpc_error"]);
+    assert_eq!(
+        names,
+        vec![
+            "fx_echo",
+            "fx_resource_link",
+            "fx_roots",
+            "fx_rows",
+            "fx_rpc_error"
+        ]
+    );
     let line = loom.call_tool("fx_raw", json!({"json": "{}"}));
     assert_eq!(line.value["error"]["code"], -32602, "{}", line.raw);
 }
@@ -258,8 +339,15 @@ fn resources_templates_and_prompts_are_routed_back() {
     assert!(missing.value.get("error").is_some(), "{}", missing.raw);
 
     let prompts = loom.call("prompts/list", json!({}));
-    assert_eq!(prompts.value["result"]["prompts"][0]["name"], "two_greet", "{}", prompts.raw);
-    let prompt = loom.call("prompts/get", json!({"name": "two_greet", "arguments": {"name": "Ada"}}));
+    assert_eq!(
+        prompts.value["result"]["prompts"][0]["name"], "two_greet",
+        "{}",
+        prompts.raw
+    );
+    let prompt = loom.call(
+        "prompts/get",
+        json!({"name": "two_greet", "arguments": {"name": "Ada"}}),
+    );
     assert!(prompt.raw.contains("Hello, Ada!"), "{}", prompt.raw);
 
     let sub = loom.call("resources/subscribe", json!({"uri": "fixture://greeting"}));

@@ -15,6 +15,9 @@ use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 use super::naming::NameAllocator;
 use crate::downstream::Catalog;
 
+/// Where a tool's `outputSchema` is kept when loom may replace its results.
+pub const OUTPUT_SCHEMA_META: &str = "io.loom/outputSchema";
+
 /// Where an exposed name leads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
@@ -99,6 +102,21 @@ impl ExposedCatalog {
             }
         }
         out
+    }
+
+    /// Results of any downstream tool may be replaced by an envelope, which cannot match the
+    /// tool's own `outputSchema`; clients validate against it and would fail. So the schema is
+    /// moved to `_meta["io.loom/outputSchema"]`: not validated, not lost (SPEC §5.3).
+    pub fn apply_output_schema_policy(&mut self) {
+        for tool in &mut self.tools {
+            if let Some(schema) = tool.output_schema.take() {
+                let meta = tool.meta.get_or_insert_with(Default::default);
+                meta.0.insert(
+                    OUTPUT_SCHEMA_META.to_string(),
+                    serde_json::Value::Object((*schema).clone()),
+                );
+            }
+        }
     }
 
     pub fn tool_route(&self, exposed: &str) -> Option<&Route> {

@@ -73,16 +73,40 @@ impl ForwardError {
     }
 }
 
+/// A downstream answer.
+pub enum Forwarded {
+    /// The exact bytes of the `result`.
+    Raw(Box<serde_json::value::RawValue>),
+    /// A typed result (methods whose answers are not captured raw).
+    Typed(Box<ServerResult>),
+}
+
 impl Gateway {
-    /// Send `request` to server `index` and, when its answer is kept raw, stash the bytes for the
-    /// upstream response to request `context.id`. Cancels downstream when loom's client cancels
-    /// or the server's `callTimeoutMs` passes.
+    /// Answer the upstream request `context.id` with `forwarded`: raw bytes go to the splice
+    /// table and rmcp gets the placeholder.
+    pub(super) fn pass_on(
+        &self,
+        forwarded: Forwarded,
+        context: &RequestContext<RoleServer>,
+    ) -> ServerResult {
+        match forwarded {
+            Forwarded::Raw(raw) => {
+                self.splice.put(context.id.clone(), raw);
+                ServerResult::CustomResult(placeholder_result())
+            }
+            Forwarded::Typed(result) => *result,
+        }
+    }
+
+    /// Send `request` to server `index` and return its answer (raw bytes when the transport
+    /// captured them). Cancels downstream when loom's client cancels or the server's
+    /// `callTimeoutMs` passes.
     pub(super) async fn forward(
         &self,
         index: usize,
         request: ClientRequest,
         context: &RequestContext<RoleServer>,
-    ) -> Result<ServerResult, ForwardError> {
+    ) -> Result<Forwarded, ForwardError> {
         let Some(server) = self.servers.get(index) else {
             return Err(ForwardError::Down(ServerState::Stopped));
         };
@@ -122,14 +146,11 @@ impl Gateway {
 
         match outcome {
             Ok(ServerResult::CustomResult(_)) => match live.raw.take(&handle.id) {
-                Some(raw) => {
-                    self.splice.put(context.id.clone(), raw);
-                    Ok(ServerResult::CustomResult(placeholder_result()))
-                }
+                Some(raw) => Ok(Forwarded::Raw(raw)),
                 None => Err(ForwardError::Closed("the answer went missing".into())),
             },
             // Not captured raw (a method loom does not pass through): typed, as rmcp decoded it.
-            Ok(other) => Ok(other),
+            Ok(other) => Ok(Forwarded::Typed(Box::new(other))),
             Err(error) => {
                 live.raw.forget(&handle.id);
                 if matches!(error, ForwardError::TimedOut(_) | ForwardError::Cancelled) {

@@ -14,12 +14,13 @@ use rmcp::model::{
     CallToolRequest, ClientRequest, ErrorCode, GetPromptRequest, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, Reference, ServerCapabilities, ServerConfig, ServerResult,
-    SetLevelRequestParams, SubscribeRequestParams,
-    UnsubscribeRequestParams,
+    SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, Service, ServiceRole};
 
-use super::Gateway;
+use super::forward::Forwarded;
+use super::{Gateway, synthetic};
+use crate::intercept::Origin;
 
 /// Answers everything that is not passed through raw.
 #[derive(Clone)]
@@ -115,7 +116,9 @@ impl Service<RoleServer> for GatewayService {
         notification: <RoleServer as ServiceRole>::PeerNot,
         context: NotificationContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.handler.handle_notification(notification, context).await
+        self.handler
+            .handle_notification(notification, context)
+            .await
     }
 
     fn get_info(&self) -> <RoleServer as ServiceRole>::Info {
@@ -131,6 +134,15 @@ impl GatewayService {
     ) -> Result<ServerResult, McpError> {
         let gateway = &self.gateway;
         match request {
+            ClientRequest::CallToolRequest(CallToolRequest { params, .. })
+                if synthetic::NAMES.contains(&params.name.as_ref()) =>
+            {
+                Ok(ServerResult::CallToolResult(
+                    gateway
+                        .call_synthetic(&params.name, &params.arguments)
+                        .await,
+                ))
+            }
             ClientRequest::CallToolRequest(CallToolRequest { params, .. }) => {
                 let exposed = gateway.exposed();
                 let Some(route) = exposed.tool_route(&params.name) else {
@@ -142,10 +154,18 @@ impl GatewayService {
                 down.name = route.name.clone().into();
                 down.meta = None;
                 let request = ClientRequest::CallToolRequest(CallToolRequest::new(down));
-                Ok(gateway
-                    .forward(route.server, request, &context)
-                    .await
-                    .unwrap_or_else(|e| e.into_tool_result(&server, &what)))
+                match gateway.forward(route.server, request, &context).await {
+                    Ok(Forwarded::Raw(raw)) => {
+                        let origin = Origin {
+                            server: server.clone(),
+                            tool: route.name.clone(),
+                            args: crate::redact::arguments(params.arguments.as_ref()),
+                        };
+                        Ok(gateway.intercept(raw, origin, &context).await)
+                    }
+                    Ok(typed) => Ok(gateway.pass_on(typed, &context)),
+                    Err(e) => Ok(e.into_tool_result(&server, &what)),
+                }
             }
             ClientRequest::ReadResourceRequest(mut read) => {
                 let uri = read.params.uri.clone();
@@ -163,6 +183,7 @@ impl GatewayService {
                 gateway
                     .forward(owner, ClientRequest::ReadResourceRequest(read), &context)
                     .await
+                    .map(|f| gateway.pass_on(f, &context))
                     .map_err(|e| e.into_rpc_error(&server, &format!("resource `{uri}`")))
             }
             ClientRequest::GetPromptRequest(GetPromptRequest { params, .. }) => {
@@ -187,6 +208,7 @@ impl GatewayService {
                         &context,
                     )
                     .await
+                    .map(|f| gateway.pass_on(f, &context))
                     .map_err(|e| e.into_rpc_error(&server, &format!("prompt `{}`", route.name)))
             }
             ClientRequest::CompleteRequest(mut complete) => {
@@ -212,6 +234,7 @@ impl GatewayService {
                 gateway
                     .forward(owner, ClientRequest::CompleteRequest(complete), &context)
                     .await
+                    .map(|f| gateway.pass_on(f, &context))
                     .map_err(|e| e.into_rpc_error(&server, "completion"))
             }
             // rmcp decodes a standard method with malformed params as a custom request; say

@@ -9,6 +9,7 @@ pub mod catalog;
 mod forward;
 mod handler;
 pub mod naming;
+pub mod synthetic;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -21,6 +22,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use catalog::{ExposedCatalog, Route, ServerListing};
 pub use handler::GatewayService;
+
+use crate::intercept::{Origin, Outcome};
+use crate::store::{Store, StoreSettings};
 
 use crate::config::Config;
 use crate::downstream::{Downstream, DownstreamEvent, ServerState, UpstreamLink};
@@ -38,6 +42,8 @@ pub const SHUTDOWN_BUDGET: Duration = Duration::from_millis(1800);
 pub enum StartError {
     #[error("no servers to start: the configuration has no enabled server")]
     NoServers,
+    #[error("the query engine failed its start-up check: {0}")]
+    Engine(String),
     #[error("no server could start:\n{}", .0.iter().map(|(n, r)| format!("  - {n}: {r}")).collect::<Vec<_>>().join("\n"))]
     AllFailed(Vec<(String, String)>),
 }
@@ -53,6 +59,7 @@ pub struct Gateway {
     /// Downstream progress token → the upstream client's token, per server.
     progress: Mutex<HashMap<(usize, ProgressToken), ProgressToken>>,
     dirty: Notify,
+    store: Arc<Store>,
     shutdown: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -72,6 +79,16 @@ impl Gateway {
         if servers.is_empty() {
             return Err(StartError::NoServers);
         }
+        let store = Arc::new(
+            Store::new(StoreSettings {
+                memory_budget_bytes: config.memory_budget_bytes,
+                engine_memory_limit_bytes: config.engine_memory_limit_bytes,
+                query_timeout: Duration::from_millis(config.query_timeout_ms),
+            })
+            .map_err(StartError::Engine)?,
+        );
+        // Sealed or nothing: if any forbidden statement runs, loom does not start.
+        store.self_test().await.map_err(StartError::Engine)?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let gateway = Arc::new(Self {
             config: config.clone(),
@@ -81,6 +98,7 @@ impl Gateway {
             splice: RawResults::new(),
             progress: Mutex::new(HashMap::new()),
             dirty: Notify::new(),
+            store,
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
         });
@@ -139,6 +157,65 @@ impl Gateway {
         &self.upstream
     }
 
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Pass a raw tool result through, or replace it by an envelope (SPEC §8).
+    pub(crate) async fn intercept(
+        &self,
+        raw: Box<serde_json::value::RawValue>,
+        origin: Origin,
+        context: &rmcp::service::RequestContext<rmcp::service::RoleServer>,
+    ) -> rmcp::model::ServerResult {
+        let store = self.store.clone();
+        let threshold = self.config.token_threshold;
+        // A result that cannot be over the threshold is decided at once; a large one means
+        // parsing and ingesting, CPU work kept off the I/O threads.
+        let outcome = if crate::intercept::estimate::upper_bound_tokens(raw.get().len())
+            <= threshold
+        {
+            crate::intercept::intercept(raw, &origin, &store, threshold)
+        } else {
+            match tokio::task::spawn_blocking(move || {
+                crate::intercept::intercept(raw, &origin, &store, threshold)
+            })
+            .await
+            {
+                Ok(outcome) => outcome,
+                Err(error) => {
+                    tracing::error!(%error, "interception crashed; the result is lost");
+                    return rmcp::model::ServerResult::CallToolResult(synthetic::error_result(
+                        "loom: interception of this result failed unexpectedly; call the tool again",
+                    ));
+                }
+            }
+        };
+        match outcome {
+            Outcome::PassThrough(raw, _) => self.pass_on(forward::Forwarded::Raw(raw), context),
+            Outcome::Replaced(value) => match serde_json::from_value(value) {
+                Ok(result) => rmcp::model::ServerResult::CallToolResult(result),
+                Err(error) => rmcp::model::ServerResult::CallToolResult(synthetic::error_result(
+                    format!("loom: could not encode the envelope: {error}"),
+                )),
+            },
+        }
+    }
+
+    pub(crate) async fn call_synthetic(
+        &self,
+        name: &str,
+        arguments: &Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> rmcp::model::CallToolResult {
+        match name {
+            synthetic::QUERY => {
+                synthetic::query(&self.store, self.config.token_threshold, arguments).await
+            }
+            synthetic::LIST => synthetic::list(&self.store),
+            _ => synthetic::describe(&self.store, arguments),
+        }
+    }
+
     pub fn splice_table(&self) -> RawResults {
         self.splice.clone()
     }
@@ -175,11 +252,14 @@ impl Gateway {
                 catalog: s.catalog(),
             })
             .collect();
-        let next = Arc::new(ExposedCatalog::build(
+        let mut next = ExposedCatalog::build(
             &listings,
             self.config.max_tool_name_length,
-            &[],
-        ));
+            synthetic::NAMES,
+        );
+        next.apply_output_schema_policy();
+        next.tools.extend(synthetic::tools());
+        let next = Arc::new(next);
         let Ok(mut slot) = self.exposed.write() else {
             return ListsChanged::default();
         };

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+import mcp.client.stdio
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
@@ -32,6 +34,7 @@ MCP_PACKAGES = NODE_MODULES / "@modelcontextprotocol"
 EVERYTHING_JS = MCP_PACKAGES / "server-everything" / "dist" / "index.js"
 FILESYSTEM_JS = MCP_PACKAGES / "server-filesystem" / "dist" / "index.js"
 MEMORY_JS = MCP_PACKAGES / "server-memory" / "dist" / "index.js"
+PYTHON_SERVER = Path(__file__).resolve().parent / "servers" / "python_server.py"
 
 # Generous bound on any single exchange, so a hang fails the test instead of stalling CI. The
 # tests never assert on speed.
@@ -54,6 +57,7 @@ LOOM_DOWNSTREAM_CAPABILITIES = types.ClientCapabilities(
 EVERYTHING = "everything"
 FS = "fs"
 MEMORY = "memory"
+PY = "py"
 
 
 # loom bug: with 2026-07-28 (negotiated through `server/discover`, the SDK's default) loom passes
@@ -107,6 +111,39 @@ def dump(model: Any) -> Any:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+# SPEC §5.3: where loom may replace a tool's results, it lists the tool without `outputSchema` and
+# keeps the server's schema under this `_meta` key instead; otherwise the schema stays in place.
+LOOM_OUTPUT_SCHEMA_META = "io.loom/outputSchema"
+
+
+def output_schema(tool: types.Tool) -> dict[str, Any] | None:
+    """The server's outputSchema of a tool listed by loom, wherever loom keeps it."""
+    if tool.output_schema is not None:
+        return tool.output_schema
+    return (tool.meta or {}).get(LOOM_OUTPUT_SCHEMA_META)
+
+
+def as_the_server_listed_it(tool: types.Tool) -> dict[str, Any]:
+    """A tool listed by loom, dumped, with an outputSchema loom moved to `_meta` put back."""
+    out = dump(tool)
+    meta = dict(out.get("_meta") or {})
+    if LOOM_OUTPUT_SCHEMA_META in meta:
+        assert "outputSchema" not in out, "loom lists the outputSchema twice"
+        out["outputSchema"] = meta.pop(LOOM_OUTPUT_SCHEMA_META)
+        if meta:
+            out["_meta"] = meta
+        else:
+            del out["_meta"]
+    return out
+
+
+def assert_matches_output_schema(result: types.CallToolResult, schema: dict[str, Any]) -> None:
+    """The result's structuredContent conforms to `schema` (checked here as well, since the SDK
+    only checks when loom lists the schema as `outputSchema`)."""
+    assert result.structured_content is not None, "no structuredContent for a tool with an outputSchema"
+    jsonschema.validate(result.structured_content, schema)
+
+
 def node_server(script: Path, *args: str | Path, env: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "command": "node",
@@ -117,14 +154,34 @@ def node_server(script: Path, *args: str | Path, env: dict[str, str] | None = No
 
 @dataclass
 class Setup:
-    """The downstream servers of one test, and the loom config that lists them."""
+    """The downstream servers a test can use, and the loom config that lists them."""
 
     tmp: Path
     fs_root: Path
     servers: dict[str, dict[str, Any]]
-    config_path: Path
-    pid_file: Path
+    """Every server's config entry (without its name); tests may change them before connecting."""
+    enabled: list[str]
+    """The servers loom's config lists (see `use`)."""
     env: dict[str, str] = field(default_factory=dict)
+    """Extra environment for loom itself."""
+
+    @property
+    def config_path(self) -> Path:
+        return self.tmp / "loom.config.json"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.tmp / "loom.pid"
+
+    def use(self, *names: str) -> Setup:
+        """List only these servers in loom's config (fewer node processes to start)."""
+        self.enabled = list(names)
+        return self
+
+    def write_config(self) -> Path:
+        config = {"servers": [{"name": name, **self.servers[name]} for name in self.enabled]}
+        self.config_path.write_text(json.dumps(config, indent=2))
+        return self.config_path
 
     def direct(self, name: str) -> StdioServerParameters:
         """Parameters that start server `name` on its own, as loom would start it."""
@@ -132,8 +189,9 @@ class Setup:
         return StdioServerParameters(command=server["command"], args=server["args"], env=server["env"])
 
     def loom(self) -> StdioServerParameters:
-        """Parameters that start loom over this config, through a shell that records its pid
-        (`exec` keeps the pid, so the recorded pid is loom's own)."""
+        """Parameters that start loom over a freshly written config, through a shell that records
+        loom's pid (`exec` keeps the pid, so the recorded pid is loom's own)."""
+        self.write_config()
         script = 'echo $$ > "$0" && exec "$@"'
         return StdioServerParameters(
             command="/bin/sh",
@@ -145,17 +203,11 @@ class Setup:
         return int(self.pid_file.read_text().strip())
 
 
-def write_loom_config(tmp: Path, servers: dict[str, dict[str, Any]], **extra: Any) -> Path:
-    config = {"servers": [{"name": name, **server} for name, server in servers.items()], **extra}
-    path = tmp / "loom.config.json"
-    path.write_text(json.dumps(config, indent=2))
-    return path
-
-
 @pytest.fixture
 def setup(tmp_path: Path) -> Setup:
     """server-everything as `everything`, server-filesystem rooted at a fresh temp dir as `fs`,
-    server-memory with its graph file in the temp dir as `memory`; a loom config listing them."""
+    server-memory with its graph file in the temp dir as `memory`, servers/python_server.py as
+    `py`; loom lists them all unless the test calls `setup.use(...)`."""
     fs_root = tmp_path / "fsroot"
     (fs_root / "docs").mkdir(parents=True)
     (fs_root / "hello.txt").write_text("Hello from the interop suite.\nSecond line.\n")
@@ -164,15 +216,10 @@ def setup(tmp_path: Path) -> Setup:
         EVERYTHING: node_server(EVERYTHING_JS),
         FS: node_server(FILESYSTEM_JS, fs_root),
         MEMORY: node_server(MEMORY_JS, env={"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}),
+        # The interpreter running pytest has the SDK the server needs.
+        PY: {"command": sys.executable, "args": [str(PYTHON_SERVER)], "env": {}},
     }
-    config_path = write_loom_config(tmp_path, servers)
-    return Setup(
-        tmp=tmp_path,
-        fs_root=fs_root,
-        servers=servers,
-        config_path=config_path,
-        pid_file=tmp_path / "loom.pid",
-    )
+    return Setup(tmp=tmp_path, fs_root=fs_root, servers=servers, enabled=list(servers))
 
 
 class _LoomLikeClient(Client):
@@ -186,16 +233,32 @@ class _LoomLikeClient(Client):
 
 @asynccontextmanager
 async def connect(
-    params: StdioServerParameters, *, mode: str = "auto", loom_like: bool = False, **kwargs: Any
+    params: StdioServerParameters,
+    *,
+    mode: str = "auto",
+    loom_like: bool = False,
+    quick_stop: bool = False,
+    **kwargs: Any,
 ) -> AsyncIterator[Client]:
-    """Connect the SDK to the server `params` starts. `loom_like` makes the client declare what
-    loom declares to its own downstream servers."""
+    """Connect the SDK to the server `params` starts.
+
+    `loom_like` makes the client declare what loom declares to its own downstream servers.
+    `quick_stop` kills the server right away when the connection closes, instead of giving it the
+    SDK's 2 s to exit by itself (server-everything ignores the end of its stdin and exits on
+    SIGINT only, so every direct connection to it would cost 2 s).
+    """
     cls = _LoomLikeClient if loom_like else Client
-    # No response cache: every request in these tests must reach the server.
+    grace = mcp.client.stdio.PROCESS_TERMINATION_TIMEOUT
     try:
-        # read_timeout_seconds bounds every request, the handshake's included.
+        # read_timeout_seconds bounds every request, the handshake's included. No response
+        # cache: every request in these tests must reach the server.
         async with cls(params, mode=mode, read_timeout_seconds=PATIENCE, cache=None, **kwargs) as client:
-            yield client
+            try:
+                yield client
+            finally:
+                if quick_stop:
+                    # Read by the SDK when it stops the server, which comes next; restored below.
+                    mcp.client.stdio.PROCESS_TERMINATION_TIMEOUT = 0.05
     except BaseExceptionGroup as group:
         # The SDK's task groups wrap whatever the test body raised; hand the test (and
         # pytest.raises / xfail(raises=...)) the one real exception when there is just one.
@@ -203,6 +266,8 @@ async def connect(
         if len(leaves) == 1:
             raise leaves[0] from None
         raise
+    finally:
+        mcp.client.stdio.PROCESS_TERMINATION_TIMEOUT = grace
 
 
 def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
@@ -214,13 +279,10 @@ def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
 
 def connect_direct(setup: Setup, name: str, **kwargs: Any):
     """The SDK straight to downstream server `name`, declaring what loom declares to it."""
-    return connect(setup.direct(name), loom_like=True, **kwargs)
+    return connect(setup.direct(name), loom_like=True, quick_stop=True, **kwargs)
 
 
 def connect_loom(setup: Setup, mode: str = "auto", **kwargs: Any):
     """The SDK to loom over `setup`'s config."""
     return connect(setup.loom(), mode=mode, **kwargs)
 
-
-def describe(params: StdioServerParameters) -> str:
-    return shlex.join([params.command, *params.args])

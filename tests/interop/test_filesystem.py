@@ -5,9 +5,22 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import FS, PASSTHROUGH_MODES, connect_direct, connect_loom, dump
+from conftest import (
+    FS,
+    PASSTHROUGH_MODES,
+    assert_matches_output_schema,
+    connect_direct,
+    connect_loom,
+    dump,
+    output_schema,
+)
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(autouse=True)
+def _only_fs(setup):
+    setup.use(FS)
 
 
 def _text(result) -> str:
@@ -15,7 +28,8 @@ def _text(result) -> str:
 
 
 async def _schemas(client) -> dict[str, dict | None]:
-    return {tool.name: tool.output_schema for tool in (await client.list_tools()).tools}
+    """Each tool's outputSchema as loom lists it (SPEC §5.3: maybe under `_meta`)."""
+    return {tool.name: output_schema(tool) for tool in (await client.list_tools()).tools}
 
 
 @pytest.mark.parametrize("mode", PASSTHROUGH_MODES)
@@ -31,11 +45,12 @@ async def test_list_and_read_match_a_direct_call(setup, mode):
     async with connect_direct(setup, FS) as direct, connect_loom(setup, mode) as client:
         schemas = await _schemas(client)
         for name, arguments in calls:
-            # The SDK only validates what it has a schema for; make sure there is one.
-            assert schemas[f"{FS}_{name}"] is not None, f"{name} has no outputSchema through loom"
+            schema = schemas[f"{FS}_{name}"]
+            assert schema is not None, f"{name} has no outputSchema through loom"
             own = await direct.call_tool(name, arguments)
             through = await client.call_tool(f"{FS}_{name}", arguments)
             assert not through.is_error, _text(through)
+            assert_matches_output_schema(through, schema)
             if name != "get_file_info":  # it reports access times, which the direct call changed
                 assert dump(through) == dump(own), name
 
@@ -53,13 +68,15 @@ async def test_write_then_read_back(setup, mode):
     target = setup.fs_root / "docs" / "written.txt"
     content = "written through loom\nline two: ünïcödé ✓\n"
     async with connect_loom(setup, mode) as client:
-        assert (await _schemas(client))[f"{FS}_write_file"] is not None
+        schemas = await _schemas(client)
         wrote = await client.call_tool(f"{FS}_write_file", {"path": str(target), "content": content})
         assert not wrote.is_error, _text(wrote)
+        assert_matches_output_schema(wrote, schemas[f"{FS}_write_file"])
         assert target.read_text() == content
 
         read = await client.call_tool(f"{FS}_read_text_file", {"path": str(target)})
         assert read.structured_content == {"content": content}
+        assert_matches_output_schema(read, schemas[f"{FS}_read_text_file"])
 
         listing = await client.call_tool(f"{FS}_list_directory", {"path": str(target.parent)})
         assert "[FILE] written.txt" in _text(listing).splitlines()

@@ -74,7 +74,7 @@ async def test_closing_the_client_ends_loom_and_its_servers(setup, mode, monkeyp
         pid = setup.loom_pid()
         assert _alive(pid), "loom is not running while connected"
         servers = _children(pid)
-        assert len(servers) == len(setup.servers), f"expected one child per server, found {servers}"
+        assert len(servers) == len(setup.enabled), f"expected one child per server, found {servers}"
 
     assert kills == [], "loom did not exit within the SDK's grace period after stdin closed"
     assert not _alive(pid), f"loom (pid {pid}) is still running after the client closed"

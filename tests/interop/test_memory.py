@@ -14,6 +14,11 @@ from conftest import MEMORY, PASSTHROUGH_MODES, PATIENCE, connect_loom
 
 pytestmark = pytest.mark.anyio
 
+
+@pytest.fixture(autouse=True)
+def _only_memory(setup):
+    setup.use(MEMORY)
+
 ENTITY = {"name": "loom", "entityType": "gateway", "observations": ["sits in front of MCP servers"]}
 GRAPH_URI = "memory://knowledge-graph"
 

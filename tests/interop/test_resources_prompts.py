@@ -11,6 +11,12 @@ from conftest import EVERYTHING, MEMORY, PASSTHROUGH_MODES, connect_direct, conn
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture(autouse=True)
+def _servers(setup):
+    # server-everything has resources, templates and prompts; server-memory has one resource.
+    setup.use(EVERYTHING, MEMORY)
+
+
 async def _all_resources(client):
     resources, cursor = [], None
     while True:

@@ -8,6 +8,7 @@ import json
 import re
 from typing import Any
 
+import anyio
 import pytest
 from mcp import MCPError
 
@@ -16,10 +17,13 @@ from conftest import (
     FS,
     MEMORY,
     PASSTHROUGH_MODES,
+    PY,
+    as_the_server_listed_it,
+    assert_matches_output_schema,
     connect_direct,
     connect_loom,
     dump,
-    write_loom_config,
+    output_schema,
 )
 
 pytestmark = pytest.mark.anyio
@@ -29,11 +33,11 @@ pytestmark = pytest.mark.anyio
 NOT_COMPARED = {"name", "execution"}
 
 
-def _comparable(tool: Any) -> dict[str, Any]:
-    return {key: value for key, value in dump(tool).items() if key not in NOT_COMPARED}
+def _comparable(listed: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in listed.items() if key not in NOT_COMPARED}
 
 
-@pytest.mark.parametrize("server", [EVERYTHING, FS, MEMORY])
+@pytest.mark.parametrize("server", [EVERYTHING, FS, MEMORY, PY])
 async def test_tools_list_matches_the_servers_own(setup, mode, server):
     async with connect_direct(setup, server) as direct:
         own = (await direct.list_tools()).tools
@@ -43,16 +47,19 @@ async def test_tools_list_matches_the_servers_own(setup, mode, server):
     assert own, f"{server} lists no tools; the comparison would prove nothing"
     names = [tool.name for tool in exposed]
     assert len(names) == len(set(names)), f"loom lists a tool twice: {names}"
-    prefixes = tuple(f"{name}_" for name in setup.servers)
+    # Every tool is a server's, under its prefix, or one of loom's own (`loom_*`).
+    prefixes = tuple(f"{name}_" for name in [*setup.enabled, "loom"])
     assert all(name.startswith(prefixes) for name in names), names
 
     mine = {tool.name.removeprefix(f"{server}_"): tool for tool in exposed if tool.name.startswith(f"{server}_")}
     assert sorted(mine) == sorted(tool.name for tool in own)
     for tool in own:
         through = mine[tool.name]
-        # Title, description, inputSchema, outputSchema, annotations, icons, _meta: all of it.
-        assert _comparable(through) == _comparable(tool), f"tool {tool.name} differs through loom"
-        assert (through.output_schema is None) == (tool.output_schema is None)
+        # Title, description, inputSchema, outputSchema, annotations, icons, _meta: all of it
+        # (an outputSchema may sit under loom's `_meta` key instead, SPEC §5.3).
+        assert _comparable(as_the_server_listed_it(through)) == _comparable(dump(tool)), (
+            f"tool {tool.name} differs through loom"
+        )
 
 
 @pytest.mark.xfail(
@@ -62,6 +69,7 @@ async def test_tools_list_matches_the_servers_own(setup, mode, server):
     "as a plain tool that fails on every call; loom offers no tasks capability",
 )
 async def test_task_only_tool_is_not_offered_as_a_plain_tool(setup):
+    setup.use(EVERYTHING)
     async with connect_direct(setup, EVERYTHING) as direct:
         own = {tool.name: tool for tool in (await direct.list_tools()).tools}
     required = [name for name, tool in own.items() if tool.execution and tool.execution.task_support == "required"]
@@ -114,6 +122,7 @@ def _without_clock(value: Any) -> Any:
 
 @pytest.mark.parametrize("mode", PASSTHROUGH_MODES)
 async def test_tool_results_match_a_direct_call(setup, mode):
+    setup.use(EVERYTHING)
     async with connect_direct(setup, EVERYTHING) as direct, connect_loom(setup, mode) as client:
         mismatches = []
         kinds = set()
@@ -134,39 +143,94 @@ async def test_tool_results_match_a_direct_call(setup, mode):
 
 @pytest.mark.parametrize("mode", PASSTHROUGH_MODES)
 async def test_structured_content_is_validated_against_the_output_schema(setup, mode):
+    setup.use(EVERYTHING)
     async with connect_loom(setup, mode) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
         tool = listed[f"{EVERYTHING}_get-structured-content"]
-        assert tool.output_schema is not None
+        schema = output_schema(tool)
+        assert schema is not None
         result = await client.call_tool(tool.name, {"location": "New York"})
         assert not result.is_error
         assert result.structured_content == {"temperature": 33, "conditions": "Cloudy", "humidity": 82}
-        # The SDK validated it: the same content against a schema it breaks is refused.
-        broken = result.model_copy(update={"structured_content": {"temperature": "hot"}})
-        with pytest.raises(RuntimeError, match="Invalid structured content"):
-            await client.session.validate_tool_result(tool.name, broken)
+        assert_matches_output_schema(result, schema)
+        if tool.output_schema is not None:
+            # Listed as outputSchema, so the SDK validated the result: it refuses a broken one.
+            broken = result.model_copy(update={"structured_content": {"temperature": "hot"}})
+            with pytest.raises(RuntimeError, match="Invalid structured content"):
+                await client.session.validate_tool_result(tool.name, broken)
+
+
+async def _long_running(client, tool: str, steps: int) -> list[float]:
+    """Call trigger-long-running-operation with a progress callback; the progress values seen."""
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        assert total == steps
+        seen.append(progress)
+
+    result = await client.call_tool(tool, {"duration": 0.2 * steps, "steps": steps}, progress_callback=on_progress)
+    assert not result.is_error
+    assert "Long running operation completed" in result.content[0].text
+    return seen
 
 
 @pytest.mark.parametrize("mode", PASSTHROUGH_MODES)
 async def test_progress_notifications_arrive_through_loom(setup, mode):
-    seen: list[tuple[float, float | None, str | None]] = []
-
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        seen.append((progress, total, message))
-
+    setup.use(EVERYTHING)
     async with connect_loom(setup, mode) as client:
-        result = await client.call_tool(
-            f"{EVERYTHING}_trigger-long-running-operation",
-            {"duration": 0.6, "steps": 3},
-            progress_callback=on_progress,
-        )
-    assert not result.is_error
-    assert "Long running operation completed" in result.content[0].text
-    assert [(progress, total) for progress, total, _ in seen] == [(1, 3), (2, 3), (3, 3)]
+        seen = await _long_running(client, f"{EVERYTHING}_trigger-long-running-operation", steps=4)
+    # In order, and all but possibly the last: the last one races the result inside loom
+    # (test_final_progress_notification_comes_before_the_result).
+    assert seen[:3] == [1, 2, 3]
+    assert seen in ([1, 2, 3], [1, 2, 3, 4])
+
+
+# One call loses its final notification now and then; twenty at once lose at least one reliably.
+CONCURRENT_CALLS = 20
+
+
+@pytest.mark.parametrize(
+    "through_loom",
+    [
+        pytest.param(False, id="direct"),
+        pytest.param(
+            True,
+            id="loom",
+            marks=pytest.mark.xfail(
+                strict=True,
+                raises=AssertionError,
+                reason="loom bug: a progress notification the server sends just before its result "
+                "can reach loom's event loop after the result, when the token mapping is already "
+                "gone (src/gateway/forward.rs removes it on the result; src/gateway/mod.rs drops "
+                "progress with no mapping), so it is lost; delivered late, the SDK would drop it too",
+            ),
+        ),
+    ],
+)
+async def test_final_progress_notification_comes_before_the_result(setup, through_loom):
+    setup.use(EVERYTHING)
+    steps = 4
+    if through_loom:
+        connection, tool = connect_loom(setup, "legacy"), f"{EVERYTHING}_trigger-long-running-operation"
+    else:
+        connection, tool = connect_direct(setup, EVERYTHING), "trigger-long-running-operation"
+    seen: dict[int, list[float]] = {}
+    async with connection as client:
+
+        async def one(index: int) -> None:
+            seen[index] = await _long_running(client, tool, steps)
+
+        async with anyio.create_task_group() as group:
+            for index in range(CONCURRENT_CALLS):
+                group.start_soon(one, index)
+    assert len(seen) == CONCURRENT_CALLS
+    incomplete = {index: got for index, got in seen.items() if got != [1, 2, 3, 4]}
+    assert not incomplete, f"calls that missed progress notifications: {incomplete}"
 
 
 @pytest.mark.parametrize("name", [f"{EVERYTHING}_no-such-tool", "nosuchserver_echo", "echo"])
 async def test_unknown_tool_is_an_error_that_names_it(setup, mode, name):
+    setup.use(EVERYTHING)
     async with connect_loom(setup, mode) as client:
         await client.list_tools()
         try:
@@ -186,6 +250,7 @@ async def test_unknown_tool_is_an_error_that_names_it(setup, mode, name):
 async def test_child_environment_is_default_deny(setup, mode):
     """get-env shows the environment loom gave server-everything: only the fixed allowlist,
     envPassthrough and env, never the rest of loom's own environment."""
+    setup.use(EVERYTHING)
     config = setup.servers[EVERYTHING]
     config["envPassthrough"] = ["LOOM_INTEROP_PASSED"]
     config["env"] = {"LOOM_INTEROP_SET": "set-in-config"}
@@ -194,7 +259,6 @@ async def test_child_environment_is_default_deny(setup, mode):
         LOOM_INTEROP_SECRET="must-not-leak",
         LANG="C.UTF-8",
     )
-    write_loom_config(setup.tmp, setup.servers)
     async with connect_loom(setup, mode) as client:
         result = await client.call_tool(f"{EVERYTHING}_get-env", {})
     text = result.content[0].text

@@ -1,0 +1,231 @@
+//! The envelope: what the model gets instead of a large result. A ref it can query, the schema
+//! with column statistics, a few typed sample rows, join hints, provenance, the scalars that
+//! surrounded the table, and a ready SQL example — in about 2,000 characters.
+//!
+//! Size is budgeted: the envelope is built with 5 sample rows, then shrunk step by step (shorter
+//! sample strings, fewer sample rows, no text min/max, no sample) until it fits
+//! [`TARGET_CHARS`]; a schema too wide for [`MAX_CHARS`] is cut last, with a pointer to
+//! `loom_describe`.
+
+pub mod sql;
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::intercept::estimate::estimate_tokens;
+use crate::store::Dataset;
+use crate::store::values::{cell, cut};
+
+/// What an envelope aims for.
+pub const TARGET_CHARS: usize = 2_000;
+/// What an envelope never exceeds.
+pub const MAX_CHARS: usize = 8_192;
+/// Sample rows before shrinking.
+pub const SAMPLE_ROWS: usize = 5;
+/// Long strings in samples are cut to this many characters (then shorter when shrinking).
+pub const SAMPLE_STRING_CHARS: usize = 200;
+
+/// One dataset to describe, with the path it was found at in the result.
+pub struct DatasetView<'a> {
+    pub dataset: &'a Arc<Dataset>,
+    pub path: &'a str,
+}
+
+/// How much detail to include; each shrink step lowers one knob.
+#[derive(Debug, Clone, Copy)]
+struct Detail {
+    sample_rows: usize,
+    string_chars: usize,
+    text_min_max: bool,
+    schema_columns: usize,
+}
+
+const SHRINK: &[fn(&mut Detail) -> bool] = &[
+    |d| std::mem::replace(&mut d.string_chars, 60) != 60,
+    |d| std::mem::replace(&mut d.sample_rows, 3) > 3,
+    |d| std::mem::replace(&mut d.string_chars, 24) != 24,
+    |d| std::mem::replace(&mut d.sample_rows, 2) > 2,
+    |d| std::mem::replace(&mut d.sample_rows, 1) > 1,
+    |d| std::mem::replace(&mut d.text_min_max, false),
+    |d| std::mem::replace(&mut d.sample_rows, 0) > 0,
+];
+
+fn round3(v: f64) -> Value {
+    let rounded = (v * 1000.0).round() / 1000.0;
+    if rounded.fract() == 0.0 && rounded.abs() < 1e15 {
+        json!(rounded as i64)
+    } else {
+        json!(rounded)
+    }
+}
+
+/// Schema entries with statistics.
+pub fn schema_json(dataset: &Dataset, text_min_max: bool, columns: usize) -> Vec<Value> {
+    dataset
+        .profile
+        .iter()
+        .take(columns)
+        .map(|p| {
+            let mut entry = Map::new();
+            entry.insert("name".into(), json!(p.name));
+            entry.insert("type".into(), json!(p.data_type));
+            entry.insert("nullFraction".into(), round3(p.null_fraction));
+            entry.insert("approxDistinct".into(), json!(p.approx_distinct));
+            entry.insert("uniqueness".into(), round3(p.uniqueness));
+            let is_text = p.data_type == "Utf8";
+            if text_min_max || !is_text {
+                for (key, value) in [("min", &p.min), ("max", &p.max)] {
+                    if let Some(value) = value {
+                        let value = match value {
+                            Value::String(s) => Value::String(cut(s, 40)),
+                            other => other.clone(),
+                        };
+                        entry.insert(key.into(), value);
+                    }
+                }
+            }
+            Value::Object(entry)
+        })
+        .collect()
+}
+
+/// The first `rows` rows as objects with typed values, strings cut to `string_chars`.
+pub fn sample_json(dataset: &Dataset, rows: usize, string_chars: usize) -> Vec<Value> {
+    let mut out = Vec::with_capacity(rows);
+    for batch in &dataset.batches {
+        for row in 0..batch.num_rows() {
+            if out.len() >= rows {
+                return out;
+            }
+            let object: Map<String, Value> = batch
+                .schema()
+                .fields()
+                .iter()
+                .zip(batch.columns())
+                .map(|(field, array)| {
+                    let value = match cell(array, row) {
+                        Value::String(s) => Value::String(cut(&s, string_chars)),
+                        other => other,
+                    };
+                    (field.name().clone(), value)
+                })
+                .collect();
+            out.push(Value::Object(object));
+        }
+    }
+    out
+}
+
+fn dataset_json(view: &DatasetView<'_>, detail: Detail, with_path: bool) -> Map<String, Value> {
+    let d = view.dataset;
+    let mut entry = Map::new();
+    entry.insert("ref".into(), json!(d.reference));
+    if with_path {
+        entry.insert("path".into(), json!(view.path));
+    }
+    entry.insert("rows".into(), json!(d.rows));
+    entry.insert(
+        "schema".into(),
+        Value::Array(schema_json(d, detail.text_min_max, detail.schema_columns)),
+    );
+    if detail.schema_columns < d.profile.len() {
+        entry.insert(
+            "schemaCut".into(),
+            json!(format!(
+                "{} of {} columns shown; loom_describe {{\"ref\": \"{}\"}} lists all",
+                detail.schema_columns,
+                d.profile.len(),
+                d.reference
+            )),
+        );
+    }
+    if detail.sample_rows > 0 {
+        entry.insert(
+            "sample".into(),
+            Value::Array(sample_json(d, detail.sample_rows, detail.string_chars)),
+        );
+    }
+    entry
+}
+
+fn assemble(
+    views: &[DatasetView<'_>],
+    context: &Map<String, Value>,
+    detail: Detail,
+    saved: usize,
+) -> Value {
+    let mut envelope = Map::new();
+    envelope.insert("kind".into(), json!("loom_dataset_ref"));
+    if let [single] = views {
+        let body = dataset_json(single, detail, false);
+        let mut body = body.into_iter();
+        // `ref` and `rows` first, then the saving, then the rest: the order a reader scans.
+        for (key, value) in body.by_ref().take(2) {
+            envelope.insert(key, value);
+        }
+        envelope.insert("approxTokensSaved".into(), json!(saved));
+        envelope.extend(body);
+    } else {
+        envelope.insert("approxTokensSaved".into(), json!(saved));
+        envelope.insert(
+            "datasets".into(),
+            Value::Array(
+                views
+                    .iter()
+                    .map(|v| Value::Object(dataset_json(v, detail, true)))
+                    .collect(),
+            ),
+        );
+    }
+    envelope.insert("joinHints".into(), json!([]));
+    if let Some(first) = views.first() {
+        envelope.insert(
+            "provenance".into(),
+            serde_json::to_value(&first.dataset.provenance).unwrap_or(Value::Null),
+        );
+    }
+    if !context.is_empty() {
+        envelope.insert("context".into(), Value::Object(context.clone()));
+    }
+    let datasets: Vec<&Dataset> = views.iter().map(|v| v.dataset.as_ref()).collect();
+    envelope.insert("usage".into(), json!(sql::usage(&datasets)));
+    Value::Object(envelope)
+}
+
+/// Build the envelope for `views`, found together in one result of `original_tokens` tokens.
+pub fn build(
+    views: &[DatasetView<'_>],
+    context: &Map<String, Value>,
+    original_tokens: usize,
+) -> Value {
+    let columns = views
+        .iter()
+        .map(|v| v.dataset.profile.len())
+        .max()
+        .unwrap_or(0);
+    let mut detail = Detail {
+        sample_rows: SAMPLE_ROWS,
+        string_chars: SAMPLE_STRING_CHARS,
+        text_min_max: true,
+        schema_columns: columns,
+    };
+    let mut steps = SHRINK.iter();
+    let mut envelope = assemble(views, context, detail, 0);
+    loop {
+        let size = envelope.to_string().chars().count();
+        if size <= TARGET_CHARS {
+            break;
+        }
+        let shrunk = steps.by_ref().any(|step| step(&mut detail));
+        if !shrunk {
+            if size <= MAX_CHARS || detail.schema_columns <= 1 {
+                break;
+            }
+            detail.schema_columns = (detail.schema_columns * 3 / 4).max(1);
+        }
+        envelope = assemble(views, context, detail, 0);
+    }
+    let saved = original_tokens.saturating_sub(estimate_tokens(&envelope.to_string()));
+    assemble(views, context, detail, saved)
+}

@@ -1,0 +1,81 @@
+//! SQL text loom writes for the model: quoted identifiers and the ready-to-run example.
+
+use datafusion::sql::sqlparser::keywords::ALL_KEYWORDS;
+
+use crate::store::Dataset;
+
+/// An identifier as SQL must spell it: bare when it is lowercase `[a-z_][a-z0-9_]*` and not a
+/// keyword (DataFusion folds unquoted identifiers to lowercase), else double-quoted.
+pub fn quote_ident(name: &str) -> String {
+    let simple = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    let keyword = ALL_KEYWORDS.contains(&name.to_ascii_uppercase().as_str());
+    if simple && !keyword {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+/// A ready SQL example over real column names: a group-by over a low-cardinality text column
+/// when there is one, else an aggregate over a numeric column, else the first rows.
+pub fn example(dataset: &Dataset) -> String {
+    let table = &dataset.reference;
+    let group = dataset
+        .profile
+        .iter()
+        .find(|p| p.data_type == "Utf8" && p.approx_distinct >= 2 && p.approx_distinct <= 50);
+    if let Some(column) = group {
+        let c = quote_ident(&column.name);
+        return format!(
+            "SELECT {c}, count(*) AS n FROM {table} GROUP BY {c} ORDER BY n DESC LIMIT 10"
+        );
+    }
+    let numeric = dataset
+        .profile
+        .iter()
+        .find(|p| matches!(p.data_type.as_str(), "Int64" | "Float64"));
+    if let Some(column) = numeric {
+        let c = quote_ident(&column.name);
+        return format!("SELECT min({c}), max({c}), avg({c}) FROM {table}");
+    }
+    format!("SELECT * FROM {table} LIMIT 10")
+}
+
+/// The envelope's `usage` line.
+pub fn usage(datasets: &[&Dataset]) -> String {
+    match datasets {
+        [] => String::new(),
+        [one] => format!(
+            "loom_query {{\"sql\": \"{}\"}}",
+            example(one).replace('"', "\\\"")
+        ),
+        many => format!(
+            "loom_query over any of {}; e.g. {{\"sql\": \"{}\"}}",
+            many.iter()
+                .map(|d| d.reference.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            example(many[0]).replace('"', "\\\"")
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_are_quoted_only_when_needed() {
+        assert_eq!(quote_ident("user_id"), "user_id");
+        assert_eq!(quote_ident("ID"), "\"ID\"");
+        assert_eq!(quote_ident("select"), "\"select\"");
+        assert_eq!(quote_ident("1st"), "\"1st\"");
+        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
+    }
+}

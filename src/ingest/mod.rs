@@ -1,0 +1,194 @@
+//! Rows → Arrow. Never lie, never lose: every value lands in exactly one cell of a column whose
+//! type it fits exactly, and every source key gets a column of its own.
+//!
+//! The path: raw JSON objects ([`cells`]) → columns in first-seen key order → nested objects
+//! flattened to `parent_child` columns up to [`FLATTEN_DEPTH`] levels → one type per column over
+//! all rows ([`infer`]) → Arrow arrays built with arrow's builders ([`build`]).
+
+mod build;
+pub mod cells;
+pub mod infer;
+pub mod names;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::Schema;
+use serde_json::value::RawValue;
+
+pub use cells::{RawObject, RawRows};
+pub use infer::ColumnType;
+
+/// Nested objects are flattened this many levels deep (`a_b_c`); values deeper than that are
+/// kept as JSON text in the deepest column.
+pub const FLATTEN_DEPTH: usize = 3;
+
+/// A table wider than this is not treated as a table (it would not be one a model can query).
+pub const MAX_COLUMNS: usize = 2048;
+
+/// Field metadata key holding the JSON path a column came from (`user.login`).
+pub const SOURCE_KEY: &str = "loom.source";
+/// Field metadata key holding how values were typed when it is not obvious (e.g. `text`).
+pub const TYPING_KEY: &str = "loom.typing";
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum IngestError {
+    #[error("not an array of objects: {0}")]
+    NotRows(String),
+    #[error("no rows")]
+    Empty,
+    #[error("{0} columns is more than the {MAX_COLUMNS} loom keeps as a table")]
+    TooWide(usize),
+    #[error("arrow: {0}")]
+    Arrow(String),
+}
+
+/// What ingest produced: one record batch plus, per column, where it came from.
+#[derive(Debug, Clone)]
+pub struct Ingested {
+    pub batch: RecordBatch,
+    pub columns: Vec<ColumnInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnInfo {
+    pub name: String,
+    /// JSON path of the source key, segments joined with `.`.
+    pub source: String,
+    pub typing: ColumnType,
+}
+
+/// Parse `text` as a JSON array of objects and ingest it.
+pub fn ingest_json_array(text: &str) -> Result<Ingested, IngestError> {
+    let rows: RawRows<'_> =
+        serde_json::from_str(text).map_err(|e| IngestError::NotRows(e.to_string()))?;
+    ingest_rows(&rows.0)
+}
+
+/// A column before typing: its source path and one optional raw value per row.
+struct SourceColumn<'a> {
+    path: Vec<String>,
+    cells: Vec<Option<&'a RawValue>>,
+}
+
+/// Gather columns from objects in first-seen key order. A key repeated inside one object gets
+/// its own column (its second occurrence is a different source key).
+fn gather<'a>(objects: &[Option<&RawObject<'a>>], prefix: &[String]) -> Vec<SourceColumn<'a>> {
+    let mut index: HashMap<(&str, usize), usize> = HashMap::new();
+    let mut columns: Vec<SourceColumn<'a>> = Vec::new();
+    let mut occurrences: HashMap<&str, usize> = HashMap::new();
+    for (row, object) in objects.iter().enumerate() {
+        let Some(object) = object else { continue };
+        occurrences.clear();
+        for (key, value) in &object.members {
+            let occurrence = occurrences.entry(key.as_ref()).or_insert(0);
+            *occurrence += 1;
+            let slot = *index.entry((key.as_ref(), *occurrence)).or_insert_with(|| {
+                let mut path = prefix.to_vec();
+                path.push(if *occurrence == 1 {
+                    key.to_string()
+                } else {
+                    format!("{key}#{occurrence}")
+                });
+                columns.push(SourceColumn {
+                    path,
+                    cells: vec![None; objects.len()],
+                });
+                columns.len() - 1
+            });
+            columns[slot].cells[row] = Some(value);
+        }
+    }
+    columns
+}
+
+/// Replace every column whose values are all objects (or null) by its flattened children.
+fn flatten<'a>(
+    columns: Vec<SourceColumn<'a>>,
+    out: &mut Vec<SourceColumn<'a>>,
+) -> Result<(), IngestError> {
+    for column in columns {
+        let mut objects = 0;
+        let all_objects = column.cells.iter().all(|cell| match cell {
+            None => true,
+            Some(raw) => match cells::kind(raw) {
+                cells::Kind::Null => true,
+                cells::Kind::Object => {
+                    objects += 1;
+                    true
+                }
+                _ => false,
+            },
+        });
+        // `a_b_c` is as deep as it goes: a column whose path is that long keeps objects as JSON.
+        if !(all_objects && objects > 0 && column.path.len() < FLATTEN_DEPTH) {
+            out.push(column);
+            continue;
+        }
+        let parsed: Vec<Option<RawObject<'a>>> = column
+            .cells
+            .iter()
+            .map(|cell| {
+                cell.filter(|raw| cells::kind(raw) == cells::Kind::Object)
+                    .and_then(|raw| serde_json::from_str::<RawObject<'a>>(raw.get()).ok())
+            })
+            .collect();
+        let refs: Vec<Option<&RawObject<'a>>> = parsed.iter().map(Option::as_ref).collect();
+        let children = gather(&refs, &column.path);
+        if children.is_empty() {
+            // Only empty objects: keep the column (as text) rather than lose it.
+            out.push(column);
+            continue;
+        }
+        flatten(children, out)?;
+        if out.len() > MAX_COLUMNS {
+            return Err(IngestError::TooWide(out.len()));
+        }
+    }
+    Ok(())
+}
+
+/// Ingest rows that are already split into raw objects.
+pub fn ingest_rows(rows: &[RawObject<'_>]) -> Result<Ingested, IngestError> {
+    if rows.is_empty() {
+        return Err(IngestError::Empty);
+    }
+    let refs: Vec<Option<&RawObject<'_>>> = rows.iter().map(Some).collect();
+    let top = gather(&refs, &[]);
+    let mut columns = Vec::with_capacity(top.len());
+    flatten(top, &mut columns)?;
+    if columns.is_empty() {
+        return Err(IngestError::NotRows("objects without keys".into()));
+    }
+    if columns.len() > MAX_COLUMNS {
+        return Err(IngestError::TooWide(columns.len()));
+    }
+    let paths: Vec<&[String]> = columns.iter().map(|c| c.path.as_slice()).collect();
+    let column_names = names::column_names(&paths);
+    let mut fields = Vec::with_capacity(columns.len());
+    let mut arrays = Vec::with_capacity(columns.len());
+    let mut infos = Vec::with_capacity(columns.len());
+    for (column, name) in columns.iter().zip(column_names) {
+        let typing = infer::infer(&column.cells);
+        let source = column.path.join(".");
+        let (field, array) = build::build_column(&name, typing, &column.cells, &source)?;
+        fields.push(field);
+        arrays.push(array);
+        infos.push(ColumnInfo {
+            name,
+            source,
+            typing,
+        });
+    }
+    let schema = Arc::new(Schema::new(fields));
+    let batch =
+        RecordBatch::try_new(schema, arrays).map_err(|e| IngestError::Arrow(e.to_string()))?;
+    Ok(Ingested {
+        batch,
+        columns: infos,
+    })
+}
+
+#[cfg(test)]
+mod tests;

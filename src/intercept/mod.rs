@@ -1,0 +1,232 @@
+//! Deciding, for each tool result, whether it passes through untouched or becomes datasets and
+//! an envelope. Never worse than no proxy: any doubt or failure → the original bytes.
+
+pub mod estimate;
+pub mod locate;
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use crate::envelope::{self, DatasetView};
+use crate::ingest::ingest_json_array;
+use crate::store::{NewDataset, Provenance, Store};
+use estimate::{estimate_tokens, upper_bound_tokens};
+use locate::{FoundTable, Located, Rung};
+
+/// A text block at most this long may be dropped from a replaced result only after it is put
+/// into the envelope's `context`.
+pub const MAX_TEXT_IN_CONTEXT: usize = 500;
+
+/// Just the parts of a `CallToolResult` interception looks at.
+#[derive(Deserialize)]
+struct ResultView<'a> {
+    #[serde(borrow, default)]
+    content: Vec<ContentView<'a>>,
+    #[serde(borrow, default, rename = "structuredContent")]
+    structured_content: Option<&'a RawValue>,
+    #[serde(default, rename = "isError")]
+    is_error: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct ContentView<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+}
+
+/// Who produced a result.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub server: String,
+    pub tool: String,
+    /// Arguments, already redacted.
+    pub args: Value,
+}
+
+/// What to send back.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The original bytes, untouched.
+    PassThrough(Box<RawValue>, &'static str),
+    /// A replacement `CallToolResult` (text + structuredContent carrying the envelope).
+    Replaced(Value),
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Decide what happens to one tool result. Blocking work (parsing, ingest): call it from
+/// `spawn_blocking` for large inputs.
+pub fn intercept(
+    raw: Box<RawValue>,
+    origin: &Origin,
+    store: &Arc<Store>,
+    threshold: usize,
+) -> Outcome {
+    if upper_bound_tokens(raw.get().len()) <= threshold {
+        return Outcome::PassThrough(raw, "small");
+    }
+    match replace(&raw, origin, store, threshold) {
+        Ok(Some(result)) => Outcome::Replaced(result),
+        Ok(None) => Outcome::PassThrough(raw, "no table"),
+        Err(reason) => {
+            tracing::warn!(server = %origin.server, tool = %origin.tool, "passed through unchanged: {reason}");
+            Outcome::PassThrough(raw, "failed")
+        }
+    }
+}
+
+fn replace(
+    raw: &RawValue,
+    origin: &Origin,
+    store: &Arc<Store>,
+    threshold: usize,
+) -> Result<Option<Value>, String> {
+    let Ok(view) = serde_json::from_str::<ResultView<'_>>(raw.get()) else {
+        return Ok(None);
+    };
+    if view.is_error == Some(true) || view.content.iter().any(|c| c.kind != "text") {
+        return Ok(None);
+    }
+    let texts: Vec<&str> = view
+        .content
+        .iter()
+        .filter_map(|c| c.text.as_deref())
+        .collect();
+    let original_tokens = texts.iter().map(|t| estimate_tokens(t)).sum::<usize>()
+        + view
+            .structured_content
+            .map_or(0, |s| estimate_tokens(s.get()));
+    if original_tokens <= threshold {
+        return Ok(None);
+    }
+    let located = match view.structured_content.and_then(locate::in_structured) {
+        Some(mut found) => {
+            if !absorb_texts(
+                &texts,
+                &found.tables,
+                view.structured_content,
+                &mut found.context,
+            ) {
+                return Ok(None);
+            }
+            found
+        }
+        None => match locate::in_texts(&texts) {
+            Some(found) => found,
+            None => return Ok(None),
+        },
+    };
+    let Located {
+        rung,
+        tables,
+        context,
+    } = located;
+
+    let mut added: Vec<Arc<crate::store::Dataset>> = Vec::new();
+    let undo = |added: &[Arc<crate::store::Dataset>]| {
+        for dataset in added {
+            store.remove(&dataset.reference);
+        }
+    };
+    for table in &tables {
+        match ingest_table(table, origin, rung, store) {
+            Ok(dataset) => added.push(dataset),
+            Err(reason) => {
+                undo(&added);
+                return Err(format!("table at `{}`: {reason}", table.path));
+            }
+        }
+    }
+    let views: Vec<DatasetView<'_>> = added
+        .iter()
+        .zip(&tables)
+        .map(|(dataset, table)| DatasetView {
+            dataset,
+            path: &table.path,
+        })
+        .collect();
+    let envelope = envelope::build(&views, &context, original_tokens);
+    let text = envelope.to_string();
+    if text.len() >= raw.get().len() {
+        undo(&added);
+        return Ok(None);
+    }
+    Ok(Some(json!({
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": envelope,
+    })))
+}
+
+/// With tables found in `structuredContent`, the text blocks must be accounted for: a block that
+/// repeats the structured content (or the text a table was read from) is dropped; a short one
+/// goes to `context`; anything else means the result cannot be replaced without loss.
+fn absorb_texts(
+    texts: &[&str],
+    tables: &[FoundTable<'_>],
+    structured: Option<&RawValue>,
+    context: &mut Map<String, Value>,
+) -> bool {
+    for (index, text) in texts.iter().enumerate() {
+        let trimmed = text.trim();
+        let duplicate = structured.is_some_and(|s| s.get().trim() == trimmed)
+            || tables.iter().any(|t| {
+                t.rows.trim() == trimmed
+                    || t.container.as_deref().is_some_and(|c| c.trim() == trimmed)
+            });
+        if duplicate {
+            continue;
+        }
+        if trimmed.chars().count() <= MAX_TEXT_IN_CONTEXT {
+            context.insert(format!("text{index}"), Value::String((*text).to_string()));
+            continue;
+        }
+        return false;
+    }
+    true
+}
+
+fn ingest_table(
+    table: &FoundTable<'_>,
+    origin: &Origin,
+    rung: Rung,
+    store: &Arc<Store>,
+) -> Result<Arc<crate::store::Dataset>, String> {
+    let ingested = ingest_json_array(&table.rows).map_err(|e| e.to_string())?;
+    let tool = if table.path == "$" {
+        origin.tool.clone()
+    } else {
+        format!(
+            "{}_{}",
+            origin.tool,
+            table.path.rsplit('.').next().unwrap_or("rows")
+        )
+    };
+    store.add(NewDataset {
+        server: origin.server.clone(),
+        tool,
+        schema: ingested.batch.schema(),
+        batches: vec![ingested.batch],
+        columns: ingested.columns,
+        provenance: Provenance {
+            server: origin.server.clone(),
+            tool: origin.tool.clone(),
+            args: origin.args.clone(),
+            created_at: now_rfc3339(),
+            source: rung.as_str().to_string(),
+        },
+        pinned: false,
+        implicit: false,
+        name: None,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,131 @@
+use super::*;
+use crate::store::StoreSettings;
+
+fn store() -> Arc<Store> {
+    Arc::new(Store::new(StoreSettings::default()).expect("store"))
+}
+
+fn origin() -> Origin {
+    Origin {
+        server: "fx".into(),
+        tool: "rows".into(),
+        args: json!({"count": 1000}),
+    }
+}
+
+fn rows_json(n: usize) -> String {
+    let rows: Vec<Value> = (0..n)
+        .map(|i| {
+            let plan = ["free", "pro", "team"][i % 3];
+            json!({"id": i, "name": format!("user-{i}"), "plan": plan,
+                   "score": i as f64 * 1.5, "active": i % 2 == 0, "created": "2024-01-01T00:00:00Z"})
+        })
+        .collect();
+    serde_json::to_string(&rows).expect("json")
+}
+
+fn raw(value: Value) -> Box<RawValue> {
+    RawValue::from_string(value.to_string()).expect("raw")
+}
+
+fn replaced(outcome: Outcome) -> Value {
+    match outcome {
+        Outcome::Replaced(value) => value,
+        Outcome::PassThrough(_, why) => panic!("passed through: {why}"),
+    }
+}
+
+#[tokio::test]
+async fn a_large_json_text_result_becomes_an_envelope_and_a_dataset() {
+    let store = store();
+    let result = raw(json!({"content": [{"type": "text", "text": rows_json(1000)}]}));
+    let original = result.get().len();
+    let value = replaced(intercept(result, &origin(), &store, 2000));
+    let envelope = &value["structuredContent"];
+    assert_eq!(envelope["kind"], "loom_dataset_ref");
+    assert_eq!(envelope["rows"], 1000);
+    assert_eq!(envelope["provenance"]["source"], "json_text");
+    assert_eq!(envelope["joinHints"], json!([]));
+    let text = value["content"][0]["text"].as_str().expect("text");
+    assert_eq!(
+        serde_json::from_str::<Value>(text).expect("json"),
+        *envelope
+    );
+    assert!(text.len() * 10 < original, "{} vs {original}", text.len());
+    assert!(
+        text.chars().count() <= crate::envelope::TARGET_CHARS,
+        "{text}"
+    );
+    let reference = envelope["ref"].as_str().expect("ref");
+    let out = store
+        .query(&format!("SELECT count(*), sum(id) FROM {reference}"))
+        .await
+        .expect("query");
+    assert_eq!(out.rows, 1);
+    // Typed sample values.
+    assert!(envelope["sample"][0]["id"].is_number(), "{envelope}");
+    assert_eq!(envelope["sample"][0]["created"], "2024-01-01T00:00:00Z");
+}
+
+#[tokio::test]
+async fn several_tables_in_structured_content_with_context() {
+    let store = store();
+    let rows: Value = serde_json::from_str(&rows_json(300)).expect("rows");
+    let result = raw(json!({
+        "content": [{"type": "text", "text": "short summary"}],
+        "structuredContent": {"entities": rows, "relations": rows, "total": 600, "hasMore": false}
+    }));
+    let value = replaced(intercept(result, &origin(), &store, 2000));
+    let envelope = &value["structuredContent"];
+    assert_eq!(
+        envelope["datasets"].as_array().map(Vec::len),
+        Some(2),
+        "{envelope}"
+    );
+    assert_eq!(envelope["context"]["total"], 600);
+    assert_eq!(envelope["context"]["hasMore"], false);
+    assert_eq!(envelope["context"]["text0"], "short summary");
+    assert_eq!(envelope["provenance"]["source"], "structuredContent");
+    assert_eq!(store.list().len(), 2);
+}
+
+#[tokio::test]
+async fn what_must_pass_through_does() {
+    let store = store();
+    let small = raw(json!({"content": [{"type": "text", "text": "[{\"a\": 1}]"}]}));
+    assert!(matches!(
+        intercept(small, &origin(), &store, 2000),
+        Outcome::PassThrough(_, "small")
+    ));
+    let big = rows_json(1000);
+    let cases = [
+        json!({"content": [{"type": "text", "text": big}], "isError": true}),
+        json!({"content": [{"type": "text", "text": big}, {"type": "image", "data": "AA==", "mimeType": "image/png"}]}),
+        json!({"content": [{"type": "text", "text": "word ".repeat(5000)}]}),
+        // The structured rows are found, but a long text block beside them is not a copy.
+        json!({"content": [{"type": "text", "text": "prose ".repeat(500)}], "structuredContent": {"rows": serde_json::from_str::<Value>(&big).expect("rows")}}),
+    ];
+    for case in cases {
+        let text = case.to_string();
+        match intercept(raw(case), &origin(), &store, 2000) {
+            Outcome::PassThrough(bytes, _) => assert_eq!(bytes.get(), text),
+            Outcome::Replaced(v) => panic!("replaced: {v}"),
+        }
+    }
+    assert!(store.list().is_empty(), "nothing half-built may stay");
+}
+
+#[tokio::test]
+async fn a_text_copy_of_the_structured_content_is_not_lost_data() {
+    let store = store();
+    let inner = format!("Contents of /data/users.json:\n{}", rows_json(500));
+    let result = raw(json!({
+        "content": [{"type": "text", "text": inner}],
+        "structuredContent": {"content": inner}
+    }));
+    let value = replaced(intercept(result, &origin(), &store, 2000));
+    assert_eq!(
+        value["structuredContent"]["context"]["content.preamble"],
+        "Contents of /data/users.json:"
+    );
+}

@@ -1,0 +1,180 @@
+//! The plan guard: what `loom_query` (and `loom_materialize`, `loom query`) may run.
+//!
+//! SQL is planned, never executed, until the plan has passed three checks:
+//! 1. DataFusion's own `SQLOptions` with DDL, DML and statements off (`CREATE`, `COPY`,
+//!    `INSERT`, `SET`, `PREPARE` …);
+//! 2. a walk over the whole plan, subqueries included, that admits only scans of loom's own
+//!    datasets (a table function such as `range()` or `generate_series()` is a scan of something
+//!    else) and refuses recursive CTEs (unbounded work);
+//! 3. a walk over every expression that bounds the functions that can build huge values out of
+//!    nothing (`repeat`, `lpad`, `rpad`, `array_repeat`, `range`, `generate_series`): their size
+//!    arguments must be literals within [`MAX_BUILT_VALUE`], because such an allocation happens
+//!    outside DataFusion's memory pool, in one step no timeout can interrupt.
+
+use datafusion::common::ScalarValue;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::execution::context::SQLOptions;
+use datafusion::logical_expr::{Expr, LogicalPlan};
+
+/// The largest string or list a size-taking function may be asked to build.
+pub const MAX_BUILT_VALUE: i64 = 100_000;
+
+/// Why a statement was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+fn refuse<T>(reason: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal(reason.into()))
+}
+
+/// The options every guarded plan must satisfy.
+pub fn sql_options() -> SQLOptions {
+    SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false)
+}
+
+/// Functions whose size arguments are bounded, and which argument positions hold sizes.
+fn size_arguments(function: &str) -> Option<&'static [usize]> {
+    match function {
+        "repeat" | "lpad" | "rpad" | "array_repeat" => Some(&[1]),
+        "range" | "generate_series" => Some(&[0, 1, 2]),
+        _ => None,
+    }
+}
+
+fn literal_int(expr: &Expr) -> Option<i64> {
+    let mut expr = expr;
+    // Casts of literals are how the planner types `repeat('a', 3)`.
+    loop {
+        match expr {
+            Expr::Cast(cast) => expr = &cast.expr,
+            Expr::TryCast(cast) => expr = &cast.expr,
+            _ => break,
+        }
+    }
+    match expr {
+        Expr::Literal(value, _) => match value {
+            ScalarValue::Int8(Some(v)) => Some(i64::from(*v)),
+            ScalarValue::Int16(Some(v)) => Some(i64::from(*v)),
+            ScalarValue::Int32(Some(v)) => Some(i64::from(*v)),
+            ScalarValue::Int64(Some(v)) => Some(*v),
+            ScalarValue::UInt8(Some(v)) => Some(i64::from(*v)),
+            ScalarValue::UInt16(Some(v)) => Some(i64::from(*v)),
+            ScalarValue::UInt32(Some(v)) => Some(i64::from(*v)),
+            ScalarValue::UInt64(Some(v)) => i64::try_from(*v).ok(),
+            _ => None,
+        },
+        Expr::Negative(inner) => literal_int(inner).map(|v| -v),
+        _ => None,
+    }
+}
+
+fn check_expression(expr: &Expr) -> Result<(), Refusal> {
+    let mut outcome = Ok(());
+    let _ = expr.apply(|e| {
+        if let Expr::ScalarFunction(call) = e {
+            let name = call.func.name();
+            if let Some(positions) = size_arguments(name) {
+                let sizes: Vec<Option<i64>> = positions
+                    .iter()
+                    .filter_map(|p| call.args.get(*p))
+                    .map(literal_int)
+                    .collect();
+                if sizes.iter().any(Option::is_none) {
+                    outcome = refuse(format!(
+                        "`{name}` is only allowed with literal sizes in loom (at most \
+                         {MAX_BUILT_VALUE}): it builds values outside the engine's memory limit"
+                    ));
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+                let sizes: Vec<i64> = sizes.into_iter().flatten().collect();
+                let too_big = match name {
+                    // range(start, stop[, step]) / range(stop): the span bounds the length.
+                    "range" | "generate_series" => {
+                        let span = match sizes.as_slice() {
+                            [stop] => stop.saturating_abs(),
+                            [start, stop, ..] => stop.saturating_sub(*start).saturating_abs(),
+                            [] => 0,
+                        };
+                        let step = sizes.get(2).copied().unwrap_or(1).saturating_abs().max(1);
+                        span / step > MAX_BUILT_VALUE
+                    }
+                    _ => sizes.iter().any(|s| *s > MAX_BUILT_VALUE),
+                };
+                if too_big {
+                    outcome = refuse(format!(
+                        "`{name}` would build a value of more than {MAX_BUILT_VALUE} elements or \
+                         characters; loom refuses it"
+                    ));
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    outcome
+}
+
+/// Check a planned statement. `is_dataset` says whether a table name is a loom dataset. Returns
+/// the datasets the plan reads.
+pub fn check(
+    plan: &LogicalPlan,
+    is_dataset: &dyn Fn(&str) -> bool,
+) -> Result<Vec<String>, Refusal> {
+    sql_options().verify_plan(plan).map_err(|e| {
+        Refusal(format!(
+            "only read-only queries are allowed: {}",
+            strip_prefix(&e.to_string())
+        ))
+    })?;
+    let mut outcome = Ok(());
+    let mut scanned = Vec::new();
+    let _ = plan.apply_with_subqueries(|node| {
+        let verdict = match node {
+            LogicalPlan::TableScan(scan) => {
+                let name = scan.table_name.table();
+                let qualified_elsewhere = scan
+                    .table_name
+                    .schema()
+                    .is_some_and(|schema| schema != "public");
+                if !qualified_elsewhere && is_dataset(name) {
+                    scanned.push(name.to_string());
+                    Ok(())
+                } else {
+                    refuse(format!(
+                        "`{}` is not a loom dataset; only datasets listed by loom_list_datasets \
+                         can be queried (no files, URLs or table functions)",
+                        scan.table_name
+                    ))
+                }
+            }
+            LogicalPlan::RecursiveQuery(_) => {
+                refuse("recursive CTEs are not allowed in loom (their work is unbounded)")
+            }
+            LogicalPlan::Extension(_) => refuse("this kind of statement is not allowed in loom"),
+            LogicalPlan::Ddl(_)
+            | LogicalPlan::Dml(_)
+            | LogicalPlan::Copy(_)
+            | LogicalPlan::Statement(_) => refuse("only read-only queries are allowed"),
+            other => other.expressions().iter().try_for_each(check_expression),
+        };
+        match verdict {
+            Ok(()) => Ok(TreeNodeRecursion::Continue),
+            Err(refusal) => {
+                outcome = Err(refusal);
+                Ok(TreeNodeRecursion::Stop)
+            }
+        }
+    });
+    outcome.map(|()| scanned)
+}
+
+/// DataFusion prefixes plan errors with "Error during planning: ".
+pub fn strip_prefix(message: &str) -> &str {
+    message
+        .strip_prefix("Error during planning: ")
+        .unwrap_or(message)
+}

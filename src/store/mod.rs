@@ -1,0 +1,394 @@
+//! The dataset store: one DataFusion `SessionContext` per loom process, each dataset a
+//! `MemTable` named by its ref, a catalog of what is held, and the sealed query path.
+
+pub mod guard;
+pub mod profile;
+pub mod values;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use datafusion::catalog::MemTable;
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::prelude::{SessionConfig, SessionContext};
+
+pub use guard::Refusal;
+pub use profile::ColumnProfile;
+
+use crate::ingest::ColumnInfo;
+
+/// Where a dataset came from. Arguments are already redacted when they get here.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Provenance {
+    pub server: String,
+    pub tool: String,
+    pub args: serde_json::Value,
+    pub created_at: String,
+    /// Which rung found the table (`structuredContent`, `json_text`, `query`, …).
+    pub source: String,
+}
+
+/// One held dataset.
+#[derive(Debug)]
+pub struct Dataset {
+    pub reference: String,
+    pub rows: usize,
+    pub bytes: usize,
+    pub schema: SchemaRef,
+    pub columns: Vec<ColumnInfo>,
+    pub profile: Vec<ColumnProfile>,
+    pub provenance: Provenance,
+    pub created: SystemTime,
+    pub batches: Vec<RecordBatch>,
+    /// Never evicted (materialized views).
+    pub pinned: bool,
+    /// A large `loom_query` result: evicted first.
+    pub implicit: bool,
+    last_access: Mutex<Instant>,
+}
+
+impl Dataset {
+    pub fn last_access(&self) -> Instant {
+        *self
+            .last_access
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn touch(&self) {
+        *self
+            .last_access
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+}
+
+/// What [`Store::add`] needs to hold a dataset.
+pub struct NewDataset {
+    pub server: String,
+    pub tool: String,
+    pub batches: Vec<RecordBatch>,
+    pub schema: SchemaRef,
+    pub columns: Vec<ColumnInfo>,
+    pub provenance: Provenance,
+    pub pinned: bool,
+    pub implicit: bool,
+    /// A chosen ref (materialized views); `None` names it `ds_<server>_<tool>_<n>`.
+    pub name: Option<String>,
+}
+
+/// Settings the store takes from the configuration.
+#[derive(Debug, Clone)]
+pub struct StoreSettings {
+    pub memory_budget_bytes: u64,
+    pub engine_memory_limit_bytes: Option<u64>,
+    pub query_timeout: Duration,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        Self {
+            memory_budget_bytes: 256 * 1024 * 1024,
+            engine_memory_limit_bytes: None,
+            query_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why a query produced no rows.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum QueryError {
+    #[error("refused: {0}")]
+    Refused(#[from] Refusal),
+    #[error("{0}")]
+    Sql(String),
+    #[error("the query ran longer than {0} ms and was cancelled (queryTimeoutMs)")]
+    Timeout(u128),
+}
+
+/// What a query returned.
+#[derive(Debug, Clone)]
+pub struct QueryOutput {
+    pub schema: SchemaRef,
+    pub batches: Vec<RecordBatch>,
+    pub rows: usize,
+}
+
+#[derive(Default)]
+struct Catalog {
+    datasets: Vec<Arc<Dataset>>,
+    counters: HashMap<String, u32>,
+    evicted: Vec<String>,
+}
+
+/// The store.
+pub struct Store {
+    ctx: SessionContext,
+    catalog: Mutex<Catalog>,
+    settings: StoreSettings,
+    /// Private spill directory, removed when the store is dropped.
+    _spill: Option<tempfile::TempDir>,
+}
+
+/// `ds_<server>_<tool>`: lowercase `[a-z0-9_]`, each part cut so refs stay short.
+fn ref_base(server: &str, tool: &str) -> String {
+    let clean = |s: &str, max: usize| -> String {
+        let mut out: String = s
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        out.truncate(max);
+        let trimmed = out.trim_matches('_').to_string();
+        if trimmed.is_empty() {
+            "x".to_string()
+        } else {
+            trimmed
+        }
+    };
+    format!("ds_{}_{}", clean(server, 16), clean(tool, 24))
+}
+
+impl Store {
+    pub fn new(settings: StoreSettings) -> Result<Self, String> {
+        let spill = tempfile::Builder::new()
+            .prefix("loom-spill-")
+            .tempdir()
+            .map_err(|e| format!("cannot create the spill directory: {e}"))?;
+        let mut runtime = RuntimeEnvBuilder::new().with_disk_manager_builder(
+            DiskManagerBuilder::default().with_mode(DiskManagerMode::Directories(vec![
+                spill.path().to_path_buf(),
+            ])),
+        );
+        if let Some(limit) = settings.engine_memory_limit_bytes {
+            let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+            runtime = runtime.with_memory_limit(limit, 1.0);
+        }
+        let runtime = runtime
+            .build_arc()
+            .map_err(|e| format!("cannot start the query engine: {e}"))?;
+        let config = SessionConfig::new()
+            .with_information_schema(false)
+            .with_target_partitions(2);
+        let ctx = SessionContext::new_with_config_rt(config, runtime);
+        Ok(Self {
+            ctx,
+            catalog: Mutex::new(Catalog::default()),
+            settings,
+            _spill: Some(spill),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Catalog> {
+        self.catalog.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn settings(&self) -> &StoreSettings {
+        &self.settings
+    }
+
+    /// Hold a new dataset. Evicts older datasets if the memory budget is exceeded (never this
+    /// one, never pinned ones).
+    pub fn add(&self, new: NewDataset) -> Result<Arc<Dataset>, String> {
+        let NewDataset {
+            server,
+            tool,
+            batches,
+            schema,
+            columns,
+            provenance,
+            pinned,
+            implicit,
+            name,
+        } = new;
+        let rows = batches.iter().map(RecordBatch::num_rows).sum();
+        let bytes = batches.iter().map(RecordBatch::get_array_memory_size).sum();
+        let profile = profile::profile(&schema, &batches);
+        let mut catalog = self.lock();
+        let reference = match name {
+            Some(name) => {
+                if catalog.datasets.iter().any(|d| d.reference == name) {
+                    return Err(format!("a dataset named `{name}` already exists"));
+                }
+                name
+            }
+            None => {
+                let base = ref_base(&server, &tool);
+                let n = catalog.counters.entry(base.clone()).or_insert(0);
+                *n += 1;
+                format!("{base}_{n}")
+            }
+        };
+        let table = MemTable::try_new(schema.clone(), vec![batches.clone()])
+            .map_err(|e| format!("cannot hold the table: {e}"))?;
+        self.ctx
+            .register_table(reference.as_str(), Arc::new(table))
+            .map_err(|e| format!("cannot register the table: {e}"))?;
+        let dataset = Arc::new(Dataset {
+            reference,
+            rows,
+            bytes,
+            schema,
+            columns,
+            profile,
+            provenance,
+            created: SystemTime::now(),
+            batches,
+            pinned,
+            implicit,
+            last_access: Mutex::new(Instant::now()),
+        });
+        catalog.datasets.push(dataset.clone());
+        self.evict(&mut catalog, &dataset.reference);
+        Ok(dataset)
+    }
+
+    /// Over budget: drop implicit results first, then downstream datasets, least recently used
+    /// first; never pinned ones, never `keep`.
+    fn evict(&self, catalog: &mut Catalog, keep: &str) {
+        let budget = usize::try_from(self.settings.memory_budget_bytes).unwrap_or(usize::MAX);
+        loop {
+            let total: usize = catalog.datasets.iter().map(|d| d.bytes).sum();
+            if total <= budget {
+                return;
+            }
+            let victim = catalog
+                .datasets
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| !d.pinned && d.reference != keep)
+                .min_by_key(|(_, d)| (!d.implicit, d.last_access()))
+                .map(|(i, _)| i);
+            let Some(index) = victim else { return };
+            let gone = catalog.datasets.remove(index);
+            let _ = self.ctx.deregister_table(gone.reference.as_str());
+            tracing::info!(dataset = %gone.reference, bytes = gone.bytes, "evicted (memoryBudgetBytes)");
+            catalog.evicted.push(gone.reference.clone());
+        }
+    }
+
+    /// Drop a dataset (a half-built interception being undone).
+    pub fn remove(&self, reference: &str) {
+        let mut catalog = self.lock();
+        catalog.datasets.retain(|d| d.reference != reference);
+        let _ = self.ctx.deregister_table(reference);
+    }
+
+    pub fn get(&self, reference: &str) -> Option<Arc<Dataset>> {
+        let found = self
+            .lock()
+            .datasets
+            .iter()
+            .find(|d| d.reference == reference)
+            .cloned();
+        if let Some(d) = &found {
+            d.touch();
+        }
+        found
+    }
+
+    pub fn was_evicted(&self, reference: &str) -> bool {
+        self.lock().evicted.iter().any(|r| r == reference)
+    }
+
+    pub fn list(&self) -> Vec<Arc<Dataset>> {
+        self.lock().datasets.clone()
+    }
+
+    pub fn references(&self) -> Vec<String> {
+        self.lock()
+            .datasets
+            .iter()
+            .map(|d| d.reference.clone())
+            .collect()
+    }
+
+    fn is_dataset(&self, name: &str) -> bool {
+        self.lock().datasets.iter().any(|d| d.reference == name)
+    }
+
+    /// Plan `sql`, check it with the guard, run it with the timeout.
+    pub async fn query(&self, sql: &str) -> Result<QueryOutput, QueryError> {
+        let state = self.ctx.state();
+        let plan = state
+            .create_logical_plan(sql)
+            .await
+            .map_err(|e| QueryError::Sql(guard::strip_prefix(&e.to_string()).to_string()))?;
+        let scanned = guard::check(&plan, &|name| self.is_dataset(name))?;
+        for name in scanned {
+            // `get` marks the dataset as used, which is what eviction orders by.
+            let _ = self.get(&name);
+        }
+        let frame = self
+            .ctx
+            .execute_logical_plan(plan)
+            .await
+            .map_err(|e| QueryError::Sql(e.to_string()))?;
+        let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+        let mut task = tokio::spawn(frame.collect());
+        let timeout = self.settings.query_timeout;
+        let batches = match tokio::time::timeout(timeout, &mut task).await {
+            Ok(Ok(Ok(batches))) => batches,
+            Ok(Ok(Err(e))) => return Err(QueryError::Sql(e.to_string())),
+            Ok(Err(join)) => return Err(QueryError::Sql(format!("the query failed: {join}"))),
+            Err(_) => {
+                task.abort();
+                return Err(QueryError::Timeout(timeout.as_millis()));
+            }
+        };
+        let rows = batches.iter().map(RecordBatch::num_rows).sum();
+        Ok(QueryOutput {
+            schema,
+            batches,
+            rows,
+        })
+    }
+
+    /// Statements that must never run. loom refuses to start if any of them does.
+    pub const FORBIDDEN: &'static [&'static str] = &[
+        "COPY (SELECT 1) TO '/tmp/loom-selftest.csv'",
+        "CREATE EXTERNAL TABLE loom_selftest STORED AS CSV LOCATION '/etc/passwd'",
+        "CREATE TABLE loom_selftest AS SELECT 1",
+        "CREATE VIEW loom_selftest AS SELECT 1",
+        "DROP TABLE loom_selftest",
+        "INSERT INTO loom_selftest VALUES (1)",
+        "SET datafusion.execution.batch_size = 1",
+        "PREPARE loom_selftest AS SELECT 1",
+        "SELECT * FROM '/etc/passwd'",
+        "SELECT * FROM 'https://example.com/data.csv'",
+        "SELECT * FROM range(10)",
+        "SELECT * FROM generate_series(1, 10)",
+        "SELECT 1; SELECT 2",
+        "SELECT repeat('a', 300000000)",
+        "SELECT lpad('a', 300000000)",
+        "SELECT array_repeat(1, 300000000)",
+        "SELECT range(300000000)",
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT * FROM r",
+    ];
+
+    /// Run every [`Store::FORBIDDEN`] statement; an error if any of them was not refused.
+    pub async fn self_test(&self) -> Result<(), String> {
+        for sql in Self::FORBIDDEN {
+            if let Ok(output) = self.query(sql).await {
+                return Err(format!(
+                    "the sealed engine ran `{sql}` ({} rows); refusing to start",
+                    output.rows
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

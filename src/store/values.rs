@@ -1,0 +1,159 @@
+//! Arrow values as typed JSON: an Int64 is a JSON number, a timestamp an ISO-8601 string, a list
+//! an array. Used by envelopes, query results and exports alike, so a value reads the same
+//! everywhere.
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::{
+    DataType, Date32Type, Date64Type, Decimal128Type, Float32Type, Float64Type, Int8Type,
+    Int16Type, Int32Type, Int64Type, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use chrono::{DateTime, NaiveDate};
+use serde_json::{Number, Value};
+
+/// Integers beyond this are written as strings in JSON, because most JSON readers (JavaScript's
+/// among them) would round them.
+pub const JSON_SAFE_INT: i128 = 9_007_199_254_740_991;
+
+fn float(v: f64) -> Value {
+    Number::from_f64(v)
+        .map(Value::Number)
+        .unwrap_or(Value::Null)
+}
+
+fn timestamp(micros: i64, utc: bool) -> Value {
+    match DateTime::from_timestamp_micros(micros) {
+        Some(dt) => {
+            let naive = dt.naive_utc();
+            let text = if naive.and_utc().timestamp_subsec_micros() == 0 {
+                naive.format("%Y-%m-%dT%H:%M:%S").to_string()
+            } else {
+                naive.format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
+            };
+            Value::String(if utc { format!("{text}Z") } else { text })
+        }
+        None => Value::Null,
+    }
+}
+
+fn date(days: i32) -> Value {
+    NaiveDate::from_ymd_opt(1970, 1, 1)
+        .and_then(|epoch| epoch.checked_add_signed(chrono::Duration::days(i64::from(days))))
+        .map(|d| Value::String(d.format("%Y-%m-%d").to_string()))
+        .unwrap_or(Value::Null)
+}
+
+/// The value at `row` of `array` as typed JSON.
+pub fn cell(array: &ArrayRef, row: usize) -> Value {
+    if array.is_null(row) {
+        return Value::Null;
+    }
+    match array.data_type() {
+        DataType::Null => Value::Null,
+        DataType::Boolean => Value::Bool(array.as_boolean().value(row)),
+        DataType::Int8 => array.as_primitive::<Int8Type>().value(row).into(),
+        DataType::Int16 => array.as_primitive::<Int16Type>().value(row).into(),
+        DataType::Int32 => array.as_primitive::<Int32Type>().value(row).into(),
+        DataType::Int64 => array.as_primitive::<Int64Type>().value(row).into(),
+        DataType::UInt8 => array.as_primitive::<UInt8Type>().value(row).into(),
+        DataType::UInt16 => array.as_primitive::<UInt16Type>().value(row).into(),
+        DataType::UInt32 => array.as_primitive::<UInt32Type>().value(row).into(),
+        DataType::UInt64 => array.as_primitive::<UInt64Type>().value(row).into(),
+        DataType::Float32 => float(f64::from(array.as_primitive::<Float32Type>().value(row))),
+        DataType::Float64 => float(array.as_primitive::<Float64Type>().value(row)),
+        DataType::Decimal128(_, scale) => {
+            let raw = array.as_primitive::<Decimal128Type>().value(row);
+            if *scale == 0 && (-JSON_SAFE_INT..=JSON_SAFE_INT).contains(&raw) {
+                i64::try_from(raw).map(Value::from).unwrap_or(Value::Null)
+            } else {
+                Value::String(array.as_primitive::<Decimal128Type>().value_as_string(row))
+            }
+        }
+        DataType::Utf8 => Value::String(array.as_string::<i32>().value(row).to_string()),
+        DataType::LargeUtf8 => Value::String(array.as_string::<i64>().value(row).to_string()),
+        DataType::Utf8View => Value::String(array.as_string_view().value(row).to_string()),
+        DataType::Date32 => date(array.as_primitive::<Date32Type>().value(row)),
+        DataType::Date64 => {
+            let ms = array.as_primitive::<Date64Type>().value(row);
+            date(i32::try_from(ms.div_euclid(86_400_000)).unwrap_or(i32::MAX))
+        }
+        DataType::Timestamp(unit, tz) => {
+            let utc = tz.is_some();
+            let micros = match unit {
+                TimeUnit::Second => array
+                    .as_primitive::<TimestampSecondType>()
+                    .value(row)
+                    .saturating_mul(1_000_000),
+                TimeUnit::Millisecond => array
+                    .as_primitive::<TimestampMillisecondType>()
+                    .value(row)
+                    .saturating_mul(1_000),
+                TimeUnit::Microsecond => {
+                    array.as_primitive::<TimestampMicrosecondType>().value(row)
+                }
+                TimeUnit::Nanosecond => {
+                    array.as_primitive::<TimestampNanosecondType>().value(row) / 1_000
+                }
+            };
+            timestamp(micros, utc)
+        }
+        DataType::List(_) => {
+            let list = array.as_list::<i32>().value(row);
+            Value::Array((0..list.len()).map(|i| cell(&list, i)).collect())
+        }
+        DataType::LargeList(_) => {
+            let list = array.as_list::<i64>().value(row);
+            Value::Array((0..list.len()).map(|i| cell(&list, i)).collect())
+        }
+        DataType::Struct(fields) => {
+            let s = array.as_struct();
+            Value::Object(
+                fields
+                    .iter()
+                    .zip(s.columns())
+                    .map(|(f, c)| (f.name().clone(), cell(c, row)))
+                    .collect(),
+            )
+        }
+        _ => {
+            // Everything else (intervals, binary, maps…) as arrow's own display text.
+            match arrow::util::display::array_value_to_string(array, row) {
+                Ok(text) => Value::String(text),
+                Err(_) => Value::Null,
+            }
+        }
+    }
+}
+
+/// A short type name for schemas shown to a model (`Int64`, `Utf8`, `Timestamp(µs, UTC)`).
+pub fn type_name(data_type: &DataType) -> String {
+    match data_type {
+        DataType::Timestamp(unit, tz) => {
+            let unit = match unit {
+                TimeUnit::Second => "s",
+                TimeUnit::Millisecond => "ms",
+                TimeUnit::Microsecond => "µs",
+                TimeUnit::Nanosecond => "ns",
+            };
+            match tz {
+                Some(tz) => format!("Timestamp({unit}, {tz})"),
+                None => format!("Timestamp({unit})"),
+            }
+        }
+        DataType::List(field) | DataType::LargeList(field) => {
+            format!("List({})", type_name(field.data_type()))
+        }
+        DataType::Utf8View | DataType::LargeUtf8 => "Utf8".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Cut a string to `max` characters with an ellipsis (on a character boundary).
+pub fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max).collect();
+    out.push('…');
+    out
+}

@@ -1,0 +1,121 @@
+//! Interop suite: the official MCP Python SDK (2.x) as a client of the real `loom` binary, in front
+//! of real npm MCP servers. The tests themselves are Python (tests/interop, pytest); this test
+//! runs them so that `cargo test` runs everything.
+//!
+//! Needs `.ci/venv` (the Python side) and `.ci/node/node_modules` (the servers), both made by
+//! `.ci/setup-interop`. Without them the test fails under CI (`CI` set) and otherwise passes with
+//! a loud notice that nothing ran. `LOOM_PYTHON` picks another interpreter (it needs the packages
+//! of tests/interop/requirements.txt).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const SETUP_HINT: &str = "run `bash .ci/run` (everything CI runs) or `.ci/setup-interop` \
+     (needs python3 with venv, node and npm; installs into .ci/venv and .ci/node/node_modules)";
+
+/// Files the suite needs besides the Python packages.
+const SERVERS: &[&str] = &[
+    ".ci/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    ".ci/node/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+    ".ci/node/node_modules/@modelcontextprotocol/server-memory/dist/index.js",
+];
+
+fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0")
+}
+
+fn python(root: &Path) -> PathBuf {
+    match std::env::var_os("LOOM_PYTHON") {
+        Some(python) if !python.is_empty() => PathBuf::from(python),
+        _ => root.join(".ci/venv/bin/python"),
+    }
+}
+
+/// What is missing for the suite to run, one line each.
+fn missing(root: &Path, python: &Path) -> Vec<String> {
+    let mut missing = Vec::new();
+    let imports = Command::new(python)
+        .args(["-c", "import mcp, pytest, anyio"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match imports {
+        Ok(status) if status.success() => {}
+        Ok(_) => missing.push(format!(
+            "{} cannot import mcp, pytest and anyio (tests/interop/requirements.txt)",
+            python.display()
+        )),
+        Err(e) => missing.push(format!("{} does not run: {e}", python.display())),
+    }
+    for server in SERVERS {
+        if !root.join(server).is_file() {
+            missing.push(format!("{server} is not installed"));
+        }
+    }
+    missing
+}
+
+fn shout(lines: &[String]) {
+    // Straight to stderr, past the test harness's capture: this must be seen on a passing run.
+    let bar = "!".repeat(78);
+    let body: Vec<String> = lines.iter().map(|line| format!("!!  {line}")).collect();
+    let text = format!("\n{bar}\n{}\n{bar}\n\n", body.join("\n"));
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+#[test]
+fn python_sdk_interop_suite() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let python = python(&root);
+    let missing = missing(&root, &python);
+    if !missing.is_empty() {
+        let mut lines =
+            vec!["INTEROP TESTS NOT RUN: the Python SDK interop suite needs:".to_string()];
+        lines.extend(missing.iter().map(|m| format!("  - {m}")));
+        lines.push(format!("To run it: {SETUP_HINT}."));
+        if in_ci() {
+            panic!("{}", lines.join("\n"));
+        }
+        lines.push("(Passing anyway because CI is not set; under CI this fails.)".to_string());
+        shout(&lines);
+        return;
+    }
+
+    let mut child = Command::new(&python)
+        .args(["-m", "pytest", "tests/interop", "-q"])
+        .current_dir(&root)
+        .env("LOOM_BIN", env!("CARGO_BIN_EXE_loom"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", python.display()));
+
+    // Shown as it comes (a run takes about a minute), and kept for the checks below.
+    let mut output = String::new();
+    let stdout = child.stdout.take().expect("piped stdout");
+    for line in BufReader::new(stdout).lines() {
+        let line = line.expect("pytest output");
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
+        output.push_str(&line);
+        output.push('\n');
+    }
+    let status = child.wait().expect("wait for pytest");
+
+    match status.code() {
+        Some(0) => {}
+        Some(5) => panic!("pytest collected no tests from tests/interop (exit code 5)"),
+        _ => panic!("the interop suite failed ({status}); pytest's output is above"),
+    }
+    // Exit 0 with nothing passed (everything skipped or deselected) proves nothing either.
+    let summary = output
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    assert!(
+        summary.contains(" passed"),
+        "pytest exited 0 but its summary names no passed test: {summary:?}"
+    );
+}
