@@ -27,10 +27,10 @@ fn every_tool_of_every_server_is_listed_under_its_prefix_in_order() {
     );
     direct.initialize();
     let beta_direct = direct.tool_names();
-    assert_eq!(beta_direct.len(), 19 + 25, "fixture listing changed");
+    assert_eq!(beta_direct.len(), 20 + 25, "fixture listing changed");
     let alpha: Vec<_> = names.iter().filter(|n| n.starts_with("alpha_")).collect();
     let beta: Vec<_> = names.iter().filter(|n| n.starts_with("beta_")).collect();
-    assert_eq!(alpha.len(), 19);
+    assert_eq!(alpha.len(), 20);
     assert!(names.ends_with(&[
         "loom_query".into(),
         "loom_list_datasets".into(),

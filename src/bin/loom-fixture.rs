@@ -55,6 +55,7 @@
 //! 18. `elicit {message}`: sends `elicitation/create` (form asking for a string `answer`),
 //!     answers `{"action":…,"content":…}` as JSON.
 //! 19. `big_text {bytes}`: one text block of exactly `bytes` ASCII characters.
+//! 20. `orders {count, users?}`: JSON text array of orders whose `user_id` refers to `rows` ids.
 //!
 //! Client-side failures of 16–18 come back as `isError` results carrying the error text.
 //!
@@ -296,6 +297,18 @@ fn base_tools() -> Vec<Tool> {
                 "required": ["bytes"]
             })),
         ),
+        Tool::new(
+            "orders",
+            "Returns a JSON array of `count` synthetic orders whose `user_id` refers to `rows` ids below `users` (default 1000).",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "count": {"type": "integer", "minimum": 0},
+                    "users": {"type": "integer", "minimum": 1}
+                },
+                "required": ["count"]
+            })),
+        ),
     ]
 }
 
@@ -362,17 +375,43 @@ fn service_error_text(error: ServiceError) -> String {
     }
 }
 
+/// Synthetic users: 11 columns of mixed types (the shape loom's benchmarks call "10k × 11").
 fn rows(count: u64, offset: u64) -> Value {
+    const COUNTRIES: [&str; 5] = ["DE", "FR", "JP", "US", "BR"];
+    const PLANS: [&str; 3] = ["free", "pro", "team"];
     Value::Array(
         (offset..offset.saturating_add(count))
             .map(|i| {
+                let idx = usize::try_from(i).unwrap_or(0);
                 json!({
                     "id": i,
                     "name": format!("user-{i}"),
                     "email": format!("user-{i}@example.com"),
                     "score": i as f64 * 1.5,
                     "active": i % 2 == 0,
-                    "created": "2024-01-01T00:00:00Z",
+                    "created": format!("2024-{:02}-{:02}T{:02}:00:00Z", 1 + (i / 28) % 12, 1 + i % 28, i % 24),
+                    "country": COUNTRIES[idx % COUNTRIES.len()],
+                    "plan": PLANS[idx % PLANS.len()],
+                    "tags": [format!("t{}", i % 7), format!("g{}", i % 3)],
+                    "manager_id": if i % 10 == 0 { Value::Null } else { json!(i / 10) },
+                    "balance": (i % 1000) as f64 + 0.25,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// Synthetic orders whose `user_id` refers to `rows`' `id` (0 .. users).
+fn orders(count: u64, users: u64) -> Value {
+    const STATUS: [&str; 4] = ["paid", "open", "refunded", "shipped"];
+    Value::Array(
+        (0..count)
+            .map(|i| {
+                json!({
+                    "order_id": 100_000 + i,
+                    "user_id": i.wrapping_mul(7919) % users.max(1),
+                    "amount": ((i * 37) % 500) as f64 + 0.5,
+                    "status": STATUS[usize::try_from(i % 4).unwrap_or(0)],
                 })
             })
             .collect(),
@@ -704,6 +743,11 @@ impl ServerHandler for Fixture {
                 let count = u64_arg(&args, "count")?;
                 let offset = opt_u64_arg(&args, "offset")?.unwrap_or(0);
                 text_result(rows(count, offset).to_string())
+            }
+            "orders" => {
+                let count = u64_arg(&args, "count")?;
+                let users = opt_u64_arg(&args, "users")?.unwrap_or(1000);
+                text_result(orders(count, users).to_string())
             }
             "structured" => {
                 CallToolResult::structured(json!({"total": 2, "items": [{"id": 1}, {"id": 2}]}))

@@ -28,6 +28,45 @@ fn refuse<T>(reason: impl Into<String>) -> Result<T, Refusal> {
     Err(Refusal(reason.into()))
 }
 
+/// Before planning: exactly one statement, and a query. Planning some statements already does
+/// work (`COPY` resolves its target format), and the refusal should name what was asked.
+pub fn check_statement(sql: &str) -> Result<(), Refusal> {
+    use datafusion::sql::parser::{DFParser, Statement};
+    use datafusion::sql::sqlparser::ast::Statement as Sql;
+    let statements = DFParser::parse_sql(sql).map_err(|e| {
+        Refusal(format!(
+            "the SQL does not parse: {}",
+            strip_prefix(&e.to_string())
+        ))
+    })?;
+    let mut statements = statements.into_iter();
+    let (Some(first), None) = (statements.next(), statements.next()) else {
+        return refuse("exactly one statement per query (no `;`-separated batches)");
+    };
+    let kind = match &first {
+        Statement::Statement(statement) => match statement.as_ref() {
+            Sql::Query(_) => return Ok(()),
+            // EXPLAIN shows a plan; what it explains is checked like any query.
+            Sql::Explain { statement, .. } if matches!(statement.as_ref(), Sql::Query(_)) => {
+                return Ok(());
+            }
+            other => other
+                .to_string()
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .to_uppercase(),
+        },
+        Statement::CreateExternalTable(_) => "CREATE EXTERNAL TABLE".to_string(),
+        Statement::CopyTo(_) => "COPY".to_string(),
+        Statement::Explain(_) => "EXPLAIN of a non-query".to_string(),
+        Statement::Reset(_) => "RESET".to_string(),
+    };
+    refuse(format!(
+        "only read-only queries are allowed (SELECT, WITH … SELECT, VALUES); `{kind}` is not"
+    ))
+}
+
 /// The options every guarded plan must satisfy.
 pub fn sql_options() -> SQLOptions {
     SQLOptions::new()

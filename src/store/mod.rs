@@ -319,6 +319,7 @@ impl Store {
 
     /// Plan `sql`, check it with the guard, run it with the timeout.
     pub async fn query(&self, sql: &str) -> Result<QueryOutput, QueryError> {
+        guard::check_statement(sql)?;
         let state = self.ctx.state();
         let plan = state
             .create_logical_plan(sql)

@@ -1,0 +1,216 @@
+//! The data plane end to end through a real loom process: large results become envelopes, the
+//! model queries them exactly, joins across servers, and small results still pass untouched.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+fn loom_two_servers() -> (tempfile::TempDir, RawClient) {
+    let (dir, path) = write_config(&json!({"servers": [
+        fixture_server("crm", &[]),
+        fixture_server("shop", &[]),
+    ]}));
+    let mut loom = RawClient::loom(&path);
+    loom.initialize();
+    (dir, loom)
+}
+
+/// The envelope of a replaced result (checks it is in both channels, identical).
+fn envelope(line: &Line) -> Value {
+    let result = &line.value["result"];
+    assert!(
+        result.get("isError").is_none_or(|e| e == false),
+        "{:.400}",
+        line.raw
+    );
+    let structured = result["structuredContent"].clone();
+    assert_eq!(structured["kind"], "loom_dataset_ref", "{:.400}", line.raw);
+    let text: Value = serde_json::from_str(&first_text(line)).expect("text is JSON");
+    assert_eq!(text, structured, "text and structuredContent differ");
+    structured
+}
+
+fn query(loom: &mut RawClient, sql: &str) -> Value {
+    let line = loom.call_tool("loom_query", json!({ "sql": sql }));
+    assert!(
+        line.value["result"]
+            .get("isError")
+            .is_none_or(|e| e == false),
+        "{sql}: {}",
+        line.raw
+    );
+    line.value["result"]["structuredContent"].clone()
+}
+
+#[test]
+fn ten_thousand_rows_become_an_envelope_and_aggregates_are_exact() {
+    let (_dir, mut loom) = loom_two_servers();
+    let line = loom.call_tool("crm_rows", json!({"count": 10000}));
+    let raw_size = {
+        let mut direct = RawClient::spawn(&fixture_bin(), &["--name", "crm"], &[]);
+        direct.initialize();
+        direct.call_tool("rows", json!({"count": 10000})).raw.len()
+    };
+    let env = envelope(&line);
+    assert_eq!(env["rows"], 10000);
+    assert!(
+        line.raw.len() * 20 < raw_size,
+        "{} vs {raw_size}",
+        line.raw.len()
+    );
+    let text = first_text(&line);
+    assert!(
+        text.chars().count() <= 2000,
+        "envelope of {} chars",
+        text.chars().count()
+    );
+    assert_eq!(env["provenance"]["server"], "crm");
+    assert_eq!(env["provenance"]["tool"], "rows");
+    assert_eq!(env["provenance"]["args"], json!({"count": 10000}));
+    assert_eq!(env["provenance"]["source"], "json_text");
+    assert!(
+        env["approxTokensSaved"]
+            .as_u64()
+            .is_some_and(|n| n > 100_000),
+        "{env}"
+    );
+    let names: Vec<&str> = env["schema"]
+        .as_array()
+        .expect("schema")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names.len(), 11, "{names:?}");
+    let types: Vec<&str> = env["schema"]
+        .as_array()
+        .expect("schema")
+        .iter()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    assert_eq!(types[0], "Int64");
+    assert_eq!(types[5], "Timestamp(µs, UTC)");
+
+    let reference = env["ref"].as_str().expect("ref").to_string();
+    assert_eq!(reference, "ds_crm_rows_1");
+    let out = query(
+        &mut loom,
+        &format!("SELECT count(*) AS n, sum(id) AS s, count(manager_id) AS m FROM {reference}"),
+    );
+    assert_eq!(
+        out["rows"],
+        json!([{"n": 10000, "s": 49_995_000, "m": 9000}])
+    );
+    let by_plan = query(
+        &mut loom,
+        &format!("SELECT plan, count(*) AS n FROM {reference} GROUP BY plan ORDER BY plan"),
+    );
+    assert_eq!(
+        by_plan["rows"],
+        json!([{"plan": "free", "n": 3334}, {"plan": "pro", "n": 3333}, {"plan": "team", "n": 3333}])
+    );
+    // The usage example runs as written.
+    let usage = env["usage"].as_str().expect("usage");
+    let sql: Value =
+        serde_json::from_str(usage.trim_start_matches("loom_query ")).expect("usage JSON");
+    query(&mut loom, sql["sql"].as_str().expect("sql"));
+}
+
+#[test]
+fn datasets_from_two_servers_join() {
+    let (_dir, mut loom) = loom_two_servers();
+    let users = envelope(&loom.call_tool("crm_rows", json!({"count": 3000})));
+    let orders = envelope(&loom.call_tool("shop_orders", json!({"count": 5000, "users": 4000})));
+    let (u, o) = (
+        users["ref"].as_str().expect("ref"),
+        orders["ref"].as_str().expect("ref"),
+    );
+    let joined = query(
+        &mut loom,
+        &format!("SELECT count(*) AS n FROM {o} JOIN {u} ON {o}.user_id = {u}.id"),
+    );
+    // user_id = i·7919 mod 4000 over i < 5000; ids below 3000 have users.
+    let expected = (0..5000u64).filter(|i| (i * 7919) % 4000 < 3000).count();
+    assert_eq!(joined["rows"][0]["n"], expected);
+    let list = loom.call_tool("loom_list_datasets", json!({}));
+    let refs: Vec<&str> = list.value["result"]["structuredContent"]["datasets"]
+        .as_array()
+        .expect("datasets")
+        .iter()
+        .filter_map(|d| d["ref"].as_str())
+        .collect();
+    assert_eq!(refs, vec![u, o]);
+}
+
+#[test]
+fn describe_errors_and_refusals_help_the_model() {
+    let (_dir, mut loom) = loom_two_servers();
+    let env = envelope(&loom.call_tool("crm_rows", json!({"count": 2000})));
+    let reference = env["ref"].as_str().expect("ref");
+    let described = loom.call_tool("loom_describe", json!({"ref": reference}));
+    let d = &described.value["result"]["structuredContent"];
+    assert_eq!(
+        d["sample"].as_array().map(Vec::len),
+        Some(10),
+        "{}",
+        described.raw
+    );
+    assert_eq!(d["schema"].as_array().map(Vec::len), Some(11));
+
+    let unknown = loom.call_tool("loom_describe", json!({"ref": "ds_nope"}));
+    assert_eq!(unknown.value["result"]["isError"], true);
+    assert!(first_text(&unknown).contains(reference), "{}", unknown.raw);
+
+    for (sql, needle) in [
+        ("COPY (SELECT 1) TO '/tmp/x'", "read-only"),
+        ("SELECT * FROM '/etc/passwd'", "not found"),
+        ("SELECT * FROM range(10)", "not a loom dataset"),
+        ("SELECT nope FROM ds_crm_rows_1", "nope"),
+    ] {
+        let line = loom.call_tool("loom_query", json!({ "sql": sql }));
+        assert_eq!(line.value["result"]["isError"], true, "{sql}");
+        assert!(first_text(&line).contains(needle), "{sql}: {}", line.raw);
+    }
+    let bad_args = loom.call_tool("loom_query", json!({"sql": 5}));
+    assert_eq!(bad_args.value["result"]["isError"], true);
+}
+
+#[test]
+fn a_large_query_result_becomes_an_implicit_dataset() {
+    let (_dir, mut loom) = loom_two_servers();
+    let env = envelope(&loom.call_tool("crm_rows", json!({"count": 5000})));
+    let reference = env["ref"].as_str().expect("ref");
+    let line = loom.call_tool(
+        "loom_query",
+        json!({"sql": format!("SELECT * FROM {reference}")}),
+    );
+    let implicit = envelope(&line);
+    assert_eq!(implicit["rows"], 5000);
+    assert_eq!(implicit["provenance"]["source"], "query");
+    let described = loom.call_tool("loom_list_datasets", json!({}));
+    assert!(
+        described.raw.contains("\"implicit\":true"),
+        "{}",
+        described.raw
+    );
+}
+
+#[test]
+fn small_and_non_tabular_results_still_pass_byte_identical() {
+    let (_dir, mut loom) = loom_two_servers();
+    let mut direct = RawClient::spawn(&fixture_bin(), &["--name", "crm"], &[]);
+    direct.initialize();
+    for (tool, args) in [
+        ("rows", json!({"count": 5})),
+        ("big_text", json!({"bytes": 200000})),
+    ] {
+        let via = loom.call_tool(&format!("crm_{tool}"), args.clone());
+        let own = direct.call_tool(tool, args);
+        assert_eq!(result_bytes(&via), result_bytes(&own), "{tool}");
+    }
+    let list = loom.call_tool("loom_list_datasets", json!({}));
+    assert_eq!(
+        list.value["result"]["structuredContent"]["datasets"],
+        json!([])
+    );
+}
