@@ -11,6 +11,8 @@
 use serde_json::{Map, Value};
 
 pub const REDACTED: &str = "[redacted]";
+/// The whole `args` of a tool listed in its server's `provenanceDenylist`.
+pub const OMITTED: &str = "[omitted]";
 /// Strings in provenance are cut to this many characters.
 pub const MAX_STRING_CHARS: usize = 200;
 

@@ -214,3 +214,30 @@ fn small_and_non_tabular_results_still_pass_byte_identical() {
         json!([])
     );
 }
+
+#[test]
+fn provenance_is_redacted_before_it_is_stored_and_denylisted_tools_keep_none() {
+    let mut shop = fixture_server("shop", &[]);
+    shop["provenanceDenylist"] = json!(["orders"]);
+    let (_dir, path) = write_config(&json!({"servers": [fixture_server("crm", &[]), shop]}));
+    let mut loom = RawClient::loom(&path);
+    loom.initialize();
+    let secret = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+    let line = loom.call_tool(
+        "crm_rows",
+        json!({"count": 3000, "apiKey": "plain-value-1234", "note": format!("token {secret}")}),
+    );
+    let env = envelope(&line);
+    assert_eq!(env["provenance"]["args"]["apiKey"], "[redacted]");
+    assert_eq!(env["provenance"]["args"]["note"], "[redacted]");
+    let orders = envelope(&loom.call_tool("shop_orders", json!({"count": 3000, "users": 10})));
+    assert_eq!(orders["provenance"]["args"], "[omitted]");
+    let listing = loom.call_tool("loom_list_datasets", json!({}));
+    let described = loom.call_tool("loom_describe", json!({"ref": env["ref"]}));
+    for text in [&line.raw, &listing.raw, &described.raw, &loom.stderr_text()] {
+        assert!(
+            !text.contains(secret) && !text.contains("plain-value-1234"),
+            "leaked: {text:.300}"
+        );
+    }
+}

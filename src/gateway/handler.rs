@@ -156,10 +156,18 @@ impl GatewayService {
                 let request = ClientRequest::CallToolRequest(CallToolRequest::new(down));
                 match gateway.forward(route.server, request, &context).await {
                     Ok(Forwarded::Raw(raw)) => {
+                        let denied = gateway.servers()[route.server]
+                            .config
+                            .provenance_denylist
+                            .contains(&route.name);
                         let origin = Origin {
                             server: server.clone(),
                             tool: route.name.clone(),
-                            args: crate::redact::arguments(params.arguments.as_ref()),
+                            args: if denied {
+                                serde_json::Value::String(crate::redact::OMITTED.into())
+                            } else {
+                                crate::redact::arguments(params.arguments.as_ref())
+                            },
                         };
                         Ok(gateway.intercept(raw, origin, &context).await)
                     }

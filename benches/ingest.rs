@@ -1,0 +1,107 @@
+//! Added latency of interception: a tool result's raw bytes → datasets + envelope, the whole
+//! path (parse, locate, ingest to Arrow, profile, register, envelope). Inputs are the fixture's
+//! 11-column user rows: 10k rows as JSON text (~2.5 MB), the same via structuredContent, and
+//! 100k rows (~25 MB). Also prints the envelope size.
+//!
+//! Run: `cargo bench --bench ingest`.
+
+use std::sync::Arc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use loom::intercept::{Origin, Outcome, intercept};
+use loom::store::{Store, StoreSettings};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+fn rows(count: u64) -> Value {
+    const COUNTRIES: [&str; 5] = ["DE", "FR", "JP", "US", "BR"];
+    const PLANS: [&str; 3] = ["free", "pro", "team"];
+    Value::Array(
+        (0..count)
+            .map(|i| {
+                let idx = i as usize;
+                json!({
+                    "id": i, "name": format!("user-{i}"), "email": format!("user-{i}@example.com"),
+                    "score": i as f64 * 1.5, "active": i % 2 == 0,
+                    "created": format!("2024-{:02}-{:02}T{:02}:00:00Z", 1 + (i / 28) % 12, 1 + i % 28, i % 24),
+                    "country": COUNTRIES[idx % 5], "plan": PLANS[idx % 3],
+                    "tags": [format!("t{}", i % 7), format!("g{}", i % 3)],
+                    "manager_id": if i % 10 == 0 { Value::Null } else { json!(i / 10) },
+                    "balance": (i % 1000) as f64 + 0.25,
+                })
+            })
+            .collect(),
+    )
+}
+
+fn as_text(count: u64) -> Box<RawValue> {
+    let result = json!({"content": [{"type": "text", "text": rows(count).to_string()}]});
+    RawValue::from_string(result.to_string()).expect("raw")
+}
+
+fn as_structured(count: u64) -> Box<RawValue> {
+    let rows = rows(count);
+    let result = json!({"content": [{"type": "text", "text": format!("{} users", count)}],
+                        "structuredContent": {"users": rows, "total": count}});
+    RawValue::from_string(result.to_string()).expect("raw")
+}
+
+fn origin() -> Origin {
+    Origin {
+        server: "bench".into(),
+        tool: "rows".into(),
+        args: json!({}),
+    }
+}
+
+fn store() -> Arc<Store> {
+    Arc::new(
+        Store::new(StoreSettings {
+            memory_budget_bytes: 256 * 1024 * 1024,
+            ..StoreSettings::default()
+        })
+        .expect("store"),
+    )
+}
+
+fn envelope_chars(outcome: Outcome) -> usize {
+    match outcome {
+        Outcome::Replaced(v) => v["content"][0]["text"]
+            .as_str()
+            .map_or(0, |t| t.chars().count()),
+        Outcome::PassThrough(_, why) => panic!("not intercepted: {why}"),
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let store = store();
+    let mut group = c.benchmark_group("intercept");
+    group.sample_size(20);
+    for (name, input) in [
+        ("10k_x11_json_text", as_text(10_000)),
+        ("10k_x11_structured", as_structured(10_000)),
+    ] {
+        println!(
+            "{name}: input {} bytes, envelope {} chars",
+            input.get().len(),
+            envelope_chars(intercept(input.clone(), &origin(), &store, 2000))
+        );
+        group.bench_function(name, |b| {
+            b.iter(|| intercept(input.clone(), &origin(), &store, 2000))
+        });
+    }
+    group.sample_size(10);
+    let big = as_text(100_000);
+    println!(
+        "100k_x11_json_text: input {} bytes, envelope {} chars",
+        big.get().len(),
+        envelope_chars(intercept(big.clone(), &origin(), &store, 2000))
+    );
+    group.bench_function("100k_x11_json_text", |b| {
+        b.iter(|| intercept(big.clone(), &origin(), &store, 2000))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
