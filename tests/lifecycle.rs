@@ -314,3 +314,37 @@ fn the_config_path_comes_from_the_flag_then_the_environment_then_the_working_dir
     );
     assert_eq!(flag["code"], 0, "{flag}");
 }
+
+#[test]
+fn the_private_spill_directory_is_removed_at_exit() {
+    for how in ["stdin EOF", "SIGTERM"] {
+        let (_dir, path) = write_config(&json!({"servers": [fixture_server("fx", &[])]}));
+        let tmp = tempfile::tempdir().expect("tmp");
+        let spill_dirs = || -> Vec<String> {
+            std::fs::read_dir(tmp.path())
+                .expect("read")
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("loom-spill-"))
+                .collect()
+        };
+        let mut loom = RawClient::spawn(
+            &loom_bin(),
+            &["--config", path.to_str().expect("utf8")],
+            &[("TMPDIR", tmp.path().to_str().expect("utf8"))],
+        );
+        loom.initialize();
+        assert_eq!(spill_dirs().len(), 1, "one private spill directory while running");
+        if how == "SIGTERM" {
+            let status = Command::new("kill")
+                .args(["-TERM", &loom.child.id().to_string()])
+                .status()
+                .expect("kill");
+            assert!(status.success());
+        } else {
+            loom.close_stdin();
+        }
+        assert!(loom.wait_exit().success(), "{how}");
+        assert!(spill_dirs().is_empty(), "{how}: left behind {:?}", spill_dirs());
+    }
+}
