@@ -8,6 +8,7 @@ pub mod config;
 pub mod downstream;
 pub mod envelope;
 pub mod gateway;
+pub mod hints;
 pub mod ingest;
 pub mod intercept;
 pub mod redact;

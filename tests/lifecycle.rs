@@ -334,7 +334,11 @@ fn the_private_spill_directory_is_removed_at_exit() {
             &[("TMPDIR", tmp.path().to_str().expect("utf8"))],
         );
         loom.initialize();
-        assert_eq!(spill_dirs().len(), 1, "one private spill directory while running");
+        assert_eq!(
+            spill_dirs().len(),
+            1,
+            "one private spill directory while running"
+        );
         if how == "SIGTERM" {
             let status = Command::new("kill")
                 .args(["-TERM", &loom.child.id().to_string()])
@@ -345,6 +349,10 @@ fn the_private_spill_directory_is_removed_at_exit() {
             loom.close_stdin();
         }
         assert!(loom.wait_exit().success(), "{how}");
-        assert!(spill_dirs().is_empty(), "{how}: left behind {:?}", spill_dirs());
+        assert!(
+            spill_dirs().is_empty(),
+            "{how}: left behind {:?}",
+            spill_dirs()
+        );
     }
 }

@@ -12,7 +12,8 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ErrorCode, Implementation, ListRootsResult,
-    LoggingMessageNotificationParam, ProgressNotificationParam, ResourceUpdatedNotificationParam,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProtocolVersion,
+    ResourceUpdatedNotificationParam,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
 use rmcp::{ClientHandler, ServiceError};
@@ -115,10 +116,13 @@ impl ClientHandler for DownstreamHandler {
             .enable_sampling()
             .enable_elicitation()
             .build();
+        // Children are spoken to with the `initialize` handshake, so the version offered must
+        // be one that has it (rmcp's default, 2026-07-28, does not).
         ClientConfig::new(
             capabilities,
             Implementation::new("loom", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 
     async fn create_message(

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::handler::{DownstreamEvent, DownstreamHandler, UpstreamLink};
 use super::process::{self, ChildProcess};
 use crate::config::{RestartPolicy, ServerConfig};
-use crate::wire::{LineTransport, RawResults};
+use crate::wire::{LineTransport, ProgressLedger, RawResults};
 
 /// A server counts as recovered (its failure count starts again from zero) only after it stayed
 /// connected this long; a server that handshakes and then crashes at once keeps counting.
@@ -74,6 +74,7 @@ pub struct Catalog {
 pub struct Live {
     pub peer: Peer<RoleClient>,
     pub raw: RawResults,
+    pub progress: ProgressLedger,
 }
 
 /// One configured server.
@@ -213,13 +214,15 @@ impl Downstream {
             .map_err(|e| format!("cannot start `{}`: {e}", self.config.command))?;
         let mut child = spawned.child;
         let raw = RawResults::new();
+        let progress = ProgressLedger::default();
         let transport = LineTransport::capturing(
             spawned.stdout,
             spawned.stdin,
             raw.clone(),
             passes_through,
             "downstream",
-        );
+        )
+        .with_progress_ledger(progress.clone());
         let handshake = async {
             let service = rmcp::serve_client(handler, transport)
                 .await
@@ -233,6 +236,7 @@ impl Downstream {
                 let live = Live {
                     peer: service.peer().clone(),
                     raw,
+                    progress,
                 };
                 Ok((service, child, live, catalog))
             }

@@ -2,8 +2,9 @@
 //! with column statistics, a few typed sample rows, join hints, provenance, the scalars that
 //! surrounded the table, and a ready SQL example — in about 2,000 characters.
 //!
-//! Size is budgeted: the envelope is built with 5 sample rows, then shrunk step by step (shorter
-//! sample strings, fewer sample rows, no text min/max, no sample) until it fits
+//! Size is budgeted: the envelope is built with 5 join hints and 5 sample rows, then shrunk step
+//! by step (fewer hints, shorter sample strings, fewer sample rows, no text min/max, no sample)
+//! until it fits
 //! [`TARGET_CHARS`]; a schema too wide for [`MAX_CHARS`] is cut last, with a pointer to
 //! `loom_describe`.
 
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use crate::hints::JoinHint;
 use crate::intercept::estimate::estimate_tokens;
 use crate::store::Dataset;
 use crate::store::values::{cell, cut};
@@ -35,6 +37,7 @@ pub struct DatasetView<'a> {
 /// How much detail to include; each shrink step lowers one knob.
 #[derive(Debug, Clone, Copy)]
 struct Detail {
+    hints: usize,
     sample_rows: usize,
     string_chars: usize,
     text_min_max: bool,
@@ -42,12 +45,15 @@ struct Detail {
 }
 
 const SHRINK: &[fn(&mut Detail) -> bool] = &[
+    |d| std::mem::replace(&mut d.hints, 3) > 3,
     |d| std::mem::replace(&mut d.string_chars, 60) != 60,
     |d| std::mem::replace(&mut d.sample_rows, 3) > 3,
     |d| std::mem::replace(&mut d.string_chars, 24) != 24,
+    |d| std::mem::replace(&mut d.hints, 2) > 2,
     |d| std::mem::replace(&mut d.sample_rows, 2) > 2,
     |d| std::mem::replace(&mut d.sample_rows, 1) > 1,
     |d| std::mem::replace(&mut d.text_min_max, false),
+    |d| std::mem::replace(&mut d.hints, 1) > 1,
     |d| std::mem::replace(&mut d.sample_rows, 0) > 0,
 ];
 
@@ -151,6 +157,7 @@ fn dataset_json(view: &DatasetView<'_>, detail: Detail, with_path: bool) -> Map<
 
 fn assemble(
     views: &[DatasetView<'_>],
+    hints: &[JoinHint],
     context: &Map<String, Value>,
     detail: Detail,
     saved: usize,
@@ -178,7 +185,10 @@ fn assemble(
             ),
         );
     }
-    envelope.insert("joinHints".into(), json!([]));
+    envelope.insert(
+        "joinHints".into(),
+        serde_json::to_value(&hints[..hints.len().min(detail.hints)]).unwrap_or_else(|_| json!([])),
+    );
     if let Some(first) = views.first() {
         envelope.insert(
             "provenance".into(),
@@ -196,6 +206,7 @@ fn assemble(
 /// Build the envelope for `views`, found together in one result of `original_tokens` tokens.
 pub fn build(
     views: &[DatasetView<'_>],
+    hints: &[JoinHint],
     context: &Map<String, Value>,
     original_tokens: usize,
 ) -> Value {
@@ -205,13 +216,14 @@ pub fn build(
         .max()
         .unwrap_or(0);
     let mut detail = Detail {
+        hints: crate::hints::MAX_HINTS,
         sample_rows: SAMPLE_ROWS,
         string_chars: SAMPLE_STRING_CHARS,
         text_min_max: true,
         schema_columns: columns,
     };
     let mut steps = SHRINK.iter();
-    let mut envelope = assemble(views, context, detail, 0);
+    let mut envelope = assemble(views, hints, context, detail, 0);
     loop {
         let size = envelope.to_string().chars().count();
         if size <= TARGET_CHARS {
@@ -224,8 +236,8 @@ pub fn build(
             }
             detail.schema_columns = (detail.schema_columns * 3 / 4).max(1);
         }
-        envelope = assemble(views, context, detail, 0);
+        envelope = assemble(views, hints, context, detail, 0);
     }
     let saved = original_tokens.saturating_sub(estimate_tokens(&envelope.to_string()));
-    assemble(views, context, detail, saved)
+    assemble(views, hints, context, detail, saved)
 }

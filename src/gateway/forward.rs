@@ -14,6 +14,12 @@ use super::Gateway;
 use crate::downstream::ServerState;
 use crate::wire::placeholder_result;
 
+/// How long an answer waits for the progress notifications that preceded it to be passed on.
+const PROGRESS_DRAIN: Duration = Duration::from_millis(500);
+
+/// `_meta` keys of the MCP protocol envelope itself, which are per connection.
+const PROTOCOL_META_PREFIX: &str = "io.modelcontextprotocol/";
+
 /// Why a forwarded request has no downstream answer.
 #[derive(Debug)]
 pub enum ForwardError {
@@ -73,6 +79,60 @@ impl ForwardError {
     }
 }
 
+fn speaks_2026(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// Members a 2026-07-28 result must have and a server speaking an older version never sends.
+#[derive(serde::Deserialize)]
+struct Present {
+    #[serde(rename = "resultType", default)]
+    result_type: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "ttlMs", default)]
+    ttl_ms: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "cacheScope", default)]
+    cache_scope: Option<serde::de::IgnoredAny>,
+}
+
+/// A downstream (older era) result made valid for a 2026-07-28 client: `resultType: "complete"`
+/// and, for cacheable results, `ttlMs: 0` and `cacheScope: "private"` (no caching: loom cannot
+/// promise anything about a server that never said) are inserted at the front. Every byte the
+/// server sent is kept as it was.
+pub fn complete_for_2026(
+    raw: Box<serde_json::value::RawValue>,
+    cacheable: bool,
+) -> Box<serde_json::value::RawValue> {
+    let Ok(present) = serde_json::from_str::<Present>(raw.get()) else {
+        return raw;
+    };
+    let mut members = Vec::new();
+    if present.result_type.is_none() {
+        members.push(r#""resultType":"complete""#);
+    }
+    if cacheable && present.ttl_ms.is_none() {
+        members.push(r#""ttlMs":0"#);
+    }
+    if cacheable && present.cache_scope.is_none() {
+        members.push(r#""cacheScope":"private""#);
+    }
+    if members.is_empty() {
+        return raw;
+    }
+    let text = raw.get();
+    let Some(body) = text.trim_start().strip_prefix('{') else {
+        return raw;
+    };
+    let separator = if body.trim_start().starts_with('}') {
+        ""
+    } else {
+        ","
+    };
+    let joined = format!("{{{}{separator}{body}", members.join(","));
+    serde_json::value::RawValue::from_string(joined).unwrap_or(raw)
+}
+
 /// A downstream answer.
 pub enum Forwarded {
     /// The exact bytes of the `result`.
@@ -83,14 +143,21 @@ pub enum Forwarded {
 
 impl Gateway {
     /// Answer the upstream request `context.id` with `forwarded`: raw bytes go to the splice
-    /// table and rmcp gets the placeholder.
+    /// table and rmcp gets the placeholder. `cacheable` marks results that carry cache hints
+    /// (`resources/read`).
     pub(super) fn pass_on(
         &self,
         forwarded: Forwarded,
         context: &RequestContext<RoleServer>,
+        cacheable: bool,
     ) -> ServerResult {
         match forwarded {
             Forwarded::Raw(raw) => {
+                let raw = if speaks_2026(context) {
+                    complete_for_2026(raw, cacheable)
+                } else {
+                    raw
+                };
                 self.splice.put(context.id.clone(), raw);
                 ServerResult::CustomResult(placeholder_result())
             }
@@ -118,6 +185,11 @@ impl Gateway {
         let upstream_token = context.meta.get_progress_token();
         let mut meta = context.meta.clone();
         meta.0.remove("progressToken");
+        // The 2026-07-28 per-request envelope (`io.modelcontextprotocol/protocolVersion`,
+        // `…/clientInfo`, `…/clientCapabilities`) describes loom's client session, not the
+        // downstream one, which loom opened with `initialize`: it stops at loom.
+        meta.0
+            .retain(|key, _| !key.starts_with(PROTOCOL_META_PREFIX));
         let mut options = PeerRequestOptions::no_options();
         if !meta.0.is_empty() {
             options = options.with_meta(meta);
@@ -142,6 +214,10 @@ impl Gateway {
             _ = tokio::time::sleep(timeout) => Err(ForwardError::TimedOut(timeout)),
             _ = context.ct.cancelled() => Err(ForwardError::Cancelled),
         };
+        // Progress that arrived before the answer goes out before it.
+        live.progress
+            .drained(&handle.progress_token, PROGRESS_DRAIN)
+            .await;
         self.lock_progress().remove(&progress_key);
 
         match outcome {
@@ -169,5 +245,33 @@ impl Gateway {
                 Err(error)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::complete_for_2026;
+    use serde_json::value::RawValue;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_string()).expect("raw")
+    }
+
+    #[test]
+    fn older_results_get_the_2026_members_and_keep_their_bytes() {
+        let out = complete_for_2026(raw(r#"{"content":[],"a":2.50}"#), false);
+        assert_eq!(
+            out.get(),
+            r#"{"resultType":"complete","content":[],"a":2.50}"#
+        );
+        let out = complete_for_2026(raw(r#"{ "contents" : [] }"#), true);
+        assert_eq!(
+            out.get(),
+            r#"{"resultType":"complete","ttlMs":0,"cacheScope":"private", "contents" : [] }"#
+        );
+        let out = complete_for_2026(raw("{}"), false);
+        assert_eq!(out.get(), r#"{"resultType":"complete"}"#);
+        let already = r#"{"resultType":"complete","ttlMs":5,"cacheScope":"public"}"#;
+        assert_eq!(complete_for_2026(raw(already), true).get(), already);
     }
 }

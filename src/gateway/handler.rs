@@ -171,7 +171,7 @@ impl GatewayService {
                         };
                         Ok(gateway.intercept(raw, origin, &context).await)
                     }
-                    Ok(typed) => Ok(gateway.pass_on(typed, &context)),
+                    Ok(typed) => Ok(gateway.pass_on(typed, &context, false)),
                     Err(e) => Ok(e.into_tool_result(&server, &what)),
                 }
             }
@@ -191,7 +191,7 @@ impl GatewayService {
                 gateway
                     .forward(owner, ClientRequest::ReadResourceRequest(read), &context)
                     .await
-                    .map(|f| gateway.pass_on(f, &context))
+                    .map(|f| gateway.pass_on(f, &context, true))
                     .map_err(|e| e.into_rpc_error(&server, &format!("resource `{uri}`")))
             }
             ClientRequest::GetPromptRequest(GetPromptRequest { params, .. }) => {
@@ -216,7 +216,7 @@ impl GatewayService {
                         &context,
                     )
                     .await
-                    .map(|f| gateway.pass_on(f, &context))
+                    .map(|f| gateway.pass_on(f, &context, false))
                     .map_err(|e| e.into_rpc_error(&server, &format!("prompt `{}`", route.name)))
             }
             ClientRequest::CompleteRequest(mut complete) => {
@@ -242,7 +242,7 @@ impl GatewayService {
                 gateway
                     .forward(owner, ClientRequest::CompleteRequest(complete), &context)
                     .await
-                    .map(|f| gateway.pass_on(f, &context))
+                    .map(|f| gateway.pass_on(f, &context, false))
                     .map_err(|e| e.into_rpc_error(&server, "completion"))
             }
             // rmcp decodes a standard method with malformed params as a custom request; say

@@ -192,7 +192,9 @@ impl Gateway {
             }
         };
         match outcome {
-            Outcome::PassThrough(raw, _) => self.pass_on(forward::Forwarded::Raw(raw), context),
+            Outcome::PassThrough(raw, _) => {
+                self.pass_on(forward::Forwarded::Raw(raw), context, false)
+            }
             Outcome::Replaced(value) => match serde_json::from_value(value) {
                 Ok(result) => rmcp::model::ServerResult::CallToolResult(result),
                 Err(error) => rmcp::model::ServerResult::CallToolResult(synthetic::error_result(
@@ -325,9 +327,13 @@ impl Gateway {
                         .lock_progress()
                         .get(&(server, params.progress_token.clone()))
                         .cloned();
+                    let downstream_token = params.progress_token.clone();
                     if let (Some(token), Some(peer)) = (upstream_token, self.upstream.get()) {
                         params.progress_token = token;
                         let _ = peer.notify_progress(params).await;
+                    }
+                    if let Some(Ok(live)) = self.servers.get(server).map(|s| s.live()) {
+                        live.progress.done(&downstream_token);
                     }
                 }
                 #[allow(deprecated)] // logging is SEP-2577-deprecated but clients still show it

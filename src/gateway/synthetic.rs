@@ -212,7 +212,8 @@ pub async fn query(
                 dataset: &dataset,
                 path: "$",
             };
-            json_result(envelope::build(&[view], &Map::new(), tokens))
+            let hints = crate::hints::hints_for(&dataset, &store.list());
+            json_result(envelope::build(&[view], &hints, &Map::new(), tokens))
         }
         Err(e) => error_result(format!(
             "loom_query: the result ({rows} rows) is too large to return inline and could not be kept: {e}; add a LIMIT or aggregate"
@@ -243,7 +244,7 @@ pub fn list(store: &Store) -> CallToolResult {
     json_result(json!({"datasets": datasets}))
 }
 
-fn describe_dataset(d: &Dataset) -> Value {
+fn describe_dataset(d: &Dataset, held: &[Arc<Dataset>]) -> Value {
     let mut schema = schema_json(d, true, d.profile.len());
     for (entry, info) in schema.iter_mut().zip(&d.columns) {
         if let (Value::Object(entry), true) = (entry, info.source != info.name) {
@@ -263,7 +264,8 @@ fn describe_dataset(d: &Dataset) -> Value {
         "bytes": d.bytes,
         "schema": schema,
         "sample": sample_json(d, 10, 200),
-        "joinHints": [],
+        // Recomputed against what is live now, not what was live at creation.
+        "joinHints": crate::hints::hints_for(d, held),
         "provenance": d.provenance,
         "age": age(d.created),
         "pinned": d.pinned,
@@ -278,7 +280,7 @@ pub fn describe(store: &Store, arguments: &Option<Map<String, Value>>) -> CallTo
         Err(e) => return error_result(format!("loom_describe: {e}; {}", known_datasets(store))),
     };
     match store.get(reference) {
-        Some(dataset) => json_result(describe_dataset(&dataset)),
+        Some(dataset) => json_result(describe_dataset(&dataset, &store.list())),
         None if store.was_evicted(reference) => error_result(format!(
             "loom_describe: `{reference}` was evicted to stay within memoryBudgetBytes; call the tool again to get it back; {}",
             known_datasets(store)

@@ -153,7 +153,9 @@ fn replace(
             path: &table.path,
         })
         .collect();
-    let envelope = envelope::build(&views, &context, original_tokens);
+    let new: Vec<&crate::store::Dataset> = added.iter().map(|d| d.as_ref()).collect();
+    let hints = crate::hints::hints_for_all(&new, &store.list());
+    let envelope = envelope::build(&views, &hints, &context, original_tokens);
     let text = envelope.to_string();
     if text.len() >= raw.get().len() {
         undo(&added);

@@ -30,23 +30,60 @@ pub struct ColumnProfile {
     /// Hashes of distinct values (up to the cap), kept for join hints.
     #[serde(skip)]
     pub distinct_hashes: HashSet<u64>,
+    /// The smallest [`SKETCH_SIZE`] of them, sorted.
+    #[serde(skip)]
+    pub sketch: Vec<u64>,
+    /// Whether the distinct set hit [`DISTINCT_CAP`] (counts are lower bounds then).
+    #[serde(skip)]
+    pub capped: bool,
 }
 
+/// The hash a value is known by in join sketches. Integers — whatever their Arrow type — and
+/// strings that are canonical integers share one hash space, so a text column of `"336776"`
+/// meets an Int64 column of `336776`.
 fn value_hash(array: &ArrayRef, row: usize) -> u64 {
+    use arrow::datatypes::{Int32Type, Int64Type, UInt32Type, UInt64Type};
     let mut hasher = DefaultHasher::new();
+    let int = |v: i64, hasher: &mut DefaultHasher| {
+        hasher.write_u8(1);
+        v.hash(hasher);
+    };
+    let text = |s: &str, hasher: &mut DefaultHasher| match crate::ingest::cells::canonical_int(s) {
+        Some(v) => int(v, hasher),
+        None => {
+            hasher.write_u8(2);
+            s.hash(hasher);
+        }
+    };
     match array.data_type() {
-        DataType::Utf8 => array.as_string::<i32>().value(row).hash(&mut hasher),
-        DataType::LargeUtf8 => array.as_string::<i64>().value(row).hash(&mut hasher),
-        DataType::Utf8View => array.as_string_view().value(row).hash(&mut hasher),
-        DataType::Int64 => array
-            .as_primitive::<arrow::datatypes::Int64Type>()
-            .value(row)
-            .hash(&mut hasher),
+        DataType::Utf8 => text(array.as_string::<i32>().value(row), &mut hasher),
+        DataType::LargeUtf8 => text(array.as_string::<i64>().value(row), &mut hasher),
+        DataType::Utf8View => text(array.as_string_view().value(row), &mut hasher),
+        DataType::Int64 => int(array.as_primitive::<Int64Type>().value(row), &mut hasher),
+        DataType::Int32 => int(
+            i64::from(array.as_primitive::<Int32Type>().value(row)),
+            &mut hasher,
+        ),
+        DataType::UInt32 => int(
+            i64::from(array.as_primitive::<UInt32Type>().value(row)),
+            &mut hasher,
+        ),
+        DataType::UInt64 => match i64::try_from(array.as_primitive::<UInt64Type>().value(row)) {
+            Ok(v) => int(v, &mut hasher),
+            Err(_) => cell(array, row).to_string().hash(&mut hasher),
+        },
         // Everything else through its typed JSON form: slower, but one path for all types.
-        _ => cell(array, row).to_string().hash(&mut hasher),
+        _ => {
+            hasher.write_u8(3);
+            cell(array, row).to_string().hash(&mut hasher);
+        }
     }
     hasher.finish()
 }
+
+/// Hash sketch size: the `SKETCH_SIZE` smallest distinct hashes are a uniform sample of the
+/// column's distinct values (bottom-k), enough to estimate containment in another column.
+pub const SKETCH_SIZE: usize = 64;
 
 /// Whether min/max mean something for this type.
 fn ordered(data_type: &DataType) -> bool {
@@ -111,7 +148,15 @@ pub fn profile(schema: &SchemaRef, batches: &[RecordBatch]) -> Vec<ColumnProfile
                 }
             }
             let non_null = rows - nulls;
+            let mut sketch: Vec<u64> = distinct.iter().copied().collect();
+            if sketch.len() > SKETCH_SIZE {
+                sketch.select_nth_unstable(SKETCH_SIZE);
+                sketch.truncate(SKETCH_SIZE);
+            }
+            sketch.sort_unstable();
             ColumnProfile {
+                capped: distinct.len() >= DISTINCT_CAP,
+                sketch,
                 name: field.name().clone(),
                 data_type: type_name(field.data_type()),
                 null_fraction: if rows == 0 {

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use futures::StreamExt;
 use rmcp::model::{
     CustomResult, ErrorCode, ErrorData, JsonRpcError, JsonRpcMessage, JsonRpcResponse,
-    JsonRpcVersion2_0, RequestId,
+    JsonRpcVersion2_0, ProgressToken, RequestId,
 };
 use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -157,6 +157,75 @@ impl Decoder for SkippingLines {
     }
 }
 
+/// Progress notifications counted as they arrive on a downstream connection and as they are
+/// passed on upstream. rmcp handles each notification in a task of its own, so the last
+/// progress before a response could otherwise reach loom's client after the response (and be
+/// dropped by it); a forwarded call waits until every progress the transport saw before the
+/// response has been passed on.
+#[derive(Clone, Default, Debug)]
+pub struct ProgressLedger {
+    inner: Arc<LedgerInner>,
+}
+
+#[derive(Default, Debug)]
+struct LedgerInner {
+    counts: StdMutex<HashMap<ProgressToken, (u64, u64)>>,
+    changed: tokio::sync::Notify,
+}
+
+impl ProgressLedger {
+    fn with<T>(&self, f: impl FnOnce(&mut HashMap<ProgressToken, (u64, u64)>) -> T) -> T {
+        let mut guard = self
+            .inner
+            .counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        f(&mut guard)
+    }
+
+    fn seen(&self, token: ProgressToken) {
+        self.with(|c| c.entry(token).or_default().0 += 1);
+    }
+
+    /// One progress notification for `token` was passed on (or deliberately dropped).
+    pub fn done(&self, token: &ProgressToken) {
+        self.with(|c| {
+            if let Some(entry) = c.get_mut(token) {
+                entry.1 += 1;
+            }
+        });
+        self.inner.changed.notify_waiters();
+    }
+
+    /// Wait (at most `within`) until every progress seen for `token` was passed on, then forget
+    /// the token.
+    pub async fn drained(&self, token: &ProgressToken, within: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let notified = self.inner.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let pending = self.with(|c| c.get(token).is_some_and(|(seen, done)| done < seen));
+            if !pending || tokio::time::timeout_at(deadline, notified).await.is_err() {
+                break;
+            }
+        }
+        self.with(|c| c.remove(token));
+    }
+}
+
+/// Just the token of a `notifications/progress`.
+#[derive(Deserialize)]
+struct ProgressPeek {
+    params: ProgressParamsPeek,
+}
+
+#[derive(Deserialize)]
+struct ProgressParamsPeek {
+    #[serde(rename = "progressToken")]
+    progress_token: ProgressToken,
+}
+
 /// What the transport does with raw results.
 enum RawMode<Role: ServiceRole> {
     /// Upstream face: outgoing responses whose id has stored bytes are written with those bytes.
@@ -174,6 +243,7 @@ pub struct LineTransport<Role: ServiceRole, R, W> {
     writer: Arc<Mutex<Option<BufWriter<W>>>>,
     raw: RawMode<Role>,
     peer: &'static str,
+    progress: Option<ProgressLedger>,
     _role: PhantomData<fn() -> Role>,
 }
 
@@ -184,6 +254,7 @@ impl<Role: ServiceRole, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTranspo
             writer: Arc::new(Mutex::new(Some(BufWriter::new(write)))),
             raw,
             peer,
+            progress: None,
             _role: PhantomData,
         }
     }
@@ -192,6 +263,12 @@ impl<Role: ServiceRole, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTranspo
     pub fn with_max_message_bytes(mut self, limit: usize) -> Self {
         let read = self.lines.into_inner();
         self.lines = FramedRead::new(read, SkippingLines::new(limit));
+        self
+    }
+
+    /// Count incoming progress notifications in `ledger`.
+    pub fn with_progress_ledger(mut self, ledger: ProgressLedger) -> Self {
+        self.progress = Some(ledger);
         self
     }
 
@@ -366,6 +443,12 @@ where
                 return Decoded::Skip;
             }
         };
+        if let (Some(ledger), Some("notifications/progress")) =
+            (&self.progress, peek.method.as_deref())
+            && let Ok(progress) = serde_json::from_str::<ProgressPeek>(line)
+        {
+            ledger.seen(progress.params.progress_token);
+        }
         if let (RawMode::Capture(results, _), Some(id_raw), Some(_), None) =
             (&self.raw, peek.id, peek.error, &peek.method)
             && let Ok(id) = serde_json::from_str::<RequestId>(id_raw.get())

@@ -4,8 +4,12 @@ loom runs in front of real npm MCP servers (installed into .ci/node/node_modules
 .ci/setup-interop). Most tests connect the SDK twice, once straight to the npm server and once
 through loom, and compare what the two connections see.
 
+Run from the repository root: `.ci/venv/bin/python -m pytest tests/interop` (tests/interop.rs
+does this under `cargo test`; .ci/setup-interop installs the venv and the servers).
+
 Environment:
   LOOM_BIN   the loom binary to test (default: <repo>/target/debug/loom)
+  LOOM_LOG   loom's log level in the tests (default: info; shown for failing tests)
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientSession
-from pydantic import ValidationError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOOM_BIN = Path(os.environ.get("LOOM_BIN") or REPO_ROOT / "target" / "debug" / "loom")
@@ -60,22 +63,9 @@ MEMORY = "memory"
 PY = "py"
 
 
-# loom bug: with 2026-07-28 (negotiated through `server/discover`, the SDK's default) loom passes
-# the downstream server's 2025-era results through unchanged, so they lack fields that revision
-# requires and the SDK rejects them with a pydantic ValidationError. Applies to every request loom
-# passes through raw: tools/call, prompts/get, completion/complete (no `resultType`) and
-# resources/read (no `resultType`, `ttlMs`, `cacheScope`). Results loom builds itself (tools/list,
-# resources/list, prompts/list, ...) carry them.
-MODERN_PASSTHROUGH_BUG = pytest.mark.xfail(
-    strict=True,
-    raises=ValidationError,
-    reason="loom bug: on a 2026-07-28 connection, raw-passthrough results (tools/call, "
-    "resources/read, prompts/get, completion/complete) lack resultType (and ttlMs/cacheScope for "
-    "resources/read), so SDK 2.3.0 rejects them",
-)
-
-# For tests whose requests loom passes through raw.
-PASSTHROUGH_MODES = [pytest.param("auto", marks=MODERN_PASSTHROUGH_BUG), "legacy"]
+# Both connect modes of the SDK: `auto` (server/discover first, so 2026-07-28 with loom) and
+# `legacy` (the initialize handshake).
+PASSTHROUGH_MODES = ["auto", "legacy"]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -5,22 +5,10 @@ speaks the 2026-07-28 protocol, unlike the npm servers, and it rejects requests 
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
 
 from conftest import PY, connect, connect_loom, dump
 
 pytestmark = pytest.mark.anyio
-
-MODERN_ENVELOPE_BUG = pytest.mark.xfail(
-    strict=True,
-    raises=(AssertionError, ValidationError),
-    reason="loom bug: on a 2026-07-28 client connection loom forwards the client's per-request "
-    "_meta envelope (io.modelcontextprotocol/protocolVersion, clientInfo, clientCapabilities) to "
-    "a downstream connection it opened with the initialize handshake; the Python SDK server "
-    "refuses every such request (-32600 'this connection serves the handshake protocol era'). "
-    "Past that, the raw-passthrough results would also lack resultType (MODERN_PASSTHROUGH_BUG)",
-)
-
 
 @pytest.fixture(autouse=True)
 def _only_py(setup):
@@ -32,7 +20,7 @@ def _direct(setup):
     return connect(setup.direct(PY), mode="legacy", loom_like=True)
 
 
-@pytest.mark.parametrize("mode", [pytest.param("auto", marks=MODERN_ENVELOPE_BUG), "legacy"])
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_calls_prompts_and_resources_match_a_direct_connection(setup, mode):
     async with _direct(setup) as direct, connect_loom(setup, mode) as client:
         calls = [("add", {"a": 2, "b": 40}), ("weather", {"city": "Oslo"}), ("fail", {"reason": "on purpose"})]

@@ -64,6 +64,7 @@ async def test_tools_list_matches_the_servers_own(setup, mode, server):
 
 @pytest.mark.xfail(
     strict=True,
+    raises=AssertionError,
     reason="loom bug: tools/list drops Tool.execution (rmcp's Tool has no such field), so "
     "server-everything's simulate-research-query (execution.taskSupport 'required') is offered "
     "as a plain tool that fails on every call; loom offers no tasks capability",
@@ -193,18 +194,7 @@ CONCURRENT_CALLS = 20
     "through_loom",
     [
         pytest.param(False, id="direct"),
-        pytest.param(
-            True,
-            id="loom",
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=AssertionError,
-                reason="loom bug: a progress notification the server sends just before its result "
-                "can reach loom's event loop after the result, when the token mapping is already "
-                "gone (src/gateway/forward.rs removes it on the result; src/gateway/mod.rs drops "
-                "progress with no mapping), so it is lost; delivered late, the SDK would drop it too",
-            ),
-        ),
+        pytest.param(True, id="loom"),
     ],
 )
 async def test_final_progress_notification_comes_before_the_result(setup, through_loom):
