@@ -6,4 +6,6 @@ pub mod process;
 mod supervisor;
 
 pub use handler::{DownstreamEvent, DownstreamHandler, UpstreamLink};
-pub use supervisor::{Catalog, Downstream, Live, STABLE_AFTER, STARTUP_TIMEOUT, ServerState};
+pub use supervisor::{
+    Catalog, Downstream, Live, STABLE_AFTER, STARTUP_TIMEOUT, ServerState, ToolDef,
+};

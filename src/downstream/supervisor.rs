@@ -5,10 +5,11 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, Prompt, Resource, ResourceTemplate,
-    ServerCapabilities, Tool,
+    ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, ListToolsRequest, PaginatedRequestParams,
+    Prompt, Resource, ResourceTemplate, ServerCapabilities,
 };
 use rmcp::service::{Peer, RoleClient, RunningService};
+use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -59,10 +60,13 @@ impl std::fmt::Display for ServerState {
     }
 }
 
+/// A tool definition exactly as the server listed it (every field, known to rmcp or not).
+pub type ToolDef = Map<String, Value>;
+
 /// What a server offers, as last listed.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
-    pub tools: Vec<Tool>,
+    pub tools: Vec<ToolDef>,
     pub resources: Vec<Resource>,
     pub templates: Vec<ResourceTemplate>,
     pub prompts: Vec<Prompt>,
@@ -86,6 +90,69 @@ pub struct Downstream {
     live: RwLock<Option<Live>>,
 }
 
+/// `tools/list` followed to the last page, each tool kept as the server wrote it. rmcp's typed
+/// `Tool` would drop fields it does not model (`execution`, new ones), so the pages are read raw.
+async fn list_tools_raw(peer: &Peer<RoleClient>, raw: &RawResults) -> Result<Vec<ToolDef>, String> {
+    #[derive(serde::Deserialize)]
+    struct Page {
+        #[serde(default)]
+        tools: Vec<ToolDef>,
+        #[serde(rename = "nextCursor", default)]
+        next_cursor: Option<String>,
+    }
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let params = PaginatedRequestParams::default().with_cursor(cursor.take());
+        let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(params));
+        let handle = peer
+            .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        let id = handle.id.clone();
+        handle
+            .await_response()
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        let bytes = raw
+            .take(&id)
+            .ok_or_else(|| "tools/list failed: the answer went missing".to_string())?;
+        let page: Page = serde_json::from_str(bytes.get())
+            .map_err(|e| format!("tools/list answered something that is not a tool list: {e}"))?;
+        tools.extend(page.tools);
+        match page.next_cursor {
+            Some(next) if !next.is_empty() => cursor = Some(next),
+            _ => return Ok(tools),
+        }
+    }
+    Err(format!("tools/list did not end after {MAX_PAGES} pages"))
+}
+
+/// A server that pages forever is broken, not large.
+const MAX_PAGES: usize = 10_000;
+
+/// loom does not run task-augmented calls (it declares no tasks capability), so a tool that
+/// *requires* a task is not offered (every call would fail), and `execution` is removed from the
+/// others (a client must not try task augmentation through loom).
+fn runnable(server: &str, mut tool: ToolDef) -> Option<ToolDef> {
+    let required = tool
+        .get("execution")
+        .and_then(|e| e.get("taskSupport"))
+        .and_then(Value::as_str)
+        == Some("required");
+    if required {
+        let name = tool.get("name").and_then(Value::as_str).unwrap_or("?");
+        tracing::warn!(
+            server,
+            tool = name,
+            "not offered: it only runs as a task, which loom does not support"
+        );
+        return None;
+    }
+    tool.remove("execution");
+    Some(tool)
+}
+
 /// Requests whose answers go back to loom's client untouched: keep their bytes.
 fn passes_through(message: &ClientJsonRpcMessage) -> bool {
     matches!(
@@ -96,6 +163,7 @@ fn passes_through(message: &ClientJsonRpcMessage) -> bool {
                 | ClientRequest::ReadResourceRequest(_)
                 | ClientRequest::GetPromptRequest(_)
                 | ClientRequest::CompleteRequest(_)
+                | ClientRequest::ListToolsRequest(_)
         )
     )
 }
@@ -154,7 +222,11 @@ impl Downstream {
     }
 
     /// List everything the server declares, following every cursor to the end.
-    async fn list_catalog(&self, peer: &Peer<RoleClient>) -> Result<Catalog, String> {
+    async fn list_catalog(
+        &self,
+        peer: &Peer<RoleClient>,
+        raw: &RawResults,
+    ) -> Result<Catalog, String> {
         let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
         let declared = capabilities.clone().unwrap_or_default();
         let mut catalog = Catalog {
@@ -162,13 +234,15 @@ impl Downstream {
             ..Catalog::default()
         };
         if declared.tools.is_some() {
-            let tools = peer
-                .list_all_tools()
-                .await
-                .map_err(|e| format!("tools/list failed: {e}"))?;
-            catalog.tools = tools
+            catalog.tools = list_tools_raw(peer, raw)
+                .await?
                 .into_iter()
-                .filter(|tool| self.config.tool_allowed(&tool.name))
+                .filter(|tool| {
+                    tool.get("name")
+                        .and_then(Value::as_str)
+                        .is_some_and(|name| self.config.tool_allowed(name))
+                })
+                .filter_map(|tool| runnable(&self.config.name, tool))
                 .collect();
         }
         if declared.resources.is_some() {
@@ -192,7 +266,7 @@ impl Downstream {
     /// Re-list after a `list_changed` notification.
     pub async fn relist(&self) -> Result<(), String> {
         let live = self.live().map_err(|state| state.to_string())?;
-        let catalog = self.list_catalog(&live.peer).await?;
+        let catalog = self.list_catalog(&live.peer, &live.raw).await?;
         self.set_catalog(catalog);
         Ok(())
     }
@@ -228,7 +302,7 @@ impl Downstream {
                 .await
                 .map_err(|e| format!("MCP handshake failed: {e}"))?;
             let peer = service.peer().clone();
-            let catalog = self.list_catalog(&peer).await?;
+            let catalog = self.list_catalog(&peer, &raw).await?;
             Ok::<_, String>((service, catalog))
         };
         match tokio::time::timeout(STARTUP_TIMEOUT, handshake).await {

@@ -10,10 +10,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
+use rmcp::model::{Prompt, Resource, ResourceTemplate};
+use serde_json::Value;
 
 use super::naming::NameAllocator;
-use crate::downstream::Catalog;
+use crate::downstream::{Catalog, ToolDef};
 
 /// Where a tool's `outputSchema` is kept when loom may replace its results.
 pub const OUTPUT_SCHEMA_META: &str = "io.loom/outputSchema";
@@ -34,7 +35,7 @@ pub struct ServerListing<'a> {
 
 #[derive(Debug, Default, Clone)]
 pub struct ExposedCatalog {
-    pub tools: Vec<Tool>,
+    pub tools: Vec<ToolDef>,
     pub prompts: Vec<Prompt>,
     pub resources: Vec<Resource>,
     pub templates: Vec<ResourceTemplate>,
@@ -55,16 +56,19 @@ impl ExposedCatalog {
         }
         for server in servers {
             for tool in &server.catalog.tools {
-                let exposed = tool_names.allocate(server.name, &tool.name);
+                let Some(name) = tool.get("name").and_then(Value::as_str) else {
+                    continue;
+                };
+                let exposed = tool_names.allocate(server.name, name);
                 out.tool_routes.insert(
                     exposed.clone(),
                     Route {
                         server: server.index,
-                        name: tool.name.to_string(),
+                        name: name.to_string(),
                     },
                 );
                 let mut tool = tool.clone();
-                tool.name = exposed.into();
+                tool.insert("name".into(), Value::String(exposed));
                 out.tools.push(tool);
             }
             for prompt in &server.catalog.prompts {
@@ -109,12 +113,13 @@ impl ExposedCatalog {
     /// moved to `_meta["io.loom/outputSchema"]`: not validated, not lost (SPEC §5.3).
     pub fn apply_output_schema_policy(&mut self) {
         for tool in &mut self.tools {
-            if let Some(schema) = tool.output_schema.take() {
-                let meta = tool.meta.get_or_insert_with(Default::default);
-                meta.0.insert(
-                    OUTPUT_SCHEMA_META.to_string(),
-                    serde_json::Value::Object((*schema).clone()),
-                );
+            if let Some(schema) = tool.remove("outputSchema") {
+                let meta = tool
+                    .entry("_meta")
+                    .or_insert_with(|| Value::Object(Default::default()));
+                if let Value::Object(meta) = meta {
+                    meta.insert(OUTPUT_SCHEMA_META.to_string(), schema);
+                }
             }
         }
     }
@@ -141,7 +146,9 @@ impl ExposedCatalog {
 
     /// Exposed tool names, for error messages.
     pub fn tool_names(&self) -> impl Iterator<Item = &str> {
-        self.tools.iter().map(|t| t.name.as_ref())
+        self.tools
+            .iter()
+            .filter_map(|t| t.get("name").and_then(Value::as_str))
     }
 }
 
@@ -223,8 +230,11 @@ mod tests {
         assert!(!template_matches("broken://{x", "broken://y"));
     }
 
-    fn tool(name: &str) -> Tool {
-        Tool::new(name.to_string(), "d", Arc::new(serde_json::Map::new()))
+    fn tool(name: &str) -> ToolDef {
+        serde_json::json!({"name": name, "inputSchema": {"type": "object"}, "execution": {}})
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
     }
 
     #[test]

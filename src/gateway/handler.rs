@@ -12,9 +12,9 @@ use rmcp::ErrorData as McpError;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequest, ClientRequest, ErrorCode, GetPromptRequest, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, Reference, ServerCapabilities, ServerConfig, ServerResult,
-    SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ProtocolVersion,
+    Reference, ServerCapabilities, ServerConfig, ServerResult, SetLevelRequestParams,
+    SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, Service, ServiceRole};
 
@@ -175,6 +175,15 @@ impl GatewayService {
                     Err(e) => Ok(e.into_tool_result(&server, &what)),
                 }
             }
+            // Tool definitions are carried as the servers wrote them (rmcp's typed `Tool` would
+            // drop fields it does not know), so the list is written raw too.
+            ClientRequest::ListToolsRequest(_) => {
+                let tools = serde_json::json!({"tools": gateway.exposed().tools});
+                match serde_json::value::to_raw_value(&tools) {
+                    Ok(raw) => Ok(gateway.pass_on(Forwarded::Raw(raw), &context, true)),
+                    Err(e) => Err(McpError::internal_error(format!("tools/list: {e}"), None)),
+                }
+            }
             ClientRequest::ReadResourceRequest(mut read) => {
                 let uri = read.params.uri.clone();
                 let Some(owner) = gateway.exposed().resource_owner(&uri) else {
@@ -290,16 +299,6 @@ impl ServerHandler for GatewayHandler {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         self.0.upstream().set(context.peer);
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(
-            self.0.exposed().tools.clone(),
-        ))
     }
 
     async fn list_prompts(

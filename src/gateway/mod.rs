@@ -260,7 +260,12 @@ impl Gateway {
             synthetic::NAMES,
         );
         next.apply_output_schema_policy();
-        next.tools.extend(synthetic::tools());
+        next.tools.extend(
+            synthetic::tools()
+                .iter()
+                .filter_map(|t| serde_json::to_value(t).ok())
+                .filter_map(|v| v.as_object().cloned()),
+        );
         let next = Arc::new(next);
         let Ok(mut slot) = self.exposed.write() else {
             return ListsChanged::default();
