@@ -7,6 +7,7 @@ pub mod cli;
 pub mod config;
 pub mod downstream;
 pub mod envelope;
+pub mod export;
 pub mod gateway;
 pub mod hints;
 pub mod ingest;

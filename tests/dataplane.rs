@@ -241,3 +241,103 @@ fn provenance_is_redacted_before_it_is_stored_and_denylisted_tools_keep_none() {
         );
     }
 }
+
+#[test]
+fn materialized_views_keep_their_types_and_exports_stay_in_the_export_dir() {
+    let exports = tempfile::tempdir().expect("exports");
+    let (_dir, path) = write_config(&json!({
+        "exportDir": exports.path(),
+        "servers": [fixture_server("crm", &[])]
+    }));
+    let mut loom = RawClient::loom(&path);
+    loom.initialize();
+    let env = envelope(&loom.call_tool("crm_rows", json!({"count": 3000})));
+    let reference = env["ref"].as_str().expect("ref").to_string();
+
+    let sql = format!(
+        "SELECT plan, count(*) AS n, sum(id) AS total, CAST(min(created) AS DATE) AS first_day \
+         FROM {reference} GROUP BY plan"
+    );
+    let view = envelope(&loom.call_tool(
+        "loom_materialize",
+        json!({"sql": sql, "name": "Plan Counts!"}),
+    ));
+    assert_eq!(view["ref"], "ds_view_plan_counts");
+    let types: Vec<&str> = view["schema"]
+        .as_array()
+        .expect("schema")
+        .iter()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    assert_eq!(types, vec!["Utf8", "Int64", "Int64", "Date32"], "{view}");
+    let again = loom.call_tool(
+        "loom_materialize",
+        json!({"sql": "SELECT 1", "name": "plan counts"}),
+    );
+    assert_eq!(again.value["result"]["isError"], true);
+    assert!(
+        first_text(&again).contains("already exists"),
+        "{}",
+        again.raw
+    );
+    let empty = envelope(&loom.call_tool(
+        "loom_materialize",
+        json!({"sql": format!("SELECT id, name FROM {reference} WHERE id < 0"), "name": "nobody"}),
+    ));
+    assert_eq!(empty["rows"], 0);
+    assert_eq!(empty["schema"].as_array().map(Vec::len), Some(2));
+
+    let written = loom.call_tool(
+        "loom_export",
+        json!({"ref": "ds_view_plan_counts", "format": "csv", "filename": "plans"}),
+    );
+    let out = &written.value["result"]["structuredContent"];
+    assert_eq!(out["rows"], 3, "{}", written.raw);
+    let file = exports
+        .path()
+        .canonicalize()
+        .expect("dir")
+        .join("plans.csv");
+    assert_eq!(out["path"], file.display().to_string());
+    let text = std::fs::read_to_string(&file).expect("exported");
+    assert!(text.starts_with("plan,n,total,first_day\r\n"), "{text}");
+    assert_eq!(out["bytes"], text.len());
+
+    for (args, needle) in [
+        (
+            json!({"ref": reference, "format": "csv", "filename": "../escape.csv"}),
+            "is a path",
+        ),
+        (
+            json!({"ref": reference, "format": "csv", "filename": ".."}),
+            "directory",
+        ),
+        (json!({"ref": reference, "format": "xml"}), "unknown format"),
+        (json!({"ref": "ds_nope", "format": "csv"}), "no dataset"),
+        (
+            json!({"ref": "ds_view_plan_counts", "format": "csv", "filename": "plans"}),
+            "already exists",
+        ),
+    ] {
+        let line = loom.call_tool("loom_export", args.clone());
+        assert_eq!(line.value["result"]["isError"], true, "{args}");
+        assert!(first_text(&line).contains(needle), "{args}: {}", line.raw);
+    }
+    assert!(
+        !exports
+            .path()
+            .parent()
+            .expect("parent")
+            .join("escape.csv")
+            .exists()
+    );
+    let json_out = loom.call_tool("loom_export", json!({"ref": reference, "format": "json"}));
+    let path = json_out.value["result"]["structuredContent"]["path"]
+        .as_str()
+        .expect("path")
+        .to_string();
+    let rows: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("json");
+    assert_eq!(rows.as_array().map(Vec::len), Some(3000));
+    assert_eq!(rows[0]["created"], "2024-01-01T00:00:00Z");
+}

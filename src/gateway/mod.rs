@@ -214,6 +214,8 @@ impl Gateway {
                 synthetic::query(&self.store, self.config.token_threshold, arguments).await
             }
             synthetic::LIST => synthetic::list(&self.store),
+            synthetic::MATERIALIZE => synthetic::materialize(&self.store, arguments).await,
+            synthetic::EXPORT => synthetic::export(&self.store, &self.config.export_dir, arguments),
             _ => synthetic::describe(&self.store, arguments),
         }
     }

@@ -18,7 +18,9 @@ use crate::store::{Dataset, NewDataset, Provenance, QueryError, QueryOutput, Sto
 pub const QUERY: &str = "loom_query";
 pub const LIST: &str = "loom_list_datasets";
 pub const DESCRIBE: &str = "loom_describe";
-pub const NAMES: &[&str] = &[QUERY, LIST, DESCRIBE];
+pub const MATERIALIZE: &str = "loom_materialize";
+pub const EXPORT: &str = "loom_export";
+pub const NAMES: &[&str] = &[QUERY, LIST, DESCRIBE, MATERIALIZE, EXPORT];
 
 const QUERY_DESCRIPTION: &str = "Run one read-only SQL query (DataFusion dialect) over the datasets loom holds.\n\
 Workflow: when a tool result is large and tabular, loom returns an envelope with `kind: \"loom_dataset_ref\"` \
@@ -32,6 +34,16 @@ Only SELECT-style queries over loom datasets run: no files, URLs, DDL, DML or se
 
 const LIST_DESCRIPTION: &str = "List the datasets loom holds: ref, rows, columns, where each came from \
 (server, tool, arguments) and when. Use a ref as a table name in loom_query.";
+
+const MATERIALIZE_DESCRIPTION: &str = "Keep the result of one read-only query as a new dataset \
+`ds_view_<name>` (Arrow types intact: integers, decimals, dates and timestamps stay what they are) that \
+is never evicted. Use it for an intermediate result you will query several times or export. Returns \
+its envelope. A name already in use is an error; an empty result is a dataset with 0 rows.";
+
+const EXPORT_DESCRIPTION: &str = "Write a dataset to a file under loom's export directory: `format` \
+\"csv\" (RFC 4180, header row) or \"json\" (an array of objects with typed values). `filename` is a \
+plain file name (default `<ref>.<format>`); an existing file is kept unless `overwrite` is true. Returns \
+the absolute path, rows and bytes written.";
 
 const DESCRIBE_DESCRIPTION: &str = "Describe one dataset in full: every column with its type, source key \
 and statistics (null fraction, distinct values, min/max), a 10-row sample, join hints and provenance.";
@@ -72,7 +84,195 @@ pub fn tools() -> Vec<Tool> {
             ),
         )
         .annotate(read_only()),
+        Tool::new(
+            MATERIALIZE,
+            MATERIALIZE_DESCRIPTION,
+            object_schema(
+                json!({"sql": {"type": "string", "description": "One SELECT statement over loom datasets."},
+                       "name": {"type": "string", "description": "Short name; the dataset becomes ds_view_<name>."}}),
+                &["sql", "name"],
+            ),
+        )
+        .annotate(
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(false)
+                .idempotent(false)
+                .open_world(false),
+        ),
+        Tool::new(
+            EXPORT,
+            EXPORT_DESCRIPTION,
+            object_schema(
+                json!({"ref": {"type": "string"},
+                       "format": {"type": "string", "enum": ["csv", "json"]},
+                       "filename": {"type": "string", "description": "Plain file name inside the export directory."},
+                       "overwrite": {"type": "boolean", "default": false}}),
+                &["ref", "format"],
+            ),
+        )
+        .annotate(
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
+        ),
     ]
+}
+
+/// `ds_view_<name>`: the name lowercased to `[a-z0-9_]`, at most 48 characters.
+pub fn view_ref(name: &str) -> Result<String, String> {
+    let clean: String = name
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let clean = clean.trim_matches('_');
+    if clean.is_empty() {
+        return Err(format!(
+            "name {name:?} has no letters or digits; use e.g. \"top_customers\""
+        ));
+    }
+    let mut clean = clean.to_string();
+    clean.truncate(48);
+    Ok(format!("ds_view_{clean}"))
+}
+
+pub async fn materialize(
+    store: &Arc<Store>,
+    arguments: &Option<Map<String, Value>>,
+) -> CallToolResult {
+    let (sql, name) = match (string_arg(arguments, "sql"), string_arg(arguments, "name")) {
+        (Ok(sql), Ok(name)) => (sql, name),
+        (Err(e), _) | (_, Err(e)) => {
+            return error_result(format!(
+                "loom_materialize: {e}; pass {{\"sql\": \"SELECT …\", \"name\": \"short_name\"}}"
+            ));
+        }
+    };
+    let reference = match view_ref(name) {
+        Ok(r) => r,
+        Err(e) => return error_result(format!("loom_materialize: {e}")),
+    };
+    if store.get(&reference).is_some() {
+        return error_result(format!(
+            "loom_materialize: `{reference}` already exists; pick another name (or query it directly)"
+        ));
+    }
+    let output = match store.query(sql).await {
+        Ok(output) => output,
+        Err(error) => {
+            let help = match &error {
+                QueryError::Refused(_) => String::new(),
+                _ => format!("\n{}", known_datasets(store)),
+            };
+            return error_result(format!("loom_materialize: {error}{help}"));
+        }
+    };
+    let columns = query_columns(&output.schema);
+    let added = store.add(NewDataset {
+        server: "view".into(),
+        tool: name.to_string(),
+        batches: output.batches,
+        schema: output.schema,
+        columns,
+        provenance: Provenance {
+            server: "loom".into(),
+            tool: MATERIALIZE.into(),
+            args: json!({"sql": crate::store::values::cut(sql, 200), "name": name}),
+            created_at: now(),
+            source: "query".into(),
+        },
+        pinned: true,
+        implicit: false,
+        name: Some(reference.clone()),
+    });
+    match added {
+        Ok(dataset) => {
+            let view = DatasetView {
+                dataset: &dataset,
+                path: "$",
+            };
+            let hints = crate::hints::hints_for(&dataset, &store.list());
+            json_result(envelope::build(&[view], &hints, &Map::new(), 0))
+        }
+        Err(e) => error_result(format!("loom_materialize: {e}")),
+    }
+}
+
+pub fn export(
+    store: &Store,
+    export_dir: &std::path::Path,
+    arguments: &Option<Map<String, Value>>,
+) -> CallToolResult {
+    let usage = "pass {\"ref\": \"ds_…\", \"format\": \"csv\" | \"json\", \"filename\"?: \"name.csv\", \"overwrite\"?: false}";
+    let (reference, format) = match (
+        string_arg(arguments, "ref"),
+        string_arg(arguments, "format"),
+    ) {
+        (Ok(r), Ok(f)) => (r, f),
+        (Err(e), _) | (_, Err(e)) => return error_result(format!("loom_export: {e}; {usage}")),
+    };
+    let format = match crate::export::Format::parse(format) {
+        Ok(f) => f,
+        Err(e) => return error_result(format!("loom_export: {e}")),
+    };
+    let filename = match arguments.as_ref().and_then(|a| a.get("filename")) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.as_str()),
+        Some(other) => {
+            return error_result(format!(
+                "loom_export: `filename` must be a string, found {other}"
+            ));
+        }
+    };
+    let overwrite = match arguments.as_ref().and_then(|a| a.get("overwrite")) {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return error_result(format!(
+                "loom_export: `overwrite` must be true or false, found {other}"
+            ));
+        }
+    };
+    let Some(dataset) = store.get(reference) else {
+        return error_result(format!(
+            "loom_export: no dataset `{reference}`; {}",
+            known_datasets(store)
+        ));
+    };
+    let name = match crate::export::filename::resolve(filename, reference, format.extension()) {
+        Ok(n) => n,
+        Err(e) => return error_result(format!("loom_export: {e}")),
+    };
+    match crate::export::export(&dataset, format, export_dir, &name, overwrite) {
+        Ok(written) => json_result(serde_json::to_value(&written).unwrap_or(Value::Null)),
+        Err(e) => error_result(format!("loom_export: {e}")),
+    }
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Column infos for a dataset made by a query: names are the query's, types are Arrow's own.
+fn query_columns(schema: &arrow::datatypes::SchemaRef) -> Vec<crate::ingest::ColumnInfo> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| crate::ingest::ColumnInfo {
+            name: f.name().clone(),
+            source: f.name().clone(),
+            typing: crate::ingest::ColumnType::Text,
+        })
+        .collect()
 }
 
 /// A result carrying `value` as text and as structured content.
@@ -180,15 +380,7 @@ pub async fn query(
         return json_result(inline);
     }
     // Too large to show: keep it as an implicit dataset and describe it instead.
-    let infos = schema
-        .fields()
-        .iter()
-        .map(|f| crate::ingest::ColumnInfo {
-            name: f.name().clone(),
-            source: f.name().clone(),
-            typing: crate::ingest::ColumnType::Text,
-        })
-        .collect();
+    let infos = query_columns(&schema);
     let added = store.add(NewDataset {
         server: "query".into(),
         tool: "result".into(),
@@ -199,7 +391,7 @@ pub async fn query(
             server: "loom".into(),
             tool: QUERY.into(),
             args: json!({"sql": crate::store::values::cut(sql, 200)}),
-            created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            created_at: now(),
             source: "query".into(),
         },
         pinned: false,

@@ -1,0 +1,190 @@
+//! `loom_export`: a dataset written to a file under `exportDir` by loom's own serializers —
+//! never by the engine (no `COPY`: the engine stays sealed).
+//!
+//! * Streaming: rows are written batch by batch through a buffered writer, never collected.
+//! * Atomic: written to a temporary file in the target directory, then renamed; a failure leaves
+//!   no half file, and an existing file is replaced only with `overwrite: true`.
+//! * Confined: the file name is a plain basename checked by [`filename`]; nothing outside
+//!   `exportDir` can be named.
+
+pub mod filename;
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Decimal128Type};
+use serde_json::Value;
+
+use crate::store::Dataset;
+use crate::store::values::cell;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Csv,
+    Json,
+}
+
+impl Format {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text.to_ascii_lowercase().as_str() {
+            "csv" => Ok(Self::Csv),
+            "json" => Ok(Self::Json),
+            other => Err(format!("unknown format `{other}`; use \"csv\" or \"json\"")),
+        }
+    }
+
+    pub fn extension(self) -> &'static str {
+        match self {
+            Self::Csv => "csv",
+            Self::Json => "json",
+        }
+    }
+}
+
+/// What an export wrote.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Written {
+    pub path: String,
+    pub rows: usize,
+    pub bytes: u64,
+    pub format: &'static str,
+}
+
+/// A cell as CSV text: empty for NULL, a string's own text, numbers and booleans as written in
+/// JSON, timestamps ISO-8601, lists and structs as JSON.
+fn csv_field(array: &arrow::array::ArrayRef, row: usize) -> String {
+    match cell(array, row) {
+        Value::Null => String::new(),
+        Value::String(s) => s,
+        other => other.to_string(),
+    }
+}
+
+fn write_csv(out: impl Write, batches: &[RecordBatch], names: &[String]) -> std::io::Result<usize> {
+    // The `csv` crate quotes per RFC 4180: fields with `"`, `,`, CR or LF are quoted, `"` doubled.
+    let mut writer = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::CRLF)
+        .from_writer(out);
+    writer.write_record(names).map_err(std::io::Error::other)?;
+    let mut rows = 0;
+    for batch in batches {
+        for row in 0..batch.num_rows() {
+            let record = batch.columns().iter().map(|c| csv_field(c, row));
+            writer.write_record(record).map_err(std::io::Error::other)?;
+            rows += 1;
+        }
+    }
+    writer.flush()?;
+    Ok(rows)
+}
+
+/// A JSON value for export: like [`cell`], except that decimals are written as JSON numbers with
+/// their exact digits (a reader that wants them exact can have them).
+fn write_json_value(
+    out: &mut impl Write,
+    array: &arrow::array::ArrayRef,
+    row: usize,
+) -> std::io::Result<()> {
+    if let DataType::Decimal128(_, _) = array.data_type()
+        && !array.is_null(row)
+    {
+        let digits = array.as_primitive::<Decimal128Type>().value_as_string(row);
+        return out.write_all(digits.as_bytes());
+    }
+    serde_json::to_writer(out, &cell(array, row)).map_err(std::io::Error::other)
+}
+
+fn write_json(
+    mut out: impl Write,
+    batches: &[RecordBatch],
+    names: &[String],
+) -> std::io::Result<usize> {
+    let keys: Vec<String> = names
+        .iter()
+        .map(|n| serde_json::to_string(n).unwrap_or_else(|_| "\"?\"".into()))
+        .collect();
+    out.write_all(b"[")?;
+    let mut rows = 0;
+    for batch in batches {
+        for row in 0..batch.num_rows() {
+            out.write_all(if rows == 0 { b"\n{" } else { b",\n{" })?;
+            for (i, (key, array)) in keys.iter().zip(batch.columns()).enumerate() {
+                if i > 0 {
+                    out.write_all(b",")?;
+                }
+                out.write_all(key.as_bytes())?;
+                out.write_all(b":")?;
+                write_json_value(&mut out, array, row)?;
+            }
+            out.write_all(b"}")?;
+            rows += 1;
+        }
+    }
+    out.write_all(if rows == 0 { b"]\n" } else { b"\n]\n" })?;
+    out.flush()?;
+    Ok(rows)
+}
+
+/// Write `dataset` to `dir/name` (both already checked). Creates `dir` if needed.
+pub fn export(
+    dataset: &Dataset,
+    format: Format,
+    dir: &Path,
+    name: &str,
+    overwrite: bool,
+) -> Result<Written, String> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot create the export directory {}: {e}", dir.display()))?;
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| format!("cannot resolve the export directory {}: {e}", dir.display()))?;
+    let target: PathBuf = dir.join(name);
+    if target.exists() && !overwrite {
+        return Err(format!(
+            "{} already exists; pass \"overwrite\": true to replace it, or another filename",
+            target.display()
+        ));
+    }
+    let temp = tempfile::Builder::new()
+        .prefix(".loom-export-")
+        .tempfile_in(&dir)
+        .map_err(|e| format!("cannot create a temporary file in {}: {e}", dir.display()))?;
+    let names: Vec<String> = dataset
+        .schema
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    let writer = BufWriter::with_capacity(1 << 16, temp.as_file());
+    let rows = match format {
+        Format::Csv => write_csv(writer, &dataset.batches, &names),
+        Format::Json => write_json(writer, &dataset.batches, &names),
+    }
+    .map_err(|e| format!("writing {} failed: {e}", target.display()))?;
+    temp.as_file()
+        .sync_all()
+        .map_err(|e| format!("writing {} failed: {e}", target.display()))?;
+    let persisted = if overwrite {
+        temp.persist(&target).map_err(|e| e.error)
+    } else {
+        // Without overwrite, a file that appeared meanwhile is still never replaced.
+        temp.persist_noclobber(&target).map_err(|e| e.error)
+    };
+    let file = persisted.map_err(|e| {
+        format!(
+            "cannot move the export into place at {}: {e}",
+            target.display()
+        )
+    })?;
+    let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+    Ok(Written {
+        path: target.display().to_string(),
+        rows,
+        bytes,
+        format: format.extension(),
+    })
+}
+
+#[cfg(test)]
+mod tests;
