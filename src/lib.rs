@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod downstream;
 pub mod envelope;
 pub mod export;

@@ -35,12 +35,22 @@ pub enum Command {
     Serve,
     /// Validate the configuration and print the resolved servers (secrets masked); starts nothing.
     Check,
+    /// See loom work in one command: two demo servers, a large result, a join, an export.
+    Demo {
+        /// Keep the demo's export in this directory (default: a temporary one).
+        #[arg(long, value_name = "DIR")]
+        keep: Option<PathBuf>,
+    },
+    /// A demo MCP server (`crm` or `shop`) served over stdio; used by `loom demo`.
+    #[command(hide = true)]
+    DemoServer { kind: String },
 }
 
 /// Parse arguments and run.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
+    // The demo and its servers find no config: they are self-contained.
     let config_path = crate::config::resolve_path(
         cli.config.as_deref(),
         std::env::var(crate::config::CONFIG_ENV_VAR).ok(),
@@ -48,6 +58,60 @@ pub fn run() -> ExitCode {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve::run(&config_path),
         Command::Check => check::run(&config_path),
+        Command::Demo { keep } => demo(keep.as_deref()),
+        Command::DemoServer { kind } => demo_server(&kind),
+    }
+}
+
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => Some(runtime),
+        Err(error) => {
+            eprintln!("loom: cannot start the async runtime: {error}");
+            None
+        }
+    }
+}
+
+fn demo(keep: Option<&std::path::Path>) -> ExitCode {
+    let Some(runtime) = runtime() else {
+        return ExitCode::from(EXIT_START);
+    };
+    let loom = match std::env::current_exe() {
+        Ok(path) => path,
+        Err(error) => {
+            eprintln!("loom demo: cannot find the loom binary: {error}");
+            return ExitCode::from(EXIT_START);
+        }
+    };
+    match runtime.block_on(crate::demo::run(&loom, keep)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("loom demo: {error}");
+            ExitCode::from(EXIT_START)
+        }
+    }
+}
+
+fn demo_server(kind: &str) -> ExitCode {
+    let Some(kind) = crate::demo::servers::Kind::parse(kind) else {
+        eprintln!("loom demo-server: unknown kind `{kind}`; expected `crm` or `shop`");
+        return ExitCode::from(EXIT_CONFIG);
+    };
+    let Some(runtime) = runtime() else {
+        return ExitCode::from(EXIT_START);
+    };
+    let outcome = runtime.block_on(crate::demo::servers::serve(kind));
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{error}");
+            ExitCode::from(EXIT_START)
+        }
     }
 }
 
