@@ -125,6 +125,19 @@ fn datasets_from_two_servers_join() {
         users["ref"].as_str().expect("ref"),
         orders["ref"].as_str().expect("ref"),
     );
+    // The second envelope's first hint is the true key, and its example runs.
+    let hint = &orders["joinHints"][0];
+    assert_eq!(
+        (
+            hint["column"].as_str(),
+            hint["ref"].as_str(),
+            hint["otherColumn"].as_str()
+        ),
+        (Some("user_id"), Some(u), Some("id")),
+        "{orders}"
+    );
+    let example = query(&mut loom, hint["example"].as_str().expect("example"));
+    assert_eq!(example["rowCount"], 10, "{example}");
     let joined = query(
         &mut loom,
         &format!("SELECT count(*) AS n FROM {o} JOIN {u} ON {o}.user_id = {u}.id"),
