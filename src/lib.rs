@@ -14,5 +14,6 @@ pub mod hints;
 pub mod ingest;
 pub mod intercept;
 pub mod redact;
+pub mod snapshot;
 pub mod store;
 pub mod wire;

@@ -1,6 +1,7 @@
 //! Command-line entry points. `main.rs` calls [`run`] and nothing else.
 
 mod check;
+mod query;
 mod serve;
 
 use std::path::PathBuf;
@@ -35,6 +36,26 @@ pub enum Command {
     Serve,
     /// Validate the configuration and print the resolved servers (secrets masked); starts nothing.
     Check,
+    /// Query a session snapshot with the same sealed engine (read-only SQL).
+    Query {
+        /// Snapshot root: a directory, or a file://, memory:// or s3:// URL.
+        #[arg(long, value_name = "PATH|URL")]
+        snapshot: String,
+        /// Session to open (default: the latest under the root).
+        #[arg(long)]
+        session: Option<String>,
+        /// Output format for query results.
+        #[arg(long, value_enum, default_value = "table")]
+        format: query::OutputFormat,
+        /// List the session's datasets with rows, schema and provenance.
+        #[arg(long, conflicts_with_all = ["describe", "sql"])]
+        list: bool,
+        /// Describe one dataset (schema, statistics, sample, provenance).
+        #[arg(long, value_name = "REF", conflicts_with = "sql")]
+        describe: Option<String>,
+        /// One read-only SQL statement.
+        sql: Option<String>,
+    },
     /// See loom work in one command: two demo servers, a large result, a join, an export.
     Demo {
         /// Keep the demo's export in this directory (default: a temporary one).
@@ -59,6 +80,25 @@ pub fn run() -> ExitCode {
         Command::Serve => serve::run(&config_path),
         Command::Check => check::run(&config_path),
         Command::Demo { keep } => demo(keep.as_deref()),
+        Command::Query {
+            snapshot,
+            session,
+            format,
+            list,
+            describe,
+            sql,
+        } => {
+            let action = match (list, describe.as_deref(), sql.as_deref()) {
+                (true, _, _) => query::Action::List,
+                (_, Some(reference), _) => query::Action::Describe(reference),
+                (_, _, Some(sql)) => query::Action::Sql(sql, format),
+                _ => {
+                    eprintln!("loom query: give a SQL statement, --list or --describe REF");
+                    return ExitCode::from(EXIT_CONFIG);
+                }
+            };
+            query::run(&snapshot, session.as_deref(), action)
+        }
         Command::DemoServer { kind } => demo_server(&kind),
     }
 }

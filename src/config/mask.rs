@@ -231,6 +231,12 @@ impl Config {
                 ),
             ),
             ("maxToolNameLength", self.max_tool_name_length.to_string()),
+            (
+                "snapshot",
+                self.snapshot
+                    .as_ref()
+                    .map_or("off".to_string(), |s| s.url.clone()),
+            ),
         ];
         for (key, value) in settings {
             lines.push(labelled(key, &value));

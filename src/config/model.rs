@@ -36,7 +36,16 @@ pub struct Config {
     pub query_timeout_ms: u64,
     pub restart: RestartPolicy,
     pub max_tool_name_length: usize,
+    /// Session snapshots (off when `None`).
+    pub snapshot: Option<SnapshotConfig>,
     pub format: ConfigFormat,
+}
+
+/// Key `snapshot`: where session snapshots are written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SnapshotConfig {
+    /// A local path, or a `file://`, `memory://` or `s3://` URL.
+    pub url: String,
 }
 
 /// Which of the two accepted layouts the file used.
@@ -135,6 +144,7 @@ impl Config {
             query_timeout_ms: DEFAULT_QUERY_TIMEOUT_MS,
             restart: RestartPolicy::default(),
             max_tool_name_length: DEFAULT_MAX_TOOL_NAME_LENGTH,
+            snapshot: None,
             format,
         }
     }

@@ -84,6 +84,7 @@ mod tests {
         "queryTimeoutMs",
         "restart",
         "maxToolNameLength",
+        "snapshot",
     ];
     const SERVER_KEYS: &[&str] = &[
         "name",

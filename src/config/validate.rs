@@ -35,7 +35,10 @@ const ROOT_KEYS: &[&str] = &[
     "queryTimeoutMs",
     "restart",
     "maxToolNameLength",
+    "snapshot",
 ];
+
+const SNAPSHOT_KEYS: &[&str] = &["url"];
 
 const RESTART_KEYS: &[&str] = &["maxAttempts", "baseDelayMs"];
 
@@ -353,6 +356,9 @@ impl Checker<'_> {
         if let Some(v) = fields.get("restart") {
             config.restart = self.restart(v);
         }
+        if let Some(v) = fields.get("snapshot") {
+            config.snapshot = self.snapshot(v);
+        }
         if let Some(v) = fields.get("maxToolNameLength") {
             let (min, max) = (
                 MIN_MAX_TOOL_NAME_LENGTH as u64,
@@ -363,6 +369,30 @@ impl Checker<'_> {
             }
         }
         Some(config)
+    }
+
+    fn snapshot(&mut self, value: &Json) -> Option<super::model::SnapshotConfig> {
+        let entries = self.object(value, "snapshot")?;
+        let fields = self.fields(entries, "snapshot", SNAPSHOT_KEYS, Unknown::Reject);
+        let Some(v) = fields.get("url") else {
+            self.report(
+                "snapshot",
+                "missing required key `url` (a directory, or a file://, memory:// or s3:// URL)",
+            );
+            return None;
+        };
+        let url = self.non_empty_string(v, "snapshot.url")?;
+        match url.split_once("://") {
+            None => Some(super::model::SnapshotConfig { url }),
+            Some(("file" | "memory" | "s3", _)) => Some(super::model::SnapshotConfig { url }),
+            Some((scheme, _)) => {
+                self.report(
+                    "snapshot.url",
+                    format!("unsupported scheme `{scheme}://`; use a directory path, file://, memory:// or s3://"),
+                );
+                None
+            }
+        }
     }
 
     fn restart(&mut self, value: &Json) -> RestartPolicy {

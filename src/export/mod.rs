@@ -61,7 +61,12 @@ fn csv_field(array: &arrow::array::ArrayRef, row: usize) -> String {
     }
 }
 
-fn write_csv(out: impl Write, batches: &[RecordBatch], names: &[String]) -> std::io::Result<usize> {
+/// CSV of `batches` with a header of `names` to `out`; returns the rows written.
+pub fn write_csv(
+    out: impl Write,
+    batches: &[RecordBatch],
+    names: &[String],
+) -> std::io::Result<usize> {
     // The `csv` crate quotes per RFC 4180: fields with `"`, `,`, CR or LF are quoted, `"` doubled.
     let mut writer = csv::WriterBuilder::new()
         .terminator(csv::Terminator::CRLF)
@@ -81,7 +86,7 @@ fn write_csv(out: impl Write, batches: &[RecordBatch], names: &[String]) -> std:
 
 /// A JSON value for export: like [`cell`], except that decimals are written as JSON numbers with
 /// their exact digits (a reader that wants them exact can have them).
-fn write_json_value(
+pub fn write_json_value(
     out: &mut impl Write,
     array: &arrow::array::ArrayRef,
     row: usize,
@@ -95,7 +100,7 @@ fn write_json_value(
     serde_json::to_writer(out, &cell(array, row)).map_err(std::io::Error::other)
 }
 
-fn write_json(
+pub fn write_json(
     mut out: impl Write,
     batches: &[RecordBatch],
     names: &[String],

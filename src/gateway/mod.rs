@@ -60,6 +60,8 @@ pub struct Gateway {
     progress: Mutex<HashMap<(usize, ProgressToken), ProgressToken>>,
     dirty: Notify,
     store: Arc<Store>,
+    /// The snapshot writer, drained at shutdown.
+    snapshot_task: Mutex<Option<JoinHandle<()>>>,
     shutdown: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -89,6 +91,18 @@ impl Gateway {
         );
         // Sealed or nothing: if any forbidden statement runs, loom does not start.
         store.self_test().await.map_err(StartError::Engine)?;
+        let mut snapshot_task = None;
+        if let Some(snapshot) = &config.snapshot {
+            // Never worse than no proxy: a snapshot root that cannot be opened is a warning.
+            match crate::snapshot::open(&snapshot.url) {
+                Ok(location) => {
+                    let (writer, task) = crate::snapshot::SnapshotWriter::start(location);
+                    store.set_listener(Some(Box::new(move |d| writer.dataset_created(d))));
+                    snapshot_task = Some(task);
+                }
+                Err(error) => tracing::warn!("session snapshots are off: {error}"),
+            }
+        }
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let gateway = Arc::new(Self {
             config: config.clone(),
@@ -99,6 +113,7 @@ impl Gateway {
             progress: Mutex::new(HashMap::new()),
             dirty: Notify::new(),
             store,
+            snapshot_task: Mutex::new(snapshot_task),
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
         });
@@ -237,10 +252,27 @@ impl Gateway {
     /// Stop every child (stdin closed, grace, SIGTERM, grace, SIGKILL) within the budget.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
+        // Dropping the listener closes the writer's queue; what is queued is still written.
+        self.store.set_listener(None);
+        let writer = self
+            .snapshot_task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         let tasks: Vec<_> = std::mem::take(&mut *self.lock_tasks());
         let all = futures::future::join_all(tasks);
-        if tokio::time::timeout(SHUTDOWN_BUDGET, all).await.is_err() {
-            tracing::warn!("some servers were still stopping when the shutdown budget ran out");
+        let snapshots = async {
+            if let Some(writer) = writer {
+                let _ = writer.await;
+            }
+        };
+        if tokio::time::timeout(SHUTDOWN_BUDGET, futures::future::join(all, snapshots))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "shutdown budget ran out with servers still stopping or snapshots still being written"
+            );
         }
     }
 

@@ -436,7 +436,8 @@ pub fn list(store: &Store) -> CallToolResult {
     json_result(json!({"datasets": datasets}))
 }
 
-fn describe_dataset(d: &Dataset, held: &[Arc<Dataset>]) -> Value {
+/// The full description `loom_describe` (and `loom query --describe`) shows.
+pub fn describe_dataset(d: &Dataset, held: &[Arc<Dataset>]) -> Value {
     let mut schema = schema_json(d, true, d.profile.len());
     for (entry, info) in schema.iter_mut().zip(&d.columns) {
         if let (Value::Object(entry), true) = (entry, info.source != info.name) {

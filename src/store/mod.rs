@@ -126,10 +126,14 @@ struct Catalog {
     evicted: Vec<String>,
 }
 
+/// Called with every dataset the store takes in (session snapshots listen here).
+pub type Listener = Box<dyn Fn(Arc<Dataset>) + Send + Sync>;
+
 /// The store.
 pub struct Store {
     ctx: SessionContext,
     catalog: Mutex<Catalog>,
+    listener: Mutex<Option<Listener>>,
     settings: StoreSettings,
     /// Private spill directory, removed when the store is dropped.
     _spill: Option<tempfile::TempDir>,
@@ -184,9 +188,15 @@ impl Store {
         Ok(Self {
             ctx,
             catalog: Mutex::new(Catalog::default()),
+            listener: Mutex::new(None),
             settings,
             _spill: Some(spill),
         })
+    }
+
+    /// Tell `listener` about every dataset from now on; `None` stops.
+    pub fn set_listener(&self, listener: Option<Listener>) {
+        *self.listener.lock().unwrap_or_else(PoisonError::into_inner) = listener;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Catalog> {
@@ -250,6 +260,15 @@ impl Store {
         });
         catalog.datasets.push(dataset.clone());
         self.evict(&mut catalog, &dataset.reference);
+        drop(catalog);
+        if let Some(listener) = self
+            .listener
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            listener(dataset.clone());
+        }
         Ok(dataset)
     }
 

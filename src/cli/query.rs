@@ -1,0 +1,205 @@
+//! `loom query`: re-open a session snapshot and query it with the same sealed engine, after the
+//! conversation is over.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::ValueEnum;
+
+use crate::store::{NewDataset, Provenance, Store, StoreSettings};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Csv,
+    Json,
+    Ndjson,
+}
+
+/// What to do with the session.
+pub enum Action<'a> {
+    List,
+    Describe(&'a str),
+    Sql(&'a str, OutputFormat),
+}
+
+/// Open `url`'s session (`session` or the latest) into a fresh store.
+async fn load(url: &str, session: Option<&str>) -> Result<(String, Arc<Store>), String> {
+    let location = crate::snapshot::open_existing(url)?;
+    let sessions = crate::snapshot::sessions(&location).await?;
+    let session = match session {
+        Some(s) if sessions.iter().any(|n| n == s) => s.to_string(),
+        Some(s) => {
+            return Err(format!(
+                "no session `{s}` under {url}; sessions there: {}",
+                if sessions.is_empty() {
+                    "none".to_string()
+                } else {
+                    sessions.join(", ")
+                }
+            ));
+        }
+        None => sessions
+            .last()
+            .cloned()
+            .ok_or_else(|| format!("no snapshot sessions under {url}"))?,
+    };
+    let manifest = crate::snapshot::manifest(&location, &session).await?;
+    if manifest.datasets.is_empty() {
+        return Err(format!("session `{session}` has no datasets"));
+    }
+    let store = Arc::new(Store::new(StoreSettings {
+        memory_budget_bytes: u64::MAX,
+        ..StoreSettings::default()
+    })?);
+    for entry in &manifest.datasets {
+        let (schema, batches) =
+            crate::snapshot::dataset_batches(&location, &session, entry).await?;
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|f| crate::ingest::ColumnInfo {
+                name: f.name().clone(),
+                source: f
+                    .metadata()
+                    .get(crate::ingest::SOURCE_KEY)
+                    .cloned()
+                    .unwrap_or_else(|| f.name().clone()),
+                typing: crate::ingest::ColumnType::Text,
+            })
+            .collect();
+        store.add(NewDataset {
+            server: entry.provenance.server.clone(),
+            tool: entry.provenance.tool.clone(),
+            batches,
+            schema,
+            columns,
+            provenance: Provenance {
+                server: entry.provenance.server.clone(),
+                tool: entry.provenance.tool.clone(),
+                args: entry.provenance.args.clone(),
+                created_at: entry.created_at.clone(),
+                source: entry.provenance.source.clone(),
+            },
+            pinned: true,
+            implicit: false,
+            name: Some(entry.reference.clone()),
+        })?;
+    }
+    Ok((session, store))
+}
+
+async fn execute(url: &str, session: Option<&str>, action: Action<'_>) -> Result<(), String> {
+    let (session, store) = load(url, session).await?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let io = |e: std::io::Error| format!("cannot write the output: {e}");
+    match action {
+        Action::List => {
+            writeln!(out, "session {session}").map_err(io)?;
+            for d in store.list() {
+                let columns: Vec<String> = d
+                    .profile
+                    .iter()
+                    .map(|p| format!("{} {}", p.name, p.data_type))
+                    .collect();
+                writeln!(
+                    out,
+                    "\n{}  {} rows\n  columns: {}\n  from: {} / {} {} (source {}, {})",
+                    d.reference,
+                    d.rows,
+                    columns.join(", "),
+                    d.provenance.server,
+                    d.provenance.tool,
+                    d.provenance.args,
+                    d.provenance.source,
+                    d.provenance.created_at
+                )
+                .map_err(io)?;
+            }
+        }
+        Action::Describe(reference) => {
+            let Some(d) = store.get(reference) else {
+                return Err(format!(
+                    "no dataset `{reference}` in session {session}; datasets: {}",
+                    store.references().join(", ")
+                ));
+            };
+            let described = crate::gateway::synthetic::describe_dataset(&d, &store.list());
+            let text = serde_json::to_string_pretty(&described).map_err(|e| e.to_string())?;
+            writeln!(out, "{text}").map_err(io)?;
+        }
+        Action::Sql(sql, format) => {
+            let started = Instant::now();
+            let output = store.query(sql).await.map_err(|e| e.to_string())?;
+            let names: Vec<String> = output
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            match format {
+                OutputFormat::Table => {
+                    let table = arrow::util::pretty::pretty_format_batches(&output.batches)
+                        .map_err(|e| e.to_string())?;
+                    writeln!(out, "{table}").map_err(io)?;
+                    writeln!(
+                        out,
+                        "{} row{} in {:.1} ms",
+                        output.rows,
+                        if output.rows == 1 { "" } else { "s" },
+                        started.elapsed().as_secs_f64() * 1000.0
+                    )
+                    .map_err(io)?;
+                }
+                OutputFormat::Csv => {
+                    crate::export::write_csv(&mut out, &output.batches, &names).map_err(io)?;
+                }
+                OutputFormat::Json => {
+                    crate::export::write_json(&mut out, &output.batches, &names).map_err(io)?;
+                }
+                OutputFormat::Ndjson => {
+                    for batch in &output.batches {
+                        for row in 0..batch.num_rows() {
+                            out.write_all(b"{").map_err(io)?;
+                            for (i, (name, array)) in names.iter().zip(batch.columns()).enumerate()
+                            {
+                                if i > 0 {
+                                    out.write_all(b",").map_err(io)?;
+                                }
+                                serde_json::to_writer(&mut out, name).map_err(|e| e.to_string())?;
+                                out.write_all(b":").map_err(io)?;
+                                crate::export::write_json_value(&mut out, array, row)
+                                    .map_err(io)?;
+                            }
+                            out.write_all(b"}\n").map_err(io)?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out.flush().map_err(io)
+}
+
+pub fn run(url: &str, session: Option<&str>, action: Action<'_>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("loom query: cannot start the async runtime: {error}");
+            return ExitCode::from(super::EXIT_START);
+        }
+    };
+    match runtime.block_on(execute(url, session, action)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("loom query: {error}");
+            ExitCode::from(super::EXIT_START)
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! Session snapshots: every dataset of a session written to Parquet as it is created, so the
+//! analysis can be re-opened and re-queried after the conversation (`loom query`), by loom or by
+//! any DataFusion-based engine.
+//!
+//! Layout under the snapshot root, one folder per session:
+//! ```text
+//! <root>/<session>/manifest.json        loom version, session id, created, datasets (written last)
+//! <root>/<session>/catalog.sql          CREATE EXTERNAL TABLE … STORED AS PARQUET LOCATION …
+//! <root>/<session>/datasets/<ref>.parquet   zstd, Arrow schema kept
+//! ```
+//! Writes happen on a background task (the envelope never waits for Parquet). Each object is
+//! written whole (object_store's `put` is atomic: a temporary file renamed on local disks), and
+//! the manifest is updated only after a dataset's file is in place, so a crash leaves a snapshot
+//! that opens with everything it announces. A failure to write is a warning, never a failed call.
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use bytes::Bytes;
+use object_store::path::Path as StorePath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use crate::store::{Dataset, Provenance};
+
+/// One dataset as the manifest lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestDataset {
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub rows: usize,
+    /// The Arrow schema, as arrow's JSON-ish display (the Parquet file carries the real one).
+    pub schema: Vec<ManifestColumn>,
+    pub provenance: ManifestProvenance,
+    pub created_at: String,
+    pub pinned: bool,
+    pub file: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManifestColumn {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub data_type: String,
+}
+
+/// Provenance as stored: arguments were redacted before they were ever held (SPEC §13).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestProvenance {
+    pub server: String,
+    pub tool: String,
+    pub args: serde_json::Value,
+    pub source: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    pub loom_version: String,
+    pub session: String,
+    pub created_at: String,
+    pub datasets: Vec<ManifestDataset>,
+}
+
+/// Where snapshots go: an object store and a root prefix inside it.
+#[derive(Clone, Debug)]
+pub struct Location {
+    pub store: Arc<dyn ObjectStore>,
+    pub root: StorePath,
+    /// How `catalog.sql` names files: `file:///abs/dir`, `s3://bucket/prefix`, `memory:///`.
+    pub url_base: String,
+}
+
+/// Open a snapshot root: a directory path (created if missing), `file://`, `memory://` or
+/// `s3://bucket/prefix` (credentials and region from the usual AWS environment variables only).
+pub fn open(url: &str) -> Result<Location, String> {
+    if let Some(rest) = url.strip_prefix("s3://") {
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let store = object_store::aws::AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            .build()
+            .map_err(|e| format!("cannot open {url}: {e}"))?;
+        return Ok(Location {
+            store: Arc::new(store),
+            root: StorePath::from(prefix),
+            url_base: format!("s3://{bucket}/{prefix}")
+                .trim_end_matches('/')
+                .to_string(),
+        });
+    }
+    if url.starts_with("memory://") {
+        return Ok(Location {
+            store: Arc::new(object_store::memory::InMemory::new()),
+            root: StorePath::from(""),
+            url_base: "memory://".into(),
+        });
+    }
+    let dir = url.strip_prefix("file://").unwrap_or(url);
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot create the snapshot directory {dir}: {e}"))?;
+    let dir = std::fs::canonicalize(dir).map_err(|e| format!("cannot resolve {dir}: {e}"))?;
+    let store = object_store::local::LocalFileSystem::new_with_prefix(&dir)
+        .map_err(|e| format!("cannot open {}: {e}", dir.display()))?;
+    Ok(Location {
+        store: Arc::new(store),
+        root: StorePath::from(""),
+        url_base: format!("file://{}", dir.display()),
+    })
+}
+
+/// Open a snapshot root that must already exist (for reading).
+pub fn open_existing(url: &str) -> Result<Location, String> {
+    if !url.contains("://") && !std::path::Path::new(url).is_dir() {
+        return Err(format!("no snapshot at {url}: not a directory"));
+    }
+    if let Some(dir) = url.strip_prefix("file://")
+        && !std::path::Path::new(dir).is_dir()
+    {
+        return Err(format!("no snapshot at {url}: not a directory"));
+    }
+    open(url)
+}
+
+fn child(root: &StorePath, parts: &[&str]) -> StorePath {
+    let mut path = root.clone();
+    for part in parts {
+        path = path.join(*part);
+    }
+    path
+}
+
+/// Parquet bytes of a dataset: zstd, the Arrow schema embedded (types come back as they were).
+pub fn parquet_bytes(
+    schema: &arrow::datatypes::SchemaRef,
+    batches: &[RecordBatch],
+) -> Result<Vec<u8>, String> {
+    let properties = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .build();
+    let mut buffer = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut buffer, schema.clone(), Some(properties))
+        .map_err(|e| e.to_string())?;
+    for batch in batches {
+        writer.write(batch).map_err(|e| e.to_string())?;
+    }
+    writer.close().map_err(|e| e.to_string())?;
+    Ok(buffer)
+}
+
+/// Record batches back from Parquet bytes.
+pub fn read_parquet(
+    bytes: Bytes,
+) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>), String> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| e.to_string())?;
+    let schema = builder.schema().clone();
+    let reader = builder.build().map_err(|e| e.to_string())?;
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    Ok((schema, batches))
+}
+
+fn sql_string(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+fn catalog_sql(location: &Location, session: &str, manifest: &Manifest) -> String {
+    let mut sql = format!(
+        "-- loom session {session}: open with datafusion-cli or any DataFusion-based engine.\n"
+    );
+    for d in &manifest.datasets {
+        let url = format!("{}/{session}/{}", location.url_base, d.file);
+        sql.push_str(&format!(
+            "CREATE EXTERNAL TABLE {} STORED AS PARQUET LOCATION {};\n",
+            crate::envelope::sql::quote_ident(&d.reference),
+            sql_string(&url)
+        ));
+    }
+    sql
+}
+
+/// The session id: the UTC start time (so names sort by age) and the process id.
+pub fn session_id() -> String {
+    format!(
+        "{}-{}",
+        chrono::Utc::now().format("%Y%m%dT%H%M%S%3fZ"),
+        std::process::id()
+    )
+}
+
+/// Writes one session's datasets in the background.
+#[derive(Clone)]
+pub struct SnapshotWriter {
+    jobs: mpsc::UnboundedSender<Arc<Dataset>>,
+}
+
+impl SnapshotWriter {
+    /// Start the writer task for a new session under `location`.
+    pub fn start(location: Location) -> (Self, tokio::task::JoinHandle<()>) {
+        let (jobs, mut queue) = mpsc::unbounded_channel::<Arc<Dataset>>();
+        let session = session_id();
+        tracing::info!(session = %session, root = %location.url_base, "session snapshots on");
+        let handle = tokio::spawn(async move {
+            let mut manifest = Manifest {
+                loom_version: env!("CARGO_PKG_VERSION").into(),
+                session: session.clone(),
+                created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                datasets: Vec::new(),
+            };
+            while let Some(dataset) = queue.recv().await {
+                if let Err(error) = write_one(&location, &session, &mut manifest, &dataset).await {
+                    tracing::warn!(dataset = %dataset.reference, "snapshot not written: {error}");
+                }
+            }
+        });
+        (Self { jobs }, handle)
+    }
+
+    /// Queue a new dataset for writing.
+    pub fn dataset_created(&self, dataset: Arc<Dataset>) {
+        let _ = self.jobs.send(dataset);
+    }
+}
+
+async fn write_one(
+    location: &Location,
+    session: &str,
+    manifest: &mut Manifest,
+    dataset: &Dataset,
+) -> Result<(), String> {
+    let file = format!("datasets/{}.parquet", dataset.reference);
+    let schema = dataset.schema.clone();
+    let batches = dataset.batches.clone();
+    let bytes = tokio::task::spawn_blocking(move || parquet_bytes(&schema, &batches))
+        .await
+        .map_err(|e| e.to_string())??;
+    let store = &location.store;
+    store
+        .put(
+            &child(
+                &location.root,
+                &[
+                    session,
+                    "datasets",
+                    &format!("{}.parquet", dataset.reference),
+                ],
+            ),
+            PutPayload::from(bytes),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let Provenance {
+        server,
+        tool,
+        args,
+        created_at,
+        source,
+    } = dataset.provenance.clone();
+    manifest
+        .datasets
+        .retain(|d| d.reference != dataset.reference);
+    manifest.datasets.push(ManifestDataset {
+        reference: dataset.reference.clone(),
+        rows: dataset.rows,
+        schema: dataset
+            .schema
+            .fields()
+            .iter()
+            .map(|f| ManifestColumn {
+                name: f.name().clone(),
+                data_type: f.data_type().to_string(),
+            })
+            .collect(),
+        provenance: ManifestProvenance {
+            server,
+            tool,
+            args,
+            source,
+        },
+        created_at,
+        pinned: dataset.pinned,
+        file,
+    });
+    let catalog = catalog_sql(location, session, manifest);
+    store
+        .put(
+            &child(&location.root, &[session, "catalog.sql"]),
+            PutPayload::from(catalog.into_bytes()),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    // The manifest last: what it lists is complete.
+    let json = serde_json::to_vec_pretty(manifest).map_err(|e| e.to_string())?;
+    store
+        .put(
+            &child(&location.root, &[session, "manifest.json"]),
+            PutPayload::from(json),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The sessions under a root, oldest first.
+pub async fn sessions(location: &Location) -> Result<Vec<String>, String> {
+    let listing = location
+        .store
+        .list_with_delimiter(Some(&location.root))
+        .await
+        .map_err(|e| format!("cannot list {}: {e}", location.url_base))?;
+    let mut names: Vec<String> = listing
+        .common_prefixes
+        .iter()
+        .filter_map(|p| p.filename().map(String::from))
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Read a session's manifest.
+pub async fn manifest(location: &Location, session: &str) -> Result<Manifest, String> {
+    let path = child(&location.root, &[session, "manifest.json"]);
+    let bytes = location
+        .store
+        .get(&path)
+        .await
+        .map_err(|e| format!("session `{session}` has no readable manifest.json: {e}"))?
+        .bytes()
+        .await
+        .map_err(|e| format!("cannot read manifest.json of `{session}`: {e}"))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| format!("manifest.json of `{session}` is not valid: {e}"))
+}
+
+/// Read one dataset's Parquet file.
+pub async fn dataset_batches(
+    location: &Location,
+    session: &str,
+    entry: &ManifestDataset,
+) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>), String> {
+    let mut path = child(&location.root, &[session]);
+    for part in entry.file.split('/') {
+        path = path.join(part);
+    }
+    let bytes = location
+        .store
+        .get(&path)
+        .await
+        .map_err(|e| format!("cannot read {}: {e}", entry.file))?
+        .bytes()
+        .await
+        .map_err(|e| format!("cannot read {}: {e}", entry.file))?;
+    read_parquet(bytes)
+}
+
+#[cfg(test)]
+mod tests;

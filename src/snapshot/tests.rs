@@ -1,0 +1,94 @@
+use std::sync::Arc;
+
+use arrow::datatypes::DataType;
+
+use super::*;
+use crate::ingest::ingest_json_array;
+use crate::store::{NewDataset, Store, StoreSettings};
+
+const ROWS: &str = r#"[
+  {"id": 1, "big": 12345678901234567890123, "at": "2024-01-02T03:04:05Z", "day": "2024-01-02", "tags": ["a"], "name": "x"},
+  {"id": 2, "big": 5, "at": null, "day": "2024-02-03", "tags": [], "name": null}
+]"#;
+
+fn dataset(store: &Store, args: serde_json::Value) -> Arc<Dataset> {
+    let ingested = ingest_json_array(ROWS).expect("ingest");
+    store
+        .add(NewDataset {
+            server: "crm".into(),
+            tool: "rows".into(),
+            schema: ingested.batch.schema(),
+            batches: vec![ingested.batch],
+            columns: ingested.columns,
+            provenance: Provenance {
+                server: "crm".into(),
+                tool: "rows".into(),
+                args,
+                created_at: "2026-11-30T00:00:00.000Z".into(),
+                source: "json_text".into(),
+            },
+            pinned: false,
+            implicit: false,
+            name: None,
+        })
+        .expect("add")
+}
+
+#[test]
+fn parquet_keeps_the_arrow_types() {
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let d = dataset(&store, serde_json::json!({}));
+    let bytes = parquet_bytes(&d.schema, &d.batches).expect("write");
+    let (schema, batches) = read_parquet(Bytes::from(bytes)).expect("read");
+    assert_eq!(schema.fields(), d.schema.fields());
+    assert!(matches!(
+        schema.field(1).data_type(),
+        DataType::Decimal128(38, 0)
+    ));
+    assert_eq!(batches.iter().map(RecordBatch::num_rows).sum::<usize>(), 2);
+    assert_eq!(batches[0], d.batches[0]);
+}
+
+#[tokio::test]
+async fn a_session_is_written_and_its_catalog_opens_in_a_fresh_datafusion() {
+    let dir = tempfile::tempdir().expect("dir");
+    let location = open(dir.path().to_str().expect("utf8")).expect("open");
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let (writer, task) = SnapshotWriter::start(location.clone());
+    let w = writer.clone();
+    store.set_listener(Some(Box::new(move |d| w.dataset_created(d))));
+    let d = dataset(&store, serde_json::json!({"apiKey": "[redacted]"}));
+    store.set_listener(None);
+    drop(writer);
+    task.await.expect("writer");
+
+    let sessions = sessions(&location).await.expect("sessions");
+    assert_eq!(sessions.len(), 1);
+    let manifest = manifest(&location, &sessions[0]).await.expect("manifest");
+    assert_eq!(manifest.datasets.len(), 1);
+    assert_eq!(manifest.datasets[0].reference, d.reference);
+    assert_eq!(manifest.datasets[0].provenance.args["apiKey"], "[redacted]");
+
+    let catalog = std::fs::read_to_string(dir.path().join(&sessions[0]).join("catalog.sql"))
+        .expect("catalog");
+    let ctx = datafusion::prelude::SessionContext::new();
+    for statement in catalog.lines().filter(|l| l.starts_with("CREATE")) {
+        ctx.sql(statement)
+            .await
+            .expect("create")
+            .collect()
+            .await
+            .expect("run");
+    }
+    let out = ctx
+        .sql(&format!("SELECT sum(id), max(big) FROM {}", d.reference))
+        .await
+        .expect("plan")
+        .collect()
+        .await
+        .expect("query");
+    let text = arrow::util::pretty::pretty_format_batches(&out)
+        .expect("fmt")
+        .to_string();
+    assert!(text.contains("12345678901234567890123"), "{text}");
+}

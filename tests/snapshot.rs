@@ -1,0 +1,173 @@
+//! Session snapshots through a real loom, re-opened by `loom query`.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+use serde_json::{Value, json};
+
+fn loom_query(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(loom_bin())
+        .arg("query")
+        .args(args)
+        .output()
+        .expect("run");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A loom with snapshots under `root`, after two datasets and a view were made.
+fn session(root: &std::path::Path) -> RawClient {
+    let (dir, path) = write_config(&json!({
+        "snapshot": {"url": root},
+        "servers": [fixture_server("crm", &[]), fixture_server("shop", &[])]
+    }));
+    std::mem::forget(dir);
+    let mut loom = RawClient::loom(&path);
+    loom.initialize();
+    loom.call_tool(
+        "crm_rows",
+        json!({"count": 3000, "token": "secret-token-value"}),
+    );
+    loom.call_tool("shop_orders", json!({"count": 4000, "users": 3000}));
+    loom.call_tool(
+        "loom_materialize",
+        json!({"name": "per_plan", "sql": "SELECT plan, count(*) AS n FROM ds_crm_rows_1 GROUP BY plan"}),
+    );
+    loom
+}
+
+#[test]
+fn a_session_reopens_with_types_and_redacted_provenance() {
+    let root = tempfile::tempdir().expect("root");
+    let mut loom = session(root.path());
+    loom.close_stdin();
+    assert!(loom.wait_exit().success());
+    let url = root.path().to_str().expect("utf8");
+
+    let (code, out, err) = loom_query(&["--snapshot", url, "--list"]);
+    assert_eq!(code, 0, "{err}");
+    for needle in [
+        "ds_crm_rows_1  3000 rows",
+        "ds_shop_orders_1  4000 rows",
+        "ds_view_per_plan",
+        "created Timestamp",
+        "[redacted]",
+    ] {
+        assert!(out.contains(needle), "missing {needle:?} in\n{out}");
+    }
+    assert!(!out.contains("secret-token-value"));
+
+    let (code, out, err) = loom_query(&[
+        "--snapshot",
+        url,
+        "--format",
+        "json",
+        "SELECT count(*) AS n, sum(o.amount) > 0 AS positive FROM ds_shop_orders_1 o JOIN ds_crm_rows_1 u ON o.user_id = u.id",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(rows[0]["n"], 4000);
+    assert_eq!(rows[0]["positive"], true);
+
+    let (code, out, _) = loom_query(&[
+        "--snapshot",
+        url,
+        "SELECT plan, n FROM ds_view_per_plan ORDER BY plan",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("| free |") && out.contains("3 rows in"),
+        "{out}"
+    );
+    let (code, out, _) = loom_query(&[
+        "--snapshot",
+        url,
+        "--format",
+        "csv",
+        "SELECT id FROM ds_crm_rows_1 ORDER BY id LIMIT 2",
+    ]);
+    assert_eq!((code, out.as_str()), (0, "id\r\n0\r\n1\r\n"));
+    let (code, out, _) = loom_query(&[
+        "--snapshot",
+        url,
+        "--format",
+        "ndjson",
+        "SELECT id, created FROM ds_crm_rows_1 ORDER BY id LIMIT 1",
+    ]);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "{\"id\":0,\"created\":\"2024-01-01T00:00:00Z\"}\n")
+    );
+    let (code, out, _) = loom_query(&["--snapshot", url, "--describe", "ds_crm_rows_1"]);
+    assert_eq!(code, 0);
+    let described: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(described["rows"], 3000);
+}
+
+#[test]
+fn query_errors_are_clear_and_exit_non_zero() {
+    let root = tempfile::tempdir().expect("root");
+    let url = root.path().to_str().expect("utf8");
+    let (code, _, err) = loom_query(&["--snapshot", "/no/such/dir", "SELECT 1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no snapshot at /no/such/dir"), "{err}");
+    let (code, _, err) = loom_query(&["--snapshot", url, "SELECT 1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no snapshot sessions"), "{err}");
+
+    let mut loom = session(root.path());
+    loom.close_stdin();
+    assert!(loom.wait_exit().success());
+    let (code, _, err) = loom_query(&["--snapshot", url, "COPY (SELECT 1) TO '/tmp/x.csv'"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("refused: only read-only queries"), "{err}");
+    let (code, _, err) = loom_query(&["--snapshot", url, "SELECT nope FROM ds_crm_rows_1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("nope"), "{err}");
+    let (code, _, err) = loom_query(&["--snapshot", url, "--session", "nope", "SELECT 1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no session `nope`"), "{err}");
+    let (code, _, err) = loom_query(&["--snapshot", url]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn a_killed_loom_leaves_a_snapshot_that_opens() {
+    let root = tempfile::tempdir().expect("root");
+    let mut loom = session(root.path());
+    // Give the writer a moment to finish at least the first dataset, then kill without warning.
+    let url = root.path().to_str().expect("utf8").to_string();
+    eventually("the first dataset is in the manifest", || {
+        let (code, out, _) = loom_query(&["--snapshot", &url, "--list"]);
+        code == 0 && out.contains("ds_crm_rows_1")
+    });
+    loom.child.kill().expect("kill");
+    let _ = loom.child.wait();
+    let (code, out, err) = loom_query(&[
+        "--snapshot",
+        &url,
+        "SELECT count(*) AS n FROM ds_crm_rows_1",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("3000"), "{out}");
+    // No temporary file is left where a dataset should be.
+    let session = std::fs::read_dir(root.path())
+        .expect("root")
+        .next()
+        .expect("session")
+        .expect("entry")
+        .path();
+    for entry in std::fs::read_dir(session.join("datasets")).expect("datasets") {
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        assert!(name.ends_with(".parquet"), "stray file {name}");
+    }
+}
