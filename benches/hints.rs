@@ -3,12 +3,11 @@
 //!
 //! Run: `cargo bench --bench hints`.
 
-use std::sync::Arc;
+mod common;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use loom::hints::hints_for;
-use loom::ingest::ingest_json_array;
-use loom::store::{Dataset, NewDataset, Provenance, Store, StoreSettings};
+use loom::store::{Store, StoreSettings};
 use serde_json::{Map, Value, json};
 
 fn table(seed: u64, rows: u64) -> String {
@@ -31,29 +30,6 @@ fn table(seed: u64, rows: u64) -> String {
     Value::Array(rows).to_string()
 }
 
-fn add(store: &Store, tool: &str, text: &str) -> Arc<Dataset> {
-    let ingested = ingest_json_array(text).expect("ingest");
-    store
-        .add(NewDataset {
-            server: "bench".into(),
-            tool: tool.into(),
-            schema: ingested.batch.schema(),
-            batches: vec![ingested.batch],
-            columns: ingested.columns,
-            provenance: Provenance {
-                server: "bench".into(),
-                tool: tool.into(),
-                args: Value::Null,
-                created_at: String::new(),
-                source: "bench".into(),
-            },
-            pinned: true,
-            implicit: false,
-            name: None,
-        })
-        .expect("add")
-}
-
 fn bench(c: &mut Criterion) {
     let store = Store::new(StoreSettings {
         memory_budget_bytes: u64::MAX,
@@ -61,9 +37,9 @@ fn bench(c: &mut Criterion) {
     })
     .expect("store");
     for n in 0..50 {
-        add(&store, &format!("t{n}"), &table(n, 2000));
+        common::hold(&store, &format!("t{n}"), &table(n, 2000));
     }
-    let new = add(&store, "new", &table(99, 5000));
+    let new = common::hold(&store, "new", &table(99, 5000));
     let held = store.list();
     let found = hints_for(&new, &held);
     println!("hints found: {}", found.len());

@@ -7,40 +7,22 @@
 
 use std::sync::Arc;
 
+mod common;
+
 use criterion::{Criterion, criterion_group, criterion_main};
 use loom::intercept::{Origin, Outcome, intercept};
 use loom::store::{Store, StoreSettings};
+use serde_json::json;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
-
-fn rows(count: u64) -> Value {
-    const COUNTRIES: [&str; 5] = ["DE", "FR", "JP", "US", "BR"];
-    const PLANS: [&str; 3] = ["free", "pro", "team"];
-    Value::Array(
-        (0..count)
-            .map(|i| {
-                let idx = i as usize;
-                json!({
-                    "id": i, "name": format!("user-{i}"), "email": format!("user-{i}@example.com"),
-                    "score": i as f64 * 1.5, "active": i % 2 == 0,
-                    "created": format!("2024-{:02}-{:02}T{:02}:00:00Z", 1 + (i / 28) % 12, 1 + i % 28, i % 24),
-                    "country": COUNTRIES[idx % 5], "plan": PLANS[idx % 3],
-                    "tags": [format!("t{}", i % 7), format!("g{}", i % 3)],
-                    "manager_id": if i % 10 == 0 { Value::Null } else { json!(i / 10) },
-                    "balance": (i % 1000) as f64 + 0.25,
-                })
-            })
-            .collect(),
-    )
-}
 
 fn as_text(count: u64) -> Box<RawValue> {
-    let result = json!({"content": [{"type": "text", "text": rows(count).to_string()}]});
+    let result =
+        json!({"content": [{"type": "text", "text": common::user_rows(count).to_string()}]});
     RawValue::from_string(result.to_string()).expect("raw")
 }
 
 fn as_structured(count: u64) -> Box<RawValue> {
-    let rows = rows(count);
+    let rows = common::user_rows(count);
     let result = json!({"content": [{"type": "text", "text": format!("{} users", count)}],
                         "structuredContent": {"users": rows, "total": count}});
     RawValue::from_string(result.to_string()).expect("raw")

@@ -123,26 +123,12 @@ pub fn tools() -> Vec<Tool> {
 
 /// `ds_view_<name>`: the name lowercased to `[a-z0-9_]`, at most 48 characters.
 pub fn view_ref(name: &str) -> Result<String, String> {
-    let clean: String = name
-        .trim()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let clean = clean.trim_matches('_');
-    if clean.is_empty() {
-        return Err(format!(
+    match crate::store::ref_part(name.trim(), 48) {
+        Some(clean) => Ok(format!("ds_view_{clean}")),
+        None => Err(format!(
             "name {name:?} has no letters or digits; use e.g. \"top_customers\""
-        ));
+        )),
     }
-    let mut clean = clean.to_string();
-    clean.truncate(48);
-    Ok(format!("ds_view_{clean}"))
 }
 
 pub async fn materialize(

@@ -139,28 +139,28 @@ pub struct Store {
     _spill: Option<tempfile::TempDir>,
 }
 
-/// `ds_<server>_<tool>`: lowercase `[a-z0-9_]`, each part cut so refs stay short.
+/// A part of a ref: lowercase `[a-z0-9_]` (anything else becomes `_`), cut to `max`
+/// characters, without leading or trailing `_`; `None` when nothing is left.
+pub fn ref_part(text: &str, max: usize) -> Option<String> {
+    let mut out: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    out.truncate(max);
+    let trimmed = out.trim_matches('_');
+    (!trimmed.is_empty()).then(|| trimmed.to_string())
+}
+
+/// `ds_<server>_<tool>`, each part cut so refs stay short.
 fn ref_base(server: &str, tool: &str) -> String {
-    let clean = |s: &str, max: usize| -> String {
-        let mut out: String = s
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() {
-                    c.to_ascii_lowercase()
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        out.truncate(max);
-        let trimmed = out.trim_matches('_').to_string();
-        if trimmed.is_empty() {
-            "x".to_string()
-        } else {
-            trimmed
-        }
-    };
-    format!("ds_{}_{}", clean(server, 16), clean(tool, 24))
+    let part = |s: &str, max: usize| ref_part(s, max).unwrap_or_else(|| "x".to_string());
+    format!("ds_{}_{}", part(server, 16), part(tool, 24))
 }
 
 impl Store {
