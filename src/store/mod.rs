@@ -336,11 +336,15 @@ impl Store {
         self.lock().datasets.iter().any(|d| d.reference == name)
     }
 
-    /// Plan `sql`, check it with the guard, run it with the timeout.
-    pub async fn query(&self, sql: &str) -> Result<QueryOutput, QueryError> {
+    /// Check the statement, plan it and walk the plan (§10.3), without running anything.
+    pub async fn plan_checked(
+        &self,
+        sql: &str,
+    ) -> Result<datafusion::logical_expr::LogicalPlan, QueryError> {
         guard::check_statement(sql)?;
-        let state = self.ctx.state();
-        let plan = state
+        let plan = self
+            .ctx
+            .state()
             .create_logical_plan(sql)
             .await
             .map_err(|e| QueryError::Sql(guard::strip_prefix(&e.to_string()).to_string()))?;
@@ -349,6 +353,12 @@ impl Store {
             // `get` marks the dataset as used, which is what eviction orders by.
             let _ = self.get(&name);
         }
+        Ok(plan)
+    }
+
+    /// Plan `sql`, check it with the guard, run it with the timeout.
+    pub async fn query(&self, sql: &str) -> Result<QueryOutput, QueryError> {
+        let plan = self.plan_checked(sql).await?;
         let frame = self
             .ctx
             .execute_logical_plan(plan)
