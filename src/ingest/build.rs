@@ -12,7 +12,9 @@ use arrow::array::{
 use arrow::datatypes::Field;
 use serde_json::value::RawValue;
 
-use super::cells::{Kind, NumberText, canonical_int, classify_number, kind, string_content};
+use super::cells::{
+    Kind, NumberText, canonical_decimal, canonical_int, classify_number, kind, string_content,
+};
 use super::infer::{ColumnType, ListElement, parse_date, parse_datetime};
 use super::{IngestError, SOURCE_KEY, TYPING_KEY};
 
@@ -38,6 +40,7 @@ fn as_text(raw: &RawValue) -> std::borrow::Cow<'_, str> {
 fn typing_note(typing: ColumnType) -> Option<&'static str> {
     match typing {
         ColumnType::IntFromText => Some("integers written as strings"),
+        ColumnType::FloatFromText => Some("decimals written as text"),
         ColumnType::JsonText => Some("mixed or nested values as JSON text"),
         ColumnType::Decimal => Some("integers beyond 64 bits"),
         ColumnType::AllNull => Some("every value null"),
@@ -81,6 +84,19 @@ pub fn build_column(
                     Some(raw) => match string_content(raw).and_then(|s| canonical_int(&s)) {
                         Some(v) => b.append_value(v),
                         None => return Err(mismatch(source, raw, "a canonical integer string")),
+                    },
+                }
+            }
+            Arc::new(b.finish())
+        }
+        ColumnType::FloatFromText => {
+            let mut b = Float64Builder::with_capacity(n);
+            for cell in cells {
+                match present(cell) {
+                    None => b.append_null(),
+                    Some(raw) => match string_content(raw).and_then(|s| canonical_decimal(&s)) {
+                        Some(v) => b.append_value(v),
+                        None => return Err(mismatch(source, raw, "a canonical decimal string")),
                     },
                 }
             }

@@ -136,6 +136,32 @@ pub fn canonical_int(text: &str) -> Option<i64> {
     text.parse().ok()
 }
 
+/// The most significant digits a decimal string may have to become a Float64: every decimal of
+/// at most 15 significant digits survives the round trip through f64 (DBL_DIG).
+pub const MAX_DECIMAL_DIGITS: usize = 15;
+
+/// `-?(0|[1-9][0-9]*)\.[0-9]+` with at most [`MAX_DECIMAL_DIGITS`] significant digits, not a
+/// negative zero — a string whose value an f64 holds exactly.
+pub fn canonical_decimal(text: &str) -> Option<f64> {
+    let unsigned = text.strip_prefix('-').unwrap_or(text);
+    let (whole, fraction) = unsigned.split_once('.')?;
+    if whole.is_empty()
+        || fraction.is_empty()
+        || !whole.bytes().all(|b| b.is_ascii_digit())
+        || !fraction.bytes().all(|b| b.is_ascii_digit())
+        || (whole.len() > 1 && whole.starts_with('0'))
+    {
+        return None;
+    }
+    let digits = || whole.bytes().chain(fraction.bytes());
+    let significant = digits().skip_while(|&b| b == b'0').count();
+    let zero = digits().all(|b| b == b'0');
+    if significant > MAX_DECIMAL_DIGITS || (zero && text.starts_with('-')) {
+        return None;
+    }
+    text.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,6 +215,31 @@ mod tests {
             "99999999999999999999",
         ] {
             assert_eq!(canonical_int(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn canonical_decimals_only() {
+        assert_eq!(canonical_decimal("41.13"), Some(41.13));
+        assert_eq!(canonical_decimal("-0.5"), Some(-0.5));
+        assert_eq!(canonical_decimal("0.000000000000001"), Some(1e-15));
+        assert_eq!(canonical_decimal("1.50"), Some(1.5));
+        for bad in [
+            "1",
+            "1.",
+            ".5",
+            "01.5",
+            "+1.5",
+            "1e5",
+            "1.5e3",
+            "-0.0",
+            "1,5",
+            "0x10",
+            " 1.5",
+            "",
+            "1234567890.1234567",
+        ] {
+            assert_eq!(canonical_decimal(bad), None, "{bad}");
         }
     }
 

@@ -4,7 +4,10 @@
 use chrono::{NaiveDate, NaiveDateTime};
 use serde_json::value::RawValue;
 
-use super::cells::{Kind, NumberText, canonical_int, classify_number, kind, string_content};
+use super::IngestOptions;
+use super::cells::{
+    Kind, NumberText, canonical_decimal, canonical_int, classify_number, kind, string_content,
+};
 
 /// Largest integer every f64 holds exactly; an int+float column with a bigger integer would be
 /// rounded, so it stays text instead.
@@ -22,6 +25,9 @@ pub enum ColumnType {
     Decimal,
     /// Strings that are all canonical integers (`"336776"`, never `"007"`): Int64.
     IntFromText,
+    /// Strings read out of formatted text that are all canonical decimals (`"41.13"`, never
+    /// `"1e5"` or `"1,234"`): Float64. Only with [`IngestOptions::decimal_strings`].
+    FloatFromText,
     Text,
     Date,
     /// ISO-8601 date-times of one form; `utc` when every value ends in `Z`.
@@ -132,6 +138,7 @@ struct Seen {
     out_of_range: bool,
     strings: usize,
     all_canonical_int: bool,
+    all_canonical_decimal: bool,
     temporal: Option<Option<TemporalForm>>,
     arrays: usize,
     list_element: Option<Option<ListElement>>,
@@ -183,8 +190,15 @@ fn array_element(raw: &RawValue) -> Result<Option<ListElement>, ()> {
 
 /// The type of a leaf column (objects were flattened before).
 pub fn infer(cells: &[Option<&RawValue>]) -> ColumnType {
+    infer_with(cells, IngestOptions::default())
+}
+
+/// [`infer`] with typing options.
+pub fn infer_with(cells: &[Option<&RawValue>], options: IngestOptions) -> ColumnType {
     let mut seen = Seen {
         all_canonical_int: true,
+        // Only looked for when asked: JSON strings keep their text.
+        all_canonical_decimal: options.decimal_strings,
         ..Seen::default()
     };
     for cell in cells {
@@ -213,6 +227,9 @@ pub fn infer(cells: &[Option<&RawValue>]) -> ColumnType {
                 let content = string_content(raw).unwrap_or_default();
                 if seen.all_canonical_int && canonical_int(&content).is_none() {
                     seen.all_canonical_int = false;
+                }
+                if seen.all_canonical_decimal && canonical_decimal(&content).is_none() {
+                    seen.all_canonical_decimal = false;
                 }
                 if seen.temporal != Some(None) {
                     let form = temporal_form(&content);
@@ -261,6 +278,9 @@ fn decide(seen: &Seen, total: usize) -> ColumnType {
     if seen.strings == values {
         if seen.all_canonical_int {
             return ColumnType::IntFromText;
+        }
+        if seen.all_canonical_decimal {
+            return ColumnType::FloatFromText;
         }
         return match seen.temporal {
             Some(Some(TemporalForm::Date)) => ColumnType::Date,
@@ -335,6 +355,42 @@ mod tests {
         assert_eq!(infer_texts(&["\"336776\"", "\"007\""]), ColumnType::Text);
         assert_eq!(infer_texts(&["\"1e5\""]), ColumnType::Text);
         assert_eq!(infer_texts(&["\"1.0\""]), ColumnType::Text);
+    }
+
+    #[test]
+    fn decimal_strings_only_for_text_sources_and_only_canonical() {
+        let text = IngestOptions {
+            decimal_strings: true,
+        };
+        let with = |values: &[&str]| {
+            let raws: Vec<Box<RawValue>> = values
+                .iter()
+                .map(|v| serde_json::from_str(v).expect("raw"))
+                .collect();
+            let cells: Vec<Option<&RawValue>> = raws.iter().map(|r| Some(r.as_ref())).collect();
+            infer_with(&cells, text)
+        };
+        assert_eq!(
+            with(&["\"41.13\"", "\"-0.5\"", "null"]),
+            ColumnType::FloatFromText
+        );
+        assert_eq!(infer_texts(&["\"41.13\""]), ColumnType::Text);
+        // One form only: integers, exponents, leading zeros, grouping and signs stay text.
+        for odd in [
+            "\"1\"",
+            "\"1e5\"",
+            "\"007.5\"",
+            "\"1,234.5\"",
+            "\"+1.5\"",
+            "\".5\"",
+            "\"5.\"",
+        ] {
+            assert_eq!(with(&["\"1.5\"", odd]), ColumnType::Text, "{odd}");
+        }
+        // Integers still win when every value is one.
+        assert_eq!(with(&["\"12\"", "\"-3\""]), ColumnType::IntFromText);
+        // More digits than f64 holds exactly: text.
+        assert_eq!(with(&["\"3.14159265358979323\""]), ColumnType::Text);
     }
 
     #[test]

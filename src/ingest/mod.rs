@@ -59,11 +59,26 @@ pub struct ColumnInfo {
     pub typing: ColumnType,
 }
 
+/// How values are typed beyond the rules every table shares (SPEC §9.2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IngestOptions {
+    /// The cells were read out of formatted text (CSV, markdown, record blocks), so every value
+    /// arrived as a string: a column whose every value is a canonical decimal (`-?(0|[1-9]\d*)\.\d+`,
+    /// at most 15 significant digits, so f64 holds it exactly) becomes Float64. Off for JSON,
+    /// where a string that looks like a decimal was deliberately written as a string.
+    pub decimal_strings: bool,
+}
+
 /// Parse `text` as a JSON array of objects and ingest it.
 pub fn ingest_json_array(text: &str) -> Result<Ingested, IngestError> {
+    ingest_json_array_with(text, IngestOptions::default())
+}
+
+/// [`ingest_json_array`] with typing options.
+pub fn ingest_json_array_with(text: &str, options: IngestOptions) -> Result<Ingested, IngestError> {
     let rows: RawRows<'_> =
         serde_json::from_str(text).map_err(|e| IngestError::NotRows(e.to_string()))?;
-    ingest_rows(&rows.0)
+    ingest_rows_with(&rows.0, options)
 }
 
 /// A column before typing: its source path and one optional raw value per row.
@@ -151,6 +166,14 @@ fn flatten<'a>(
 
 /// Ingest rows that are already split into raw objects.
 pub fn ingest_rows(rows: &[RawObject<'_>]) -> Result<Ingested, IngestError> {
+    ingest_rows_with(rows, IngestOptions::default())
+}
+
+/// [`ingest_rows`] with typing options.
+pub fn ingest_rows_with(
+    rows: &[RawObject<'_>],
+    options: IngestOptions,
+) -> Result<Ingested, IngestError> {
     if rows.is_empty() {
         return Err(IngestError::Empty);
     }
@@ -170,7 +193,7 @@ pub fn ingest_rows(rows: &[RawObject<'_>]) -> Result<Ingested, IngestError> {
     let mut arrays = Vec::with_capacity(columns.len());
     let mut infos = Vec::with_capacity(columns.len());
     for (column, name) in columns.iter().zip(column_names) {
-        let typing = infer::infer(&column.cells);
+        let typing = infer::infer_with(&column.cells, options);
         let source = column.path.join(".");
         let (field, array) = build::build_column(&name, typing, &column.cells, &source)?;
         fields.push(field);

@@ -33,6 +33,21 @@ pub const MAX_PREAMBLE_CHARS: usize = 200;
 pub enum Rung {
     StructuredContent,
     JsonText,
+    // The formatted-text rungs (`super::text`, SPEC §16).
+    /// Comma-separated values (RFC 4180).
+    Csv,
+    /// Tab-separated values.
+    Tsv,
+    /// Semicolon-separated values, quoted like RFC 4180.
+    CsvSemicolon,
+    /// GFM markdown tables.
+    Markdown,
+    /// One JSON object per line.
+    Ndjson,
+    /// The `repr` of a Python list of dicts.
+    PythonRepr,
+    /// `Key: value` lines in blocks.
+    RecordBlocks,
 }
 
 impl Rung {
@@ -40,7 +55,23 @@ impl Rung {
         match self {
             Self::StructuredContent => "structuredContent",
             Self::JsonText => "json_text",
+            Self::Csv => "csv",
+            Self::Tsv => "tsv",
+            Self::CsvSemicolon => "csv_semicolon",
+            Self::Markdown => "markdown",
+            Self::Ndjson => "ndjson",
+            Self::PythonRepr => "python_repr",
+            Self::RecordBlocks => "record_blocks",
         }
+    }
+
+    /// Whether every cell this rung produces is a string read out of text (so decimals written
+    /// as text may become Float64, SPEC §16.3). NDJSON and Python literals carry their own types.
+    pub fn cells_are_text(self) -> bool {
+        matches!(
+            self,
+            Self::Csv | Self::Tsv | Self::CsvSemicolon | Self::Markdown | Self::RecordBlocks
+        )
     }
 }
 

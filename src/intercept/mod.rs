@@ -3,6 +3,7 @@
 
 pub mod estimate;
 pub mod locate;
+pub mod text;
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::envelope::{self, DatasetView};
-use crate::ingest::ingest_json_array;
+use crate::ingest::{IngestOptions, ingest_json_array_with};
 use crate::store::{NewDataset, Provenance, Store};
 use estimate::{estimate_tokens, upper_bound_tokens};
 use locate::{FoundTable, Located, Rung};
@@ -119,10 +120,13 @@ fn replace(
             }
             found
         }
-        None => match locate::in_texts(&texts) {
-            Some(found) => found,
-            None => return Ok(None),
-        },
+        None => {
+            let found = locate::in_texts(&texts).or_else(|| text::in_texts(&texts));
+            match found.and_then(|f| keep_structured(f, &texts, view.structured_content)) {
+                Some(found) => found,
+                None => return Ok(None),
+            }
+        }
     };
     let Located {
         rung,
@@ -167,6 +171,34 @@ fn replace(
     })))
 }
 
+/// Tables found in the text blocks (rungs 2 and 3): `structuredContent` without a table (rung 1
+/// found none) must not vanish with the replaced result. A copy of a text block (FastMCP wraps a
+/// returned string as `{"result": "<text>"}`) is dropped, a short one goes to `context`,
+/// anything else means no replacement.
+fn keep_structured<'a>(
+    mut found: Located<'a>,
+    texts: &[&str],
+    structured: Option<&RawValue>,
+) -> Option<Located<'a>> {
+    if let Some(structured) = structured {
+        let value: Value = serde_json::from_str(structured.get()).ok()?;
+        let copies = |v: &Value| v.as_str().is_some_and(|s| texts.contains(&s));
+        let copy = copies(&value)
+            || value
+                .as_object()
+                .is_some_and(|o| !o.is_empty() && o.values().all(copies));
+        if !copy && !value.is_null() {
+            if structured.get().chars().count() > MAX_TEXT_IN_CONTEXT {
+                return None;
+            }
+            found.context.insert("structuredContent".into(), value);
+        }
+    }
+    let fits = serde_json::to_string(&found.context)
+        .is_ok_and(|s| s.chars().count() <= locate::MAX_CONTEXT_CHARS);
+    fits.then_some(found)
+}
+
 /// With tables found in `structuredContent`, the text blocks must be accounted for: a block that
 /// repeats the structured content (or the text a table was read from) is dropped; a short one
 /// goes to `context`; anything else means the result cannot be replaced without loss.
@@ -201,7 +233,10 @@ fn ingest_table(
     rung: Rung,
     store: &Arc<Store>,
 ) -> Result<Arc<crate::store::Dataset>, String> {
-    let ingested = ingest_json_array(&table.rows).map_err(|e| e.to_string())?;
+    let options = IngestOptions {
+        decimal_strings: rung.cells_are_text(),
+    };
+    let ingested = ingest_json_array_with(&table.rows, options).map_err(|e| e.to_string())?;
     let tool = if table.path == "$" {
         origin.tool.clone()
     } else {
