@@ -16,33 +16,6 @@ fn loom_two_servers() -> (tempfile::TempDir, RawClient) {
     (dir, loom)
 }
 
-/// The envelope of a replaced result (checks it is in both channels, identical).
-fn envelope(line: &Line) -> Value {
-    let result = &line.value["result"];
-    assert!(
-        result.get("isError").is_none_or(|e| e == false),
-        "{:.400}",
-        line.raw
-    );
-    let structured = result["structuredContent"].clone();
-    assert_eq!(structured["kind"], "loom_dataset_ref", "{:.400}", line.raw);
-    let text: Value = serde_json::from_str(&first_text(line)).expect("text is JSON");
-    assert_eq!(text, structured, "text and structuredContent differ");
-    structured
-}
-
-fn query(loom: &mut RawClient, sql: &str) -> Value {
-    let line = loom.call_tool("loom_query", json!({ "sql": sql }));
-    assert!(
-        line.value["result"]
-            .get("isError")
-            .is_none_or(|e| e == false),
-        "{sql}: {}",
-        line.raw
-    );
-    line.value["result"]["structuredContent"].clone()
-}
-
 #[test]
 fn ten_thousand_rows_become_an_envelope_and_aggregates_are_exact() {
     let (_dir, mut loom) = loom_two_servers();

@@ -19,24 +19,6 @@ fn call_raw(loom: &mut RawClient, text: &str) -> Line {
     loom.call_tool("fx_raw", json!({"json": result.to_string()}))
 }
 
-fn envelope(line: &Line) -> Value {
-    let structured = line.value["result"]["structuredContent"].clone();
-    assert_eq!(structured["kind"], "loom_dataset_ref", "{:.600}", line.raw);
-    structured
-}
-
-fn query(loom: &mut RawClient, sql: &str) -> Value {
-    let line = loom.call_tool("loom_query", json!({ "sql": sql }));
-    assert!(
-        line.value["result"]
-            .get("isError")
-            .is_none_or(|e| e == false),
-        "{sql}: {}",
-        line.raw
-    );
-    line.value["result"]["structuredContent"].clone()
-}
-
 fn column_type<'a>(envelope: &'a Value, name: &str) -> &'a str {
     envelope["schema"]
         .as_array()
