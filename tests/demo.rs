@@ -5,9 +5,12 @@ use std::process::Command;
 #[test]
 fn the_demo_runs_to_completion() {
     let keep = tempfile::tempdir().expect("dir");
+    let snapshots = tempfile::tempdir().expect("dir");
     let out = Command::new(env!("CARGO_BIN_EXE_loom"))
         .args(["demo", "--keep"])
         .arg(keep.path())
+        .arg("--snapshot")
+        .arg(snapshots.path())
         .output()
         .expect("run loom demo");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -19,6 +22,8 @@ fn the_demo_runs_to_completion() {
         "join hint: ds_shop_list_orders_1.customer_id ↔ ds_crm_search_customers_1.customer_id",
         "country",
         "ds_view_revenue_by_plan",
+        "re-opens it",
+        "| refunded |",
         "Done.",
     ] {
         assert!(stdout.contains(needle), "missing {needle:?} in\n{stdout}");

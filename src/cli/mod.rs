@@ -61,6 +61,9 @@ pub enum Command {
         /// Keep the demo's export in this directory (default: a temporary one).
         #[arg(long, value_name = "DIR")]
         keep: Option<PathBuf>,
+        /// Snapshot the session to Parquet under DIR and re-open it with `loom query`.
+        #[arg(long, value_name = "DIR")]
+        snapshot: Option<PathBuf>,
     },
     /// A demo MCP server (`crm` or `shop`) served over stdio; used by `loom demo`.
     #[command(hide = true)]
@@ -79,7 +82,7 @@ pub fn run() -> ExitCode {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve::run(&config_path),
         Command::Check => check::run(&config_path),
-        Command::Demo { keep } => demo(keep.as_deref()),
+        Command::Demo { keep, snapshot } => demo(keep.as_deref(), snapshot.as_deref()),
         Command::Query {
             snapshot,
             session,
@@ -116,7 +119,7 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
     }
 }
 
-fn demo(keep: Option<&std::path::Path>) -> ExitCode {
+fn demo(keep: Option<&std::path::Path>, snapshot: Option<&std::path::Path>) -> ExitCode {
     let Some(runtime) = runtime() else {
         return ExitCode::from(EXIT_START);
     };
@@ -127,7 +130,7 @@ fn demo(keep: Option<&std::path::Path>) -> ExitCode {
             return ExitCode::from(EXIT_START);
         }
     };
-    match runtime.block_on(crate::demo::run(&loom, keep)) {
+    match runtime.block_on(crate::demo::run(&loom, keep, snapshot)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("loom demo: {error}");

@@ -106,8 +106,9 @@ fn print_rows(result: &Value) {
     }
 }
 
-/// Run the demo. `loom` is this binary.
-pub async fn run(loom: &Path, keep: Option<&Path>) -> Result<(), String> {
+/// Run the demo. `loom` is this binary; `keep` keeps the export there; `snapshot` turns session
+/// snapshots on under that root and re-opens the session with `loom query` at the end.
+pub async fn run(loom: &Path, keep: Option<&Path>, snapshot: Option<&Path>) -> Result<(), String> {
     let workdir = tempfile::Builder::new()
         .prefix("loom-demo-")
         .tempdir()
@@ -116,13 +117,16 @@ pub async fn run(loom: &Path, keep: Option<&Path>) -> Result<(), String> {
         Some(dir) => dir.to_path_buf(),
         None => workdir.path().join("exports"),
     };
-    let config = json!({
+    let mut config = json!({
         "exportDir": exports,
         "servers": [
             {"name": "crm", "command": loom, "args": ["demo-server", "crm"]},
             {"name": "shop", "command": loom, "args": ["demo-server", "shop"]},
         ]
     });
+    if let Some(root) = snapshot {
+        config["snapshot"] = json!({ "url": root });
+    }
     let config_path = workdir.path().join("loom.config.json");
     std::fs::write(&config_path, config.to_string())
         .map_err(|e| format!("cannot write the demo config: {e}"))?;
@@ -281,6 +285,34 @@ pub async fn run(loom: &Path, keep: Option<&Path>) -> Result<(), String> {
 
     let _ = client.cancel().await;
     let _ = tokio::time::timeout(std::time::Duration::from_secs(3), child.wait()).await;
+
+    if let Some(root) = snapshot {
+        println!(
+            "  8. The session was snapshotted to Parquet; `loom query` re-opens it after loom is gone:"
+        );
+        let sql = format!(
+            "SELECT status, count(*) AS orders FROM {orders_ref} GROUP BY status ORDER BY status"
+        );
+        println!("     loom query --snapshot {} \"{sql}\"", root.display());
+        let out = tokio::process::Command::new(loom)
+            .arg("query")
+            .arg("--snapshot")
+            .arg(root)
+            .arg(&sql)
+            .output()
+            .await
+            .map_err(|e| format!("cannot run loom query: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "loom query failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            println!("     {line}");
+        }
+        println!();
+    }
     println!(
         "Done. Point your MCP client at `loom --config <file>` to put loom in front of your own servers."
     );
