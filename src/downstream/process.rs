@@ -129,6 +129,16 @@ impl ChildProcess {
     }
 }
 
+impl Drop for ChildProcess {
+    /// A child dropped without [`ChildProcess::terminate`] (a start abandoned at shutdown) takes
+    /// its whole process group with it: `kill_on_drop` alone would spare what it started.
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            self.signal_group(Signal::Kill);
+        }
+    }
+}
+
 #[derive(Clone, Copy)]
 enum Signal {
     Term,

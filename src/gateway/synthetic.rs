@@ -312,22 +312,31 @@ fn age(created: SystemTime) -> String {
 }
 
 /// Rows of a query result as typed JSON objects.
-fn rows_json(batches: &[RecordBatch]) -> Vec<Value> {
+/// Rows of a query result as typed JSON objects — or `None` as soon as they would cost more
+/// than `budget` tokens (a `SELECT *` over a large dataset is never serialized whole just to be
+/// measured).
+fn rows_within(batches: &[RecordBatch], budget: usize) -> Option<Vec<Value>> {
     let mut out = Vec::new();
+    let mut tokens = 0;
     for batch in batches {
         let schema = batch.schema();
         for row in 0..batch.num_rows() {
-            out.push(Value::Object(
+            let value = Value::Object(
                 schema
                     .fields()
                     .iter()
                     .zip(batch.columns())
                     .map(|(f, a)| (f.name().clone(), cell(a, row)))
                     .collect(),
-            ));
+            );
+            tokens += estimate_tokens(&value.to_string());
+            if tokens > budget {
+                return None;
+            }
+            out.push(value);
         }
     }
-    out
+    Some(out)
 }
 
 pub async fn query(
@@ -359,12 +368,16 @@ pub async fn query(
         .iter()
         .map(|f| json!({"name": f.name(), "type": type_name(f.data_type())}))
         .collect();
-    let inline = json!({"columns": columns, "rowCount": rows, "rows": rows_json(&batches)});
-    let text = inline.to_string();
-    let tokens = estimate_tokens(&text);
-    if tokens <= threshold {
-        return json_result(inline);
+    let header_tokens = estimate_tokens(&json!(columns).to_string());
+    if let Some(inline_rows) = rows_within(&batches, threshold.saturating_sub(header_tokens)) {
+        return json_result(json!({"columns": columns, "rowCount": rows, "rows": inline_rows}));
     }
+    // The envelope reports what the full result would have cost: bytes/4 is enough here.
+    let tokens = batches
+        .iter()
+        .map(RecordBatch::get_array_memory_size)
+        .sum::<usize>()
+        / 4;
     // Too large to show: keep it as an implicit dataset and describe it instead.
     let infos = query_columns(&schema);
     let added = store.add(NewDataset {

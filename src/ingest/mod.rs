@@ -89,7 +89,12 @@ struct SourceColumn<'a> {
 
 /// Gather columns from objects in first-seen key order. A key repeated inside one object gets
 /// its own column (its second occurrence is a different source key).
-fn gather<'a>(objects: &[Option<&RawObject<'a>>], prefix: &[String]) -> Vec<SourceColumn<'a>> {
+/// Fails as soon as there are more than [`MAX_COLUMNS`] columns: each column costs a cell per
+/// row, so a result with a new key in every row must be refused before it is allocated.
+fn gather<'a>(
+    objects: &[Option<&RawObject<'a>>],
+    prefix: &[String],
+) -> Result<Vec<SourceColumn<'a>>, IngestError> {
     let mut index: HashMap<(&str, usize), usize> = HashMap::new();
     let mut columns: Vec<SourceColumn<'a>> = Vec::new();
     let mut occurrences: HashMap<&str, usize> = HashMap::new();
@@ -99,6 +104,9 @@ fn gather<'a>(objects: &[Option<&RawObject<'a>>], prefix: &[String]) -> Vec<Sour
         for (key, value) in &object.members {
             let occurrence = occurrences.entry(key.as_ref()).or_insert(0);
             *occurrence += 1;
+            if columns.len() >= MAX_COLUMNS && !index.contains_key(&(key.as_ref(), *occurrence)) {
+                return Err(IngestError::TooWide(columns.len() + 1));
+            }
             let slot = *index.entry((key.as_ref(), *occurrence)).or_insert_with(|| {
                 let mut path = prefix.to_vec();
                 path.push(if *occurrence == 1 {
@@ -115,7 +123,7 @@ fn gather<'a>(objects: &[Option<&RawObject<'a>>], prefix: &[String]) -> Vec<Sour
             columns[slot].cells[row] = Some(value);
         }
     }
-    columns
+    Ok(columns)
 }
 
 /// Replace every column whose values are all objects (or null) by its flattened children.
@@ -150,7 +158,7 @@ fn flatten<'a>(
             })
             .collect();
         let refs: Vec<Option<&RawObject<'a>>> = parsed.iter().map(Option::as_ref).collect();
-        let children = gather(&refs, &column.path);
+        let children = gather(&refs, &column.path)?;
         if children.is_empty() {
             // Only empty objects: keep the column (as text) rather than lose it.
             out.push(column);
@@ -178,7 +186,7 @@ pub fn ingest_rows_with(
         return Err(IngestError::Empty);
     }
     let refs: Vec<Option<&RawObject<'_>>> = rows.iter().map(Some).collect();
-    let top = gather(&refs, &[]);
+    let top = gather(&refs, &[])?;
     let mut columns = Vec::with_capacity(top.len());
     flatten(top, &mut columns)?;
     if columns.is_empty() {

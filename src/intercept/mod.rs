@@ -74,11 +74,19 @@ pub fn intercept(
     if upper_bound_tokens(raw.get().len()) <= threshold {
         return Outcome::PassThrough(raw, "small");
     }
-    match replace(&raw, origin, store, threshold) {
-        Ok(Some(result)) => Outcome::Replaced(result),
-        Ok(None) => Outcome::PassThrough(raw, "no table"),
-        Err(reason) => {
+    // Never worse than no proxy: even a bug (a panic) in the data path passes the original on.
+    let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        replace(&raw, origin, store, threshold)
+    }));
+    match decided {
+        Ok(Ok(Some(result))) => Outcome::Replaced(result),
+        Ok(Ok(None)) => Outcome::PassThrough(raw, "no table"),
+        Ok(Err(reason)) => {
             tracing::warn!(server = %origin.server, tool = %origin.tool, "passed through unchanged: {reason}");
+            Outcome::PassThrough(raw, "failed")
+        }
+        Err(_) => {
+            tracing::error!(server = %origin.server, tool = %origin.tool, "interception panicked; passed through unchanged");
             Outcome::PassThrough(raw, "failed")
         }
     }
@@ -148,6 +156,12 @@ fn replace(
                 return Err(format!("table at `{}`: {reason}", table.path));
             }
         }
+    }
+    // The memory budget may have evicted an earlier table of this very result to make room for
+    // a later one: then the envelope would name a ref that is gone. Pass through instead.
+    if added.iter().any(|d| store.get(&d.reference).is_none()) {
+        undo(&added);
+        return Err("the tables of this result do not fit memoryBudgetBytes together".into());
     }
     let views: Vec<DatasetView<'_>> = added
         .iter()

@@ -79,7 +79,7 @@ pub fn sql_options() -> SQLOptions {
 /// Functions whose size arguments are bounded, and which argument positions hold sizes.
 fn size_arguments(function: &str) -> Option<&'static [usize]> {
     match function {
-        "repeat" | "lpad" | "rpad" | "array_repeat" => Some(&[1]),
+        "repeat" | "lpad" | "rpad" | "array_repeat" | "array_resize" | "list_resize" => Some(&[1]),
         "range" | "generate_series" => Some(&[0, 1, 2]),
         _ => None,
     }
@@ -107,12 +107,29 @@ fn literal_int(expr: &Expr) -> Option<i64> {
             ScalarValue::UInt64(Some(v)) => i64::try_from(*v).ok(),
             _ => None,
         },
-        Expr::Negative(inner) => literal_int(inner).map(|v| -v),
+        Expr::Negative(inner) => literal_int(inner).and_then(i64::checked_neg),
         _ => None,
     }
 }
 
 fn check_expression(expr: &Expr) -> Result<(), Refusal> {
+    // Sizes multiply when such calls meet in one expression (`array_repeat(array_repeat(1, n),
+    // n)`, `replace(repeat('a', n), 'a', repeat('b', n))`): one per expression, never more.
+    let mut size_calls = 0;
+    let _ = expr.apply(|e| {
+        if let Expr::ScalarFunction(call) = e
+            && size_arguments(call.func.name()).is_some()
+        {
+            size_calls += 1;
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    if size_calls > 1 {
+        return refuse(
+            "at most one of repeat/lpad/rpad/array_repeat/array_resize/range per expression in \
+             loom (their sizes multiply)",
+        );
+    }
     let mut outcome = Ok(());
     let _ = expr.apply(|e| {
         if let Expr::ScalarFunction(call) = e {

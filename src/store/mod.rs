@@ -234,9 +234,15 @@ impl Store {
             }
             None => {
                 let base = ref_base(&server, &tool);
-                let n = catalog.counters.entry(base.clone()).or_insert(0);
-                *n += 1;
-                format!("{base}_{n}")
+                // Skip numbers a chosen name (a view) already took: refs are unique.
+                loop {
+                    let n = catalog.counters.entry(base.clone()).or_insert(0);
+                    *n += 1;
+                    let candidate = format!("{base}_{n}");
+                    if !catalog.datasets.iter().any(|d| d.reference == candidate) {
+                        break candidate;
+                    }
+                }
             }
         };
         let table = MemTable::try_new(schema.clone(), vec![batches.clone()])
@@ -402,6 +408,8 @@ impl Store {
         "SELECT repeat('a', 300000000)",
         "SELECT lpad('a', 300000000)",
         "SELECT array_repeat(1, 300000000)",
+        "SELECT array_resize(make_array(1), 1000000000, 0)",
+        "SELECT array_repeat(array_repeat(1, 100000), 100000)",
         "SELECT range(300000000)",
         "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT * FROM r",
     ];

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, make_comparator};
 use arrow::datatypes::{DataType, SchemaRef};
 use serde_json::Value;
 
@@ -95,16 +95,26 @@ fn ordered(data_type: &DataType) -> bool {
         )
 }
 
-fn compare(a: &Value, b: &Value) -> std::cmp::Ordering {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x
-            .as_f64()
-            .partial_cmp(&y.as_f64())
-            .unwrap_or(std::cmp::Ordering::Equal),
-        (Value::String(x), Value::String(y)) => x.cmp(y),
-        (Value::Bool(x), Value::Bool(y)) => x.cmp(y),
-        _ => std::cmp::Ordering::Equal,
+/// The rows holding the smallest and largest non-null values of `array`.
+fn extremes(array: &ArrayRef) -> (Option<usize>, Option<usize>) {
+    let Ok(cmp) = make_comparator(
+        array.as_ref(),
+        array.as_ref(),
+        arrow::compute::SortOptions::default(),
+    ) else {
+        return (None, None);
+    };
+    let mut lo: Option<usize> = None;
+    let mut hi: Option<usize> = None;
+    for row in (0..array.len()).filter(|r| !array.is_null(*r)) {
+        if lo.is_none_or(|l| cmp(row, l).is_lt()) {
+            lo = Some(row);
+        }
+        if hi.is_none_or(|h| cmp(row, h).is_gt()) {
+            hi = Some(row);
+        }
     }
+    (lo, hi)
 }
 
 pub fn profile(schema: &SchemaRef, batches: &[RecordBatch]) -> Vec<ColumnProfile> {
@@ -116,25 +126,33 @@ pub fn profile(schema: &SchemaRef, batches: &[RecordBatch]) -> Vec<ColumnProfile
         .map(|(index, field)| {
             let mut nulls = 0;
             let mut distinct = HashSet::new();
-            let mut min: Option<Value> = None;
-            let mut max: Option<Value> = None;
+            let mut min_at: Option<(ArrayRef, usize)> = None;
+            let mut max_at: Option<(ArrayRef, usize)> = None;
             let is_ordered = ordered(field.data_type());
             for batch in batches {
                 let array = batch.column(index);
                 nulls += array.null_count();
                 if is_ordered {
-                    // Typed JSON values compare the way a reader expects (numbers numerically,
-                    // ISO timestamps and dates lexically = chronologically).
-                    for row in 0..array.len() {
-                        if array.is_null(row) {
-                            continue;
-                        }
-                        let value = cell(array, row);
-                        if min.as_ref().is_none_or(|m| compare(&value, m).is_lt()) {
-                            min = Some(value.clone());
-                        }
-                        if max.as_ref().is_none_or(|m| compare(&value, m).is_gt()) {
-                            max = Some(value);
+                    // Compared on the typed values (decimals as integers, timestamps as instants),
+                    // then shown as typed JSON.
+                    let (lo, hi) = extremes(array);
+                    for (found, slot, want) in [
+                        (lo, &mut min_at, std::cmp::Ordering::Less),
+                        (hi, &mut max_at, std::cmp::Ordering::Greater),
+                    ] {
+                        let Some(row) = found else { continue };
+                        let better = match slot {
+                            None => true,
+                            Some((held, held_row)) => make_comparator(
+                                array.as_ref(),
+                                held.as_ref(),
+                                arrow::compute::SortOptions::default(),
+                            )
+                            .map(|cmp| cmp(row, *held_row) == want)
+                            .unwrap_or(false),
+                        };
+                        if better {
+                            *slot = Some((array.clone(), row));
                         }
                     }
                 }
@@ -147,6 +165,8 @@ pub fn profile(schema: &SchemaRef, batches: &[RecordBatch]) -> Vec<ColumnProfile
                     }
                 }
             }
+            let min = min_at.map(|(array, row)| cell(&array, row));
+            let max = max_at.map(|(array, row)| cell(&array, row));
             let non_null = rows - nulls;
             let mut sketch: Vec<u64> = distinct.iter().copied().collect();
             if sketch.len() > SKETCH_SIZE {

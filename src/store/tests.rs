@@ -109,3 +109,43 @@ async fn eviction_drops_least_recently_used_but_never_pinned_or_new() {
         .expect_err("evicted");
     assert!(error.to_string().contains(&first.reference), "{error}");
 }
+
+#[test]
+fn min_and_max_compare_typed_values() {
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let d = add_rows(
+        &store,
+        "s",
+        "mm",
+        r#"[{"big": 5, "at": "2024-01-01T00:00:00.500000Z"},
+            {"big": 123456789012345678901, "at": "2024-01-01T00:00:00Z"},
+            {"big": -123456789012345678901, "at": "2024-01-01T00:00:01Z"}]"#,
+    );
+    let big = &d.profile[0];
+    assert_eq!(big.min, Some(serde_json::json!("-123456789012345678901")));
+    assert_eq!(big.max, Some(serde_json::json!("123456789012345678901")));
+    let at = &d.profile[1];
+    assert_eq!(at.min, Some(serde_json::json!("2024-01-01T00:00:00Z")));
+    assert_eq!(at.max, Some(serde_json::json!("2024-01-01T00:00:01Z")));
+}
+
+#[test]
+fn automatic_refs_never_take_a_chosen_name() {
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let ingested = ingest_json_array(&rows(2)).expect("ingest");
+    store
+        .add(NewDataset {
+            server: "view".into(),
+            tool: "x".into(),
+            schema: ingested.batch.schema(),
+            batches: vec![ingested.batch],
+            columns: ingested.columns,
+            provenance: provenance(),
+            pinned: true,
+            implicit: false,
+            name: Some("ds_view_x_1".into()),
+        })
+        .expect("view");
+    let auto = add_rows(&store, "view", "x", &rows(2));
+    assert_eq!(auto.reference, "ds_view_x_2");
+}
