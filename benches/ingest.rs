@@ -28,6 +28,27 @@ fn as_structured(count: u64) -> Box<RawValue> {
     RawValue::from_string(result.to_string()).expect("raw")
 }
 
+/// The same rows as CSV text (a formatted-text rung finds the table).
+fn as_csv(count: u64) -> Box<RawValue> {
+    let mut text = String::from("id,name,email,score,active,created,country,plan,balance\n");
+    for row in common::user_rows(count).as_array().into_iter().flatten() {
+        text.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{}\n",
+            row["id"],
+            row["name"].as_str().unwrap_or(""),
+            row["email"].as_str().unwrap_or(""),
+            row["score"],
+            row["active"],
+            row["created"].as_str().unwrap_or(""),
+            row["country"].as_str().unwrap_or(""),
+            row["plan"].as_str().unwrap_or(""),
+            row["balance"]
+        ));
+    }
+    let result = json!({"content": [{"type": "text", "text": text}]});
+    RawValue::from_string(result.to_string()).expect("raw")
+}
+
 fn origin() -> Origin {
     Origin {
         server: "bench".into(),
@@ -62,6 +83,7 @@ fn bench(c: &mut Criterion) {
     for (name, input) in [
         ("10k_x11_json_text", as_text(10_000)),
         ("10k_x11_structured", as_structured(10_000)),
+        ("10k_x9_csv_text", as_csv(10_000)),
     ] {
         println!(
             "{name}: input {} bytes, envelope {} chars",
