@@ -132,11 +132,22 @@ fn containment(a: &ColumnProfile, b: &ColumnProfile) -> f64 {
     if a.sketch.is_empty() {
         return 0.0;
     }
-    let found = a
-        .sketch
+    // Most pairs share nothing: 8 sampled values all absent decide that quickly. (A pair with
+    // real overlap misses all 8 only when its containment is low — 0.5 gives 0.4% — and such a
+    // pair scores at the edge of MIN_SCORE anyway.)
+    let probe = a.sketch.len().min(8);
+    let early = a.sketch[..probe]
         .iter()
         .filter(|h| b.distinct_hashes.contains(h))
         .count();
+    if early == 0 {
+        return 0.0;
+    }
+    let found = early
+        + a.sketch[probe..]
+            .iter()
+            .filter(|h| b.distinct_hashes.contains(h))
+            .count();
     found as f64 / a.sketch.len() as f64
 }
 

@@ -2,6 +2,7 @@
 //! (exact up to [`DISTINCT_CAP`] values, a lower bound beyond), uniqueness, min and max.
 
 use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, make_comparator};
@@ -9,6 +10,28 @@ use arrow::datatypes::{DataType, SchemaRef};
 use serde_json::Value;
 
 use super::values::{cell, type_name};
+
+/// The members are already hashes: hashing them again (SipHash) would only cost time, so the
+/// set uses them as they are (with one multiply to spread the bits).
+#[derive(Default, Clone, Copy)]
+pub struct PrehashedHasher(u64);
+
+impl Hasher for PrehashedHasher {
+    fn finish(&self) -> u64 {
+        self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
+}
+
+/// A set of value hashes.
+pub type HashSetOfHashes = HashSet<u64, BuildHasherDefault<PrehashedHasher>>;
 
 /// Distinct values are counted exactly up to this many; past it the count is a lower bound.
 pub const DISTINCT_CAP: usize = 100_000;
@@ -29,7 +52,7 @@ pub struct ColumnProfile {
     pub max: Option<Value>,
     /// Hashes of distinct values (up to the cap), kept for join hints.
     #[serde(skip)]
-    pub distinct_hashes: HashSet<u64>,
+    pub distinct_hashes: HashSetOfHashes,
     /// The smallest [`SKETCH_SIZE`] of them, sorted.
     #[serde(skip)]
     pub sketch: Vec<u64>,
@@ -72,6 +95,32 @@ fn value_hash(array: &ArrayRef, row: usize) -> u64 {
             Ok(v) => int(v, &mut hasher),
             Err(_) => cell(array, row).to_string().hash(&mut hasher),
         },
+        DataType::Float64 => {
+            hasher.write_u8(4);
+            array
+                .as_primitive::<arrow::datatypes::Float64Type>()
+                .value(row)
+                .to_bits()
+                .hash(&mut hasher);
+        }
+        DataType::Boolean => {
+            hasher.write_u8(5);
+            array.as_boolean().value(row).hash(&mut hasher);
+        }
+        DataType::Date32 => {
+            hasher.write_u8(6);
+            array
+                .as_primitive::<arrow::datatypes::Date32Type>()
+                .value(row)
+                .hash(&mut hasher);
+        }
+        DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, _) => {
+            hasher.write_u8(7);
+            array
+                .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+                .value(row)
+                .hash(&mut hasher);
+        }
         // Everything else through its typed JSON form: slower, but one path for all types.
         _ => {
             hasher.write_u8(3);
@@ -125,7 +174,7 @@ pub fn profile(schema: &SchemaRef, batches: &[RecordBatch]) -> Vec<ColumnProfile
         .enumerate()
         .map(|(index, field)| {
             let mut nulls = 0;
-            let mut distinct = HashSet::new();
+            let mut distinct = HashSetOfHashes::default();
             let mut min_at: Option<(ArrayRef, usize)> = None;
             let mut max_at: Option<(ArrayRef, usize)> = None;
             let is_ordered = ordered(field.data_type());
