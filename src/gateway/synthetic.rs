@@ -54,12 +54,27 @@ fn object_schema(properties: Value, required: &[&str]) -> Arc<Map<String, Value>
     Arc::new(schema.as_object().cloned().unwrap_or_default())
 }
 
-fn read_only() -> ToolAnnotations {
+/// loom's own tools never destroy anything and never reach outside loom.
+fn annotations(read_only: bool, idempotent: bool) -> ToolAnnotations {
     ToolAnnotations::new()
-        .read_only(true)
+        .read_only(read_only)
         .destructive(false)
-        .idempotent(true)
+        .idempotent(idempotent)
         .open_world(false)
+}
+
+fn read_only() -> ToolAnnotations {
+    annotations(true, true)
+}
+
+/// A failed query as the `isError` result of `tool`: a refusal speaks for itself, an engine
+/// error comes with the datasets and columns that do exist.
+fn query_error(tool: &str, error: &QueryError, store: &Store) -> CallToolResult {
+    let help = match error {
+        QueryError::Refused(_) => String::new(),
+        _ => format!("\n{}", known_datasets(store)),
+    };
+    error_result(format!("{tool}: {error}{help}"))
 }
 
 /// The definitions of loom's own tools, listed after every server's tools.
@@ -93,13 +108,7 @@ pub fn tools() -> Vec<Tool> {
                 &["sql", "name"],
             ),
         )
-        .annotate(
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(false)
-                .idempotent(false)
-                .open_world(false),
-        ),
+        .annotate(annotations(false, false)),
         Tool::new(
             EXPORT,
             EXPORT_DESCRIPTION,
@@ -111,13 +120,7 @@ pub fn tools() -> Vec<Tool> {
                 &["ref", "format"],
             ),
         )
-        .annotate(
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(false)
-                .idempotent(true)
-                .open_world(false),
-        ),
+        .annotate(annotations(false, true)),
     ]
 }
 
@@ -154,13 +157,7 @@ pub async fn materialize(
     }
     let output = match store.query(sql).await {
         Ok(output) => output,
-        Err(error) => {
-            let help = match &error {
-                QueryError::Refused(_) => String::new(),
-                _ => format!("\n{}", known_datasets(store)),
-            };
-            return error_result(format!("loom_materialize: {error}{help}"));
-        }
+        Err(error) => return query_error("loom_materialize", &error, store),
     };
     let columns = query_columns(&output.schema);
     let added = store.add(NewDataset {
@@ -350,13 +347,7 @@ pub async fn query(
     };
     let output = match store.query(sql).await {
         Ok(output) => output,
-        Err(error) => {
-            let help = match &error {
-                QueryError::Refused(_) => String::new(),
-                _ => format!("\n{}", known_datasets(store)),
-            };
-            return error_result(format!("loom_query: {error}{help}"));
-        }
+        Err(error) => return query_error("loom_query", &error, store),
     };
     let QueryOutput {
         schema,
