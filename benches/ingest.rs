@@ -1,7 +1,8 @@
 //! Added latency of interception: a tool result's raw bytes → datasets + envelope, the whole
 //! path (parse, locate, ingest to Arrow, profile, register, envelope). Inputs are the fixture's
 //! 11-column user rows: 10k rows as JSON text (~2.5 MB), the same via structuredContent, and
-//! 100k rows (~25 MB). Also prints the envelope size.
+//! 100k rows (~25 MB). Also prints the envelope size, and times the steps of the 10k case
+//! (rows → Arrow, profile + register, join hints).
 //!
 //! Run: `cargo bench --bench ingest`.
 
@@ -57,14 +58,21 @@ fn origin() -> Origin {
     }
 }
 
+/// The store a session has when the result arrives: 10 held datasets of 20 columns × 2,000
+/// rows (so join hints are scored against 200 columns, many of which overlap). Every timed run
+/// meets this same store: what a run adds is removed, untimed, before the next.
 fn store() -> Arc<Store> {
-    Arc::new(
+    let store = Arc::new(
         Store::new(StoreSettings {
             memory_budget_bytes: 256 * 1024 * 1024,
             ..StoreSettings::default()
         })
         .expect("store"),
-    )
+    );
+    for n in 0..10 {
+        common::hold(&store, &format!("held{n}"), &common::wide_table(n, 2000));
+    }
+    store
 }
 
 fn envelope_chars(outcome: Outcome) -> usize {
@@ -85,26 +93,65 @@ fn bench(c: &mut Criterion) {
         ("10k_x11_structured", as_structured(10_000)),
         ("10k_x9_csv_text", as_csv(10_000)),
     ] {
-        println!(
-            "{name}: input {} bytes, envelope {} chars",
-            input.get().len(),
-            envelope_chars(intercept(input.clone(), &origin(), &store, 2000))
-        );
+        common::timed_then_reset(&store, 1, || {
+            println!(
+                "{name}: input {} bytes, envelope {} chars",
+                input.get().len(),
+                envelope_chars(intercept(input.clone(), &origin(), &store, 2000))
+            )
+        });
         group.bench_function(name, |b| {
-            b.iter(|| intercept(input.clone(), &origin(), &store, 2000))
+            b.iter_custom(|iters| {
+                common::timed_then_reset(&store, iters, || {
+                    intercept(input.clone(), &origin(), &store, 2000)
+                })
+            })
         });
     }
     group.sample_size(10);
     let big = as_text(100_000);
-    println!(
-        "100k_x11_json_text: input {} bytes, envelope {} chars",
-        big.get().len(),
-        envelope_chars(intercept(big.clone(), &origin(), &store, 2000))
-    );
+    common::timed_then_reset(&store, 1, || {
+        println!(
+            "100k_x11_json_text: input {} bytes, envelope {} chars",
+            big.get().len(),
+            envelope_chars(intercept(big.clone(), &origin(), &store, 2000))
+        )
+    });
     group.bench_function("100k_x11_json_text", |b| {
-        b.iter(|| intercept(big.clone(), &origin(), &store, 2000))
+        b.iter_custom(|iters| {
+            common::timed_then_reset(&store, iters, || {
+                intercept(big.clone(), &origin(), &store, 2000)
+            })
+        })
     });
     group.finish();
+
+    // Where the 10k JSON-text case spends its time, step by step.
+    let mut phases = c.benchmark_group("intercept_phases_10k");
+    phases.sample_size(20);
+    let rows = common::user_rows(10_000).to_string();
+    phases.bench_function("ingest_rows_to_arrow", |b| {
+        b.iter(|| loom::ingest::ingest_json_array(&rows).expect("ingest"))
+    });
+    let ingested = loom::ingest::ingest_json_array(&rows).expect("ingest");
+    phases.bench_function("store_add_profile_register", |b| {
+        b.iter_custom(|iters| {
+            common::timed_then_reset(&store, iters, || {
+                store
+                    .add(common::new_dataset("rows", ingested.clone()))
+                    .expect("add")
+            })
+        })
+    });
+    let new = store
+        .add(common::new_dataset("rows", ingested.clone()))
+        .expect("add");
+    let held = store.list();
+    phases.bench_function("join_hints_vs_10x20", |b| {
+        b.iter(|| loom::hints::hints_for(&new, &held))
+    });
+    store.remove(&new.reference);
+    phases.finish();
 }
 
 criterion_group!(benches, bench);

@@ -83,12 +83,14 @@ fn singular(word: &str) -> String {
 /// How strongly the names say these columns join (0..1). `other_table` is the other dataset's
 /// tool name (`list_users`), used to read `user_id` ↔ `users.id`.
 pub fn name_affinity(this: &str, other: &str, other_table: &str) -> f64 {
-    let a = tokens(this);
-    let b = tokens(other);
+    token_affinity(&tokens(this), &tokens(other), &tokens(other_table))
+}
+
+/// [`name_affinity`] over names already split into [`tokens`].
+fn token_affinity(a: &[String], b: &[String], table: &[String]) -> f64 {
     if a.is_empty() || b.is_empty() {
         return 0.0;
     }
-    let table: Vec<String> = tokens(other_table);
     if a == b {
         // A bare `id` names a different thing in every table: `orders.id` is not `users.id`.
         // (A bare `sku` or `email` is the same thing everywhere.)
@@ -96,7 +98,7 @@ pub fn name_affinity(this: &str, other: &str, other_table: &str) -> f64 {
         return if generic { 0.1 } else { 1.0 };
     }
     // `user_id` ↔ `id` of a dataset about users.
-    if let ([.., entity, last], [only]) = (a.as_slice(), b.as_slice())
+    if let ([.., entity, last], [only]) = (a, b)
         && last == only
         && KEY_TOKENS.contains(&only.as_str())
     {
@@ -116,39 +118,57 @@ pub fn name_affinity(this: &str, other: &str, other_table: &str) -> f64 {
     if shared_key { 0.4 } else { 0.0 }
 }
 
-fn comparable(a: &ColumnProfile, b: &ColumnProfile) -> bool {
-    let class = |t: &str| -> Option<u8> {
-        match t {
-            "Int64" | "Int32" | "UInt64" | "UInt32" | "Decimal128(38, 0)" | "Utf8" => Some(0),
-            t if t.starts_with("Date") => Some(1),
-            _ => None,
-        }
-    };
-    matches!((class(&a.data_type), class(&b.data_type)), (Some(x), Some(y)) if x == y)
+/// Which columns can meet at all: integers (any width, decimals of scale 0) and text (canonical
+/// integer strings share the integers' hashes) in one class, dates and timestamps in another.
+fn join_class(column: &ColumnProfile) -> Option<u8> {
+    match column.data_type.as_str() {
+        "Int64" | "Int32" | "UInt64" | "UInt32" | "Decimal128(38, 0)" | "Utf8" => Some(0),
+        t if t.starts_with("Date") => Some(1),
+        _ => None,
+    }
 }
 
-/// Share of `a`'s sketch found among `b`'s distinct values.
+/// How many of the smallest sketch values are looked up before deciding a pair shares nothing.
+const PROBE: usize = 8;
+
+/// Share of `a`'s sketch found among `b`'s distinct hashes. Both are ascending, so the lookups
+/// are one merge of two sorted runs (galloping through `b`). When `b` keeps only its smallest
+/// hashes, only the sketch values within that range are evidence.
 fn containment(a: &ColumnProfile, b: &ColumnProfile) -> f64 {
-    if a.sketch.is_empty() {
+    let sample = match (b.capped, b.distinct_hashes.last()) {
+        (true, Some(&max)) => &a.sketch[..a.sketch.partition_point(|h| *h <= max)],
+        _ => &a.sketch[..],
+    };
+    if sample.is_empty() {
         return 0.0;
     }
-    // Most pairs share nothing: 8 sampled values all absent decide that quickly. (A pair with
-    // real overlap misses all 8 only when its containment is low — 0.5 gives 0.4% — and such a
-    // pair scores at the edge of MIN_SCORE anyway.)
-    let probe = a.sketch.len().min(8);
-    let early = a.sketch[..probe]
-        .iter()
-        .filter(|h| b.distinct_hashes.contains(h))
-        .count();
-    if early == 0 {
-        return 0.0;
+    let mut rest: &[u64] = &b.distinct_hashes;
+    let mut found = 0usize;
+    for (looked, hash) in sample.iter().enumerate() {
+        // Most pairs share nothing: the first PROBE values all absent decide that quickly. (A
+        // pair with real overlap misses all of them only when its containment is low — 0.5
+        // gives 0.4% — and such a pair scores at the edge of MIN_SCORE anyway.)
+        if looked == PROBE && found == 0 {
+            return 0.0;
+        }
+        // The first position of `rest` holding a value ≥ hash: gallop, then bisect.
+        let mut bound = 1;
+        while bound < rest.len() && rest[bound] < *hash {
+            bound *= 2;
+        }
+        let low = bound / 2;
+        let high = (bound + 1).min(rest.len());
+        let at = low + rest[low..high].partition_point(|h| h < hash);
+        rest = &rest[at..];
+        if rest.first() == Some(hash) {
+            found += 1;
+            rest = &rest[1..];
+        }
+        if rest.is_empty() {
+            break;
+        }
     }
-    let found = early
-        + a.sketch[probe..]
-            .iter()
-            .filter(|h| b.distinct_hashes.contains(h))
-            .count();
-    found as f64 / a.sketch.len() as f64
+    found as f64 / sample.len() as f64
 }
 
 fn evidence(a: &ColumnProfile) -> f64 {
@@ -180,60 +200,105 @@ fn example(new: &Dataset, a: &ColumnProfile, other: &Dataset, b: &ColumnProfile)
     )
 }
 
+/// A pair that passed, before its texts are written (only the best few ever are).
+struct Candidate {
+    score: f64,
+    other: usize,
+    a: usize,
+    b: usize,
+    /// (containment, key-side uniqueness, evidence) of the direction that won.
+    evidence: (f64, f64, f64),
+    names: f64,
+}
+
+/// The score of one direction: containment × key uniqueness × name affinity × evidence.
+fn score((containment, uniqueness, evidence): (f64, f64, f64), names: f64) -> f64 {
+    if containment <= 0.0 {
+        0.0
+    } else {
+        containment * (0.55 + 0.45 * uniqueness) * (0.7 + 0.3 * names) * (0.5 + 0.5 * evidence)
+    }
+}
+
 /// The best hints for `new` against `others` (which may include `new` itself; it is skipped).
+///
+/// Cheap tests first: type class and distinct counts, then value overlap from the sketches;
+/// names are only read for pairs that share values (without overlap a pair is never a hint),
+/// and texts are only written for the hints returned.
 pub fn hints_for(new: &Dataset, others: &[Arc<Dataset>]) -> Vec<JoinHint> {
-    let mut hints: Vec<JoinHint> = Vec::new();
-    for other in others.iter().filter(|o| o.reference != new.reference) {
-        for a in &new.profile {
+    let new_classes: Vec<Option<u8>> = new.profile.iter().map(join_class).collect();
+    let new_table = tokens(&new.provenance.tool);
+    let mut new_tokens: Vec<Option<Vec<String>>> = vec![None; new.profile.len()];
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for (other_index, other) in others.iter().enumerate() {
+        if other.reference == new.reference {
+            continue;
+        }
+        let other_table = tokens(&other.provenance.tool);
+        let mut other_tokens: Vec<Option<Vec<String>>> = vec![None; other.profile.len()];
+        for (a_index, a) in new.profile.iter().enumerate() {
+            let Some(class) = new_classes[a_index] else {
+                continue;
+            };
             if a.approx_distinct < 2 {
                 continue;
             }
-            for b in &other.profile {
-                if b.approx_distinct < 2 || !comparable(a, b) {
+            for (b_index, b) in other.profile.iter().enumerate() {
+                if b.approx_distinct < 2 || join_class(b) != Some(class) {
                     continue;
                 }
-                let names = name_affinity(&a.name, &b.name, &other.provenance.tool)
-                    .max(name_affinity(&b.name, &a.name, &new.provenance.tool));
                 // Both directions: A → B (new holds the foreign key) and B → A.
                 let forward = (containment(a, b), b.uniqueness, evidence(a));
                 let backward = (containment(b, a), a.uniqueness, evidence(b));
-                let score_of = |(c, u, e): (f64, f64, f64)| {
-                    if c <= 0.0 {
-                        0.0
-                    } else {
-                        c * (0.55 + 0.45 * u) * (0.7 + 0.3 * names) * (0.5 + 0.5 * e)
-                    }
-                };
-                let (best, evidence) = if score_of(forward) >= score_of(backward) {
-                    (score_of(forward), forward)
-                } else {
-                    (score_of(backward), backward)
-                };
-                if best < MIN_SCORE {
+                if score(forward, 1.0).max(score(backward, 1.0)) < MIN_SCORE {
                     continue;
                 }
-                hints.push(JoinHint {
-                    column: a.name.clone(),
-                    reference: other.reference.clone(),
-                    other_column: b.name.clone(),
-                    score: round3(best),
-                    containment: round3(evidence.0),
-                    other_uniqueness: round3(evidence.1),
-                    name_match: round3(names),
-                    example: example(new, a, other, b),
-                });
+                let a_tokens = new_tokens[a_index].get_or_insert_with(|| tokens(&a.name));
+                let b_tokens = other_tokens[b_index].get_or_insert_with(|| tokens(&b.name));
+                let names = token_affinity(a_tokens, b_tokens, &other_table)
+                    .max(token_affinity(b_tokens, a_tokens, &new_table));
+                let (best, evidence) = if score(forward, names) >= score(backward, names) {
+                    (score(forward, names), forward)
+                } else {
+                    (score(backward, names), backward)
+                };
+                if best >= MIN_SCORE {
+                    candidates.push(Candidate {
+                        score: best,
+                        other: other_index,
+                        a: a_index,
+                        b: b_index,
+                        evidence,
+                        names,
+                    });
+                }
             }
         }
     }
-    hints.sort_by(|x, y| {
+    candidates.sort_by(|x, y| {
         y.score
             .partial_cmp(&x.score)
             .unwrap_or(std::cmp::Ordering::Equal)
-            .then_with(|| x.column.cmp(&y.column))
+            .then_with(|| new.profile[x.a].name.cmp(&new.profile[y.a].name))
     });
-    // One hint per column pair direction is enough; keep a column's best few.
-    hints.truncate(MAX_HINTS);
-    hints
+    candidates.truncate(MAX_HINTS);
+    candidates
+        .into_iter()
+        .map(|c| {
+            let other = &others[c.other];
+            let (a, b) = (&new.profile[c.a], &other.profile[c.b]);
+            JoinHint {
+                column: a.name.clone(),
+                reference: other.reference.clone(),
+                other_column: b.name.clone(),
+                score: round3(c.score),
+                containment: round3(c.evidence.0),
+                other_uniqueness: round3(c.evidence.1),
+                name_match: round3(c.names),
+                example: example(new, a, other, b),
+            }
+        })
+        .collect()
 }
 
 /// The best hints for several new datasets (found in one result) against everything held.

@@ -13,7 +13,8 @@ use arrow::datatypes::Field;
 use serde_json::value::RawValue;
 
 use super::cells::{
-    Kind, NumberText, canonical_decimal, canonical_int, classify_number, kind, string_content,
+    Kind, NumberText, canonical_decimal, canonical_int, classify_number, for_each_element, kind,
+    string_content,
 };
 use super::infer::{ColumnType, ListElement, parse_date, parse_datetime};
 use super::{IngestError, SOURCE_KEY, TYPING_KEY};
@@ -183,13 +184,16 @@ pub fn build_column(
     Ok((field, array))
 }
 
-fn elements<'a>(raw: &'a RawValue, source: &str) -> Result<Vec<Option<&'a RawValue>>, IngestError> {
-    let values: Vec<&RawValue> =
-        serde_json::from_str(raw.get()).map_err(|_| mismatch(source, raw, "an array"))?;
-    Ok(values
-        .into_iter()
-        .map(|v| (kind(v) != Kind::Null).then_some(v))
-        .collect())
+/// The elements of a raw array (null ones as `None`) into `into`, which is cleared first: one
+/// buffer serves every cell of a column.
+fn elements<'a>(
+    raw: &'a RawValue,
+    source: &str,
+    into: &mut Vec<Option<&'a RawValue>>,
+) -> Result<(), IngestError> {
+    into.clear();
+    for_each_element(raw, |v| into.push((kind(v) != Kind::Null).then_some(v)))
+        .map_err(|_| mismatch(source, raw, "an array"))
 }
 
 fn build_list(
@@ -200,11 +204,13 @@ fn build_list(
     macro_rules! list {
         ($builder:expr, $append:expr) => {{
             let mut b = ListBuilder::new($builder);
+            let mut values = Vec::new();
             for cell in cells {
                 match present(cell) {
                     None => b.append_null(),
                     Some(raw) => {
-                        for value in elements(raw, source)? {
+                        elements(raw, source, &mut values)?;
+                        for value in values.iter().copied() {
                             #[allow(clippy::redundant_closure_call)]
                             $append(b.values(), value)?;
                         }

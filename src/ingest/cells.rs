@@ -27,7 +27,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawObject<'a> {
             }
             fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
                 let mut members = Vec::with_capacity(map.size_hint().unwrap_or(8));
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
                     let value: &'de RawValue = map.next_value()?;
                     members.push((key, value));
                 }
@@ -36,6 +36,58 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawObject<'a> {
         }
         deserializer.deserialize_map(ObjectVisitor(std::marker::PhantomData))
     }
+}
+
+/// An object key, borrowed from the source unless it holds escapes. (serde's own `Cow<str>`
+/// always copies, which costs one allocation per cell.)
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for KeyVisitor<'a> {
+            type Value = Key<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(
+                self,
+                key: &'de str,
+            ) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(key)))
+            }
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(key.to_string())))
+            }
+            fn visit_string<E: serde::de::Error>(self, key: String) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(key)))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor(std::marker::PhantomData))
+    }
+}
+
+/// Call `each` for every element of a raw JSON array, in order, without collecting them.
+/// An error when `raw` is not an array.
+pub fn for_each_element<'a>(
+    raw: &'a RawValue,
+    mut each: impl FnMut(&'a RawValue),
+) -> Result<(), serde_json::Error> {
+    struct Elements<'a, F>(F, std::marker::PhantomData<&'a ()>);
+    impl<'de: 'a, 'a, F: FnMut(&'a RawValue)> Visitor<'de> for Elements<'a, F> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON array")
+        }
+        fn visit_seq<S: SeqAccess<'de>>(mut self, mut seq: S) -> Result<(), S::Error> {
+            while let Some(value) = seq.next_element::<&'de RawValue>()? {
+                (self.0)(value);
+            }
+            Ok(())
+        }
+    }
+    let mut deserializer = serde_json::Deserializer::from_str(raw.get());
+    deserializer.deserialize_seq(Elements(&mut each, std::marker::PhantomData))
 }
 
 /// An array whose every element is an object.
@@ -177,6 +229,22 @@ mod tests {
         assert_eq!(first[1].1.get(), r#"{"x": [1]}"#);
         assert_eq!(first[2].0, "b");
         assert_eq!(rows.0[1].members[0].1.get(), "12345678901234567890123");
+        assert!(
+            matches!(first[0].0, Cow::Borrowed("b")),
+            "plain keys are not copied"
+        );
+        let escaped: RawRows<'_> = serde_json::from_str(r#"[{"a\"b": 1}]"#).expect("rows");
+        assert_eq!(escaped.0[0].members[0].0, "a\"b");
+    }
+
+    #[test]
+    fn array_elements_one_by_one() {
+        let raw: Box<RawValue> = serde_json::from_str(r#"[1, "a", null, [2]]"#).expect("raw");
+        let mut seen = Vec::new();
+        for_each_element(&raw, |v| seen.push(v.get().to_string())).expect("array");
+        assert_eq!(seen, vec!["1", "\"a\"", "null", "[2]"]);
+        let not: Box<RawValue> = serde_json::from_str(r#"{"a": 1}"#).expect("raw");
+        assert!(for_each_element(&not, |_| {}).is_err());
     }
 
     #[test]

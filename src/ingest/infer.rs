@@ -1,12 +1,13 @@
 //! One Arrow type per column, decided over **all** its values (never a prefix), conservatively:
 //! a column only gets a type its every value fits exactly; otherwise it stays text.
 
-use chrono::{NaiveDate, NaiveDateTime};
+use chrono::NaiveDate;
 use serde_json::value::RawValue;
 
 use super::IngestOptions;
 use super::cells::{
-    Kind, NumberText, canonical_decimal, canonical_int, classify_number, kind, string_content,
+    Kind, NumberText, canonical_decimal, canonical_int, classify_number, for_each_element, kind,
+    string_content,
 };
 
 /// Largest integer every f64 holds exactly; an int+float column with a bigger integer would be
@@ -55,73 +56,94 @@ pub enum TemporalForm {
     DateTime { separator: u8, utc: bool },
 }
 
-/// `YYYY-MM-DD`, or `YYYY-MM-DD[T ]HH:MM:SS[.f{1,6}][Z]`, and a real calendar value.
-pub fn temporal_form(s: &str) -> Option<TemporalForm> {
+/// The parts of a date or date-time string whose layout is `YYYY-MM-DD` or
+/// `YYYY-MM-DD[T ]HH:MM:SS[.f{1,6}][Z]` (not yet checked against the calendar).
+struct Parts {
+    date: (i32, u32, u32),
+    /// Hour, minute, second, microseconds, the separator and whether it ends in `Z`.
+    time: Option<(u32, u32, u32, u32, u8, bool)>,
+}
+
+/// Read the layout by hand: this runs on every string cell of every table, and chrono's
+/// format-string parser would re-read its format each time.
+fn parts(s: &str) -> Option<Parts> {
     let b = s.as_bytes();
-    let digits = |range: std::ops::Range<usize>| {
-        b.get(range)
-            .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+    let number = |range: std::ops::Range<usize>| -> Option<u32> {
+        let digits = b.get(range)?;
+        digits.iter().try_fold(0u32, |n, d| {
+            d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0'))
+        })
     };
-    if b.len() < 10
-        || !digits(0..4)
-        || b[4] != b'-'
-        || !digits(5..7)
-        || b[7] != b'-'
-        || !digits(8..10)
-    {
+    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
         return None;
     }
+    let date = (
+        i32::try_from(number(0..4)?).ok()?,
+        number(5..7)?,
+        number(8..10)?,
+    );
     if b.len() == 10 {
-        return NaiveDate::parse_from_str(s, "%Y-%m-%d")
-            .ok()
-            .map(|_| TemporalForm::Date);
+        return Some(Parts { date, time: None });
     }
     let separator = b[10];
-    if !(separator == b'T' || separator == b' ')
-        || b.len() < 19
-        || !digits(11..13)
-        || b[13] != b':'
-        || !digits(14..16)
-        || b[16] != b':'
-        || !digits(17..19)
-    {
+    if !(separator == b'T' || separator == b' ') || b.len() < 19 || b[13] != b':' || b[16] != b':' {
         return None;
     }
-    let mut rest = &s[19..];
-    if let Some(fraction) = rest.strip_prefix('.') {
-        let n = fraction.bytes().take_while(u8::is_ascii_digit).count();
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    let mut rest = &b[19..];
+    let mut micros = 0;
+    if let Some(fraction) = rest.strip_prefix(b".") {
+        let n = fraction.iter().take_while(|d| d.is_ascii_digit()).count();
         if n == 0 || n > 6 {
             return None;
         }
+        micros = number(20..20 + n)? * 10u32.pow(6 - n as u32);
         rest = &fraction[n..];
     }
     let utc = match rest {
-        "" => false,
-        "Z" => true,
+        b"" => false,
+        b"Z" => true,
         _ => return None,
     };
-    parse_datetime(s)?;
-    Some(TemporalForm::DateTime { separator, utc })
+    Some(Parts {
+        date,
+        time: Some((hour, minute, second, micros, separator, utc)),
+    })
+}
+
+fn calendar_date((year, month, day): (i32, u32, u32)) -> Option<NaiveDate> {
+    NaiveDate::from_ymd_opt(year, month, day)
+}
+
+/// `YYYY-MM-DD`, or `YYYY-MM-DD[T ]HH:MM:SS[.f{1,6}][Z]`, and a real calendar value (a leap
+/// second `:60` is not one: such a column stays text).
+pub fn temporal_form(s: &str) -> Option<TemporalForm> {
+    let parts = parts(s)?;
+    let date = calendar_date(parts.date)?;
+    match parts.time {
+        None => Some(TemporalForm::Date),
+        Some((hour, minute, second, micros, separator, utc)) => {
+            date.and_hms_micro_opt(hour, minute, second, micros)?;
+            Some(TemporalForm::DateTime { separator, utc })
+        }
+    }
 }
 
 /// Microseconds since the epoch of a string [`temporal_form`] accepted as a date-time.
 pub fn parse_datetime(s: &str) -> Option<i64> {
-    let body = s.strip_suffix('Z').unwrap_or(s);
-    let normalized;
-    let body = if body.as_bytes().get(10) == Some(&b' ') {
-        normalized = format!("{}T{}", &body[..10], &body[11..]);
-        normalized.as_str()
-    } else {
-        body
-    };
-    NaiveDateTime::parse_from_str(body, "%Y-%m-%dT%H:%M:%S%.f")
-        .ok()
-        .map(|dt| dt.and_utc().timestamp_micros())
+    let parts = parts(s)?;
+    let (hour, minute, second, micros, _, _) = parts.time?;
+    let at = calendar_date(parts.date)?.and_hms_micro_opt(hour, minute, second, micros)?;
+    Some(at.and_utc().timestamp_micros())
 }
 
 /// Days since the epoch of a `YYYY-MM-DD` string.
 pub fn parse_date(s: &str) -> Option<i32> {
-    let date = NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
+    let parts = parts(s)?;
+    if parts.time.is_some() {
+        return None;
+    }
+    let date = calendar_date(parts.date)?;
     let epoch = NaiveDate::from_ymd_opt(1970, 1, 1)?;
     i32::try_from((date - epoch).num_days()).ok()
 }
@@ -159,12 +181,11 @@ fn merge_list_element(seen: &mut Option<Option<ListElement>>, element: Option<Li
 /// The element type of a raw array: `Ok(None)` when it has no non-null element (no evidence),
 /// `Err(())` when its elements are not all one scalar kind.
 fn array_element(raw: &RawValue) -> Result<Option<ListElement>, ()> {
-    let elements: Vec<&RawValue> = serde_json::from_str(raw.get()).map_err(|_| ())?;
     let mut element: Option<Option<ListElement>> = None;
     let mut big_int = false;
-    for value in elements {
+    for_each_element(raw, |value| {
         let this = match kind(value) {
-            Kind::Null => continue,
+            Kind::Null => return,
             Kind::Bool => Some(ListElement::Bool),
             Kind::String => Some(ListElement::Text),
             Kind::Number => match classify_number(value.get()) {
@@ -178,7 +199,8 @@ fn array_element(raw: &RawValue) -> Result<Option<ListElement>, ()> {
             Kind::Array | Kind::Object => None,
         };
         merge_list_element(&mut element, this);
-    }
+    })
+    .map_err(|_| ())?;
     match element {
         None => Ok(None),
         // Floats with an integer f64 cannot hold would be rounded.
@@ -451,5 +473,28 @@ mod tests {
         assert_eq!(parse_date("1970-01-02"), Some(1));
         assert_eq!(parse_datetime("1970-01-01T00:00:01.5Z"), Some(1_500_000));
         assert_eq!(parse_datetime("1970-01-01 00:00:01"), Some(1_000_000));
+        assert_eq!(
+            parse_datetime("2024-02-29T23:59:59.000001Z"),
+            Some(1_709_251_199_000_001)
+        );
+        assert_eq!(parse_datetime("1970-01-01T00:00:00.12Z"), Some(120_000));
+        assert_eq!(parse_date("2024-02-29"), Some(19_782));
+        for bad in [
+            "2023-02-29",
+            "2024-13-01",
+            "2024-00-10",
+            "2024-01-01T24:00:00",
+            "2024-01-01T23:60:00",
+            "2016-12-31T23:59:60Z",
+            "2024-1-01",
+            "2024-01-01T10:00",
+            "２０２４-01-01",
+            "2024-01-01T10:00:00.Z",
+            "2024-01-01T10:00:00+01:00",
+        ] {
+            assert_eq!(temporal_form(bad), None, "{bad}");
+        }
+        assert_eq!(parse_date("2024-01-01T00:00:00"), None);
+        assert_eq!(parse_datetime("2024-01-01"), None);
     }
 }

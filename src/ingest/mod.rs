@@ -98,9 +98,26 @@ fn gather<'a>(
     let mut index: HashMap<(&str, usize), usize> = HashMap::new();
     let mut columns: Vec<SourceColumn<'a>> = Vec::new();
     let mut occurrences: HashMap<&str, usize> = HashMap::new();
+    // The keys of the last row that took the slow path, with the column of each. Rows of one
+    // table nearly always repeat them exactly (same keys, same order): such a row is placed by
+    // comparing keys, without hashing any.
+    let mut template: Vec<(&str, usize)> = Vec::new();
     for (row, object) in objects.iter().enumerate() {
         let Some(object) = object else { continue };
+        let same_shape = object.members.len() == template.len()
+            && object
+                .members
+                .iter()
+                .zip(&template)
+                .all(|((key, _), (known, _))| key.as_ref() == *known);
+        if same_shape {
+            for ((_, value), (_, slot)) in object.members.iter().zip(&template) {
+                columns[*slot].cells[row] = Some(*value);
+            }
+            continue;
+        }
         occurrences.clear();
+        template.clear();
         for (key, value) in &object.members {
             let occurrence = occurrences.entry(key.as_ref()).or_insert(0);
             *occurrence += 1;
@@ -121,6 +138,7 @@ fn gather<'a>(
                 columns.len() - 1
             });
             columns[slot].cells[row] = Some(value);
+            template.push((key.as_ref(), slot));
         }
     }
     Ok(columns)

@@ -22,6 +22,27 @@ fn columns_follow_first_seen_key_order_and_missing_keys_are_null() {
 }
 
 #[test]
+fn rows_of_changing_shape_land_in_the_right_columns() {
+    // Same keys as the row before (placed without hashing), reordered keys, a repeated key,
+    // then the first shape again.
+    let got = ingest(
+        r#"[{"a": 1, "b": 2}, {"a": 3, "b": 4}, {"b": 5, "a": 6}, {"a": 7, "a": 8, "b": 9},
+            {"a": 10, "a": 11, "b": 12}, {"a": 13, "b": 14}]"#,
+    );
+    assert_eq!(column_names(&got), vec!["a", "b", "a_2"]);
+    let column = |i: usize| -> Vec<Option<i64>> {
+        got.batch
+            .column(i)
+            .as_primitive::<Int64Type>()
+            .iter()
+            .collect()
+    };
+    assert_eq!(column(0), [1, 3, 6, 7, 10, 13].map(Some));
+    assert_eq!(column(1), [2, 4, 5, 9, 12, 14].map(Some));
+    assert_eq!(column(2), vec![None, None, None, Some(8), Some(11), None]);
+}
+
+#[test]
 fn nested_objects_flatten_to_a_depth_then_stay_json() {
     let got = ingest(
         r#"[{"user": {"login": "ada", "org": {"id": 7, "geo": {"lat": 1.5, "deep": {"x": 1}}}}},

@@ -76,25 +76,33 @@ impl Rung {
 }
 
 /// One table: where it was and its rows as JSON text.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub struct FoundTable<'a> {
     /// `$` for the root, else the member path (`data.items`).
     pub path: String,
     pub rows: Cow<'a, str>,
+    /// The rows already split into objects, when locating had to parse them anyway and they
+    /// borrow from the result itself (ingest then does not parse them again).
+    pub parsed: Option<RawRows<'a>>,
     /// The whole string the table was read from, when it came from a string member.
     pub container: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub struct Located<'a> {
     pub rung: Rung,
     pub tables: Vec<FoundTable<'a>>,
     pub context: Map<String, Value>,
 }
 
-fn is_rows(text: &str) -> bool {
-    text.trim_start().starts_with('[')
-        && serde_json::from_str::<RawRows<'_>>(text).is_ok_and(|rows| !rows.0.is_empty())
+/// `text` as rows, if it is a non-empty JSON array of objects.
+fn rows_of(text: &str) -> Option<RawRows<'_>> {
+    if !text.trim_start().starts_with('[') {
+        return None;
+    }
+    serde_json::from_str::<RawRows<'_>>(text)
+        .ok()
+        .filter(|rows| !rows.0.is_empty())
 }
 
 /// Walk one JSON value for tables. Members that are not tables go to `context`.
@@ -106,11 +114,15 @@ fn walk<'a>(
     context: &mut Map<String, Value>,
 ) {
     match kind(value) {
-        Kind::Array if is_rows(value.get()) => tables.push(FoundTable {
-            path: path.to_string(),
-            rows: Cow::Borrowed(value.get()),
-            container: None,
-        }),
+        Kind::Array => match rows_of(value.get()) {
+            Some(rows) => tables.push(FoundTable {
+                path: path.to_string(),
+                rows: Cow::Borrowed(value.get()),
+                parsed: Some(rows),
+                container: None,
+            }),
+            None => insert_context(context, path, value),
+        },
         Kind::Object if depth < NESTING_DEPTH => {
             let Ok(object) = serde_json::from_str::<crate::ingest::RawObject<'a>>(value.get())
             else {
@@ -128,7 +140,8 @@ fn walk<'a>(
         Kind::String => {
             let content = string_content(value).unwrap_or_default();
             match json_in_text(&content) {
-                Some((preamble, json)) if is_rows(json) => {
+                // The string is unescaped into a copy here, so its rows cannot be kept parsed.
+                Some((preamble, json)) if rows_of(json).is_some() => {
                     if let Some(preamble) = preamble {
                         context.insert(
                             format!("{path}.preamble"),
@@ -138,6 +151,7 @@ fn walk<'a>(
                     tables.push(FoundTable {
                         path: path.to_string(),
                         rows: Cow::Owned(json.to_string()),
+                        parsed: None,
                         container: Some(content.to_string()),
                     });
                 }
@@ -214,6 +228,16 @@ pub fn in_texts<'a>(texts: &[&'a str]) -> Option<Located<'a>> {
             format!("text{index}")
         };
         let found = json_in_text(text).and_then(|(preamble, json)| {
+            // The common case, a text that is one array of objects, is parsed once, for good.
+            if let Some(rows) = rows_of(json) {
+                let table = FoundTable {
+                    path: label.clone(),
+                    rows: Cow::Borrowed(json),
+                    parsed: Some(rows),
+                    container: None,
+                };
+                return Some((preamble, vec![table], Map::new()));
+            }
             let raw: &RawValue = serde_json::from_str(json).ok()?;
             let mut block_tables = Vec::new();
             let mut block_context = Map::new();

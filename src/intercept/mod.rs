@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::envelope::{self, DatasetView};
-use crate::ingest::{IngestOptions, ingest_json_array_with};
+use crate::ingest::{IngestOptions, ingest_json_array_with, ingest_rows_with};
 use crate::store::{NewDataset, Provenance, Store};
 use estimate::{estimate_tokens, upper_bound_tokens};
 use locate::{FoundTable, Located, Rung};
@@ -250,7 +250,11 @@ fn ingest_table(
     let options = IngestOptions {
         decimal_strings: rung.cells_are_text(),
     };
-    let ingested = ingest_json_array_with(&table.rows, options).map_err(|e| e.to_string())?;
+    let ingested = match &table.parsed {
+        Some(rows) => ingest_rows_with(&rows.0, options),
+        None => ingest_json_array_with(&table.rows, options),
+    }
+    .map_err(|e| e.to_string())?;
     let tool = if table.path == "$" {
         origin.tool.clone()
     } else {

@@ -236,6 +236,7 @@ pub fn in_texts(texts: &[&str]) -> Option<Located<'static>> {
                     tables.push(FoundTable {
                         path,
                         rows: Cow::Owned(table.rows),
+                        parsed: None,
                         container: None,
                     });
                 }
