@@ -93,35 +93,51 @@ fn bench(c: &mut Criterion) {
         ("10k_x11_structured", as_structured(10_000)),
         ("10k_x9_csv_text", as_csv(10_000)),
     ] {
-        common::timed_then_reset(&store, 1, || {
-            println!(
-                "{name}: input {} bytes, envelope {} chars",
-                input.get().len(),
-                envelope_chars(intercept(input.clone(), &origin(), &store, 2000))
-            )
-        });
+        common::timed_then_reset(
+            &store,
+            1,
+            || input.clone(),
+            |input| {
+                println!(
+                    "{name}: input {} bytes, envelope {} chars",
+                    input.get().len(),
+                    envelope_chars(intercept(input, &origin(), &store, 2000))
+                )
+            },
+        );
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
-                common::timed_then_reset(&store, iters, || {
-                    intercept(input.clone(), &origin(), &store, 2000)
-                })
+                common::timed_then_reset(
+                    &store,
+                    iters,
+                    || input.clone(),
+                    |input| intercept(input, &origin(), &store, 2000),
+                )
             })
         });
     }
     group.sample_size(10);
     let big = as_text(100_000);
-    common::timed_then_reset(&store, 1, || {
-        println!(
-            "100k_x11_json_text: input {} bytes, envelope {} chars",
-            big.get().len(),
-            envelope_chars(intercept(big.clone(), &origin(), &store, 2000))
-        )
-    });
+    common::timed_then_reset(
+        &store,
+        1,
+        || big.clone(),
+        |input| {
+            println!(
+                "100k_x11_json_text: input {} bytes, envelope {} chars",
+                input.get().len(),
+                envelope_chars(intercept(input, &origin(), &store, 2000))
+            )
+        },
+    );
     group.bench_function("100k_x11_json_text", |b| {
         b.iter_custom(|iters| {
-            common::timed_then_reset(&store, iters, || {
-                intercept(big.clone(), &origin(), &store, 2000)
-            })
+            common::timed_then_reset(
+                &store,
+                iters,
+                || big.clone(),
+                |input| intercept(input, &origin(), &store, 2000),
+            )
         })
     });
     group.finish();
@@ -136,11 +152,12 @@ fn bench(c: &mut Criterion) {
     let ingested = loom::ingest::ingest_json_array(&rows).expect("ingest");
     phases.bench_function("store_add_profile_register", |b| {
         b.iter_custom(|iters| {
-            common::timed_then_reset(&store, iters, || {
-                store
-                    .add(common::new_dataset("rows", ingested.clone()))
-                    .expect("add")
-            })
+            common::timed_then_reset(
+                &store,
+                iters,
+                || common::new_dataset("rows", ingested.clone()),
+                |new| store.add(new).expect("add"),
+            )
         })
     });
     let new = store

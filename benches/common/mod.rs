@@ -82,18 +82,21 @@ pub fn new_dataset(tool: &str, ingested: loom::ingest::Ingested) -> loom::store:
     }
 }
 
-/// Time `iters` runs of `run`, each followed (untimed) by removing what it added to `store`, so
-/// every run meets the same store.
-pub fn timed_then_reset<T>(
+/// Time `iters` runs of `run` on what `prepare` made (untimed: a tool result arrives already
+/// owned), each followed (untimed) by removing what it added to `store`, so every run meets the
+/// same store.
+pub fn timed_then_reset<I, T>(
     store: &loom::store::Store,
     iters: u64,
-    mut run: impl FnMut() -> T,
+    mut prepare: impl FnMut() -> I,
+    mut run: impl FnMut(I) -> T,
 ) -> Duration {
     let before: Vec<String> = store.list().iter().map(|d| d.reference.clone()).collect();
     let mut total = Duration::ZERO;
     for _ in 0..iters {
+        let input = prepare();
         let start = Instant::now();
-        let out = run();
+        let out = run(input);
         total += start.elapsed();
         drop(out);
         for dataset in store.list() {

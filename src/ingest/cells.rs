@@ -40,7 +40,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawObject<'a> {
 
 /// An object key, borrowed from the source unless it holds escapes. (serde's own `Cow<str>`
 /// always copies, which costs one allocation per cell.)
-struct Key<'a>(Cow<'a, str>);
+pub(crate) struct Key<'a>(pub Cow<'a, str>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

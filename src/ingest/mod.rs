@@ -7,17 +7,18 @@
 
 mod build;
 pub mod cells;
+mod gather;
 pub mod infer;
 pub mod names;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::Schema;
-use serde_json::value::RawValue;
 
 pub use cells::{RawObject, RawRows};
+pub use gather::RawTable;
+use gather::{Gatherer, SourceColumn};
 pub use infer::ColumnType;
 
 /// Nested objects are flattened this many levels deep (`a_b_c`); values deeper than that are
@@ -76,72 +77,9 @@ pub fn ingest_json_array(text: &str) -> Result<Ingested, IngestError> {
 
 /// [`ingest_json_array`] with typing options.
 pub fn ingest_json_array_with(text: &str, options: IngestOptions) -> Result<Ingested, IngestError> {
-    let rows: RawRows<'_> =
+    let table: RawTable<'_> =
         serde_json::from_str(text).map_err(|e| IngestError::NotRows(e.to_string()))?;
-    ingest_rows_with(&rows.0, options)
-}
-
-/// A column before typing: its source path and one optional raw value per row.
-struct SourceColumn<'a> {
-    path: Vec<String>,
-    cells: Vec<Option<&'a RawValue>>,
-}
-
-/// Gather columns from objects in first-seen key order. A key repeated inside one object gets
-/// its own column (its second occurrence is a different source key).
-/// Fails as soon as there are more than [`MAX_COLUMNS`] columns: each column costs a cell per
-/// row, so a result with a new key in every row must be refused before it is allocated.
-fn gather<'a>(
-    objects: &[Option<&RawObject<'a>>],
-    prefix: &[String],
-) -> Result<Vec<SourceColumn<'a>>, IngestError> {
-    let mut index: HashMap<(&str, usize), usize> = HashMap::new();
-    let mut columns: Vec<SourceColumn<'a>> = Vec::new();
-    let mut occurrences: HashMap<&str, usize> = HashMap::new();
-    // The keys of the last row that took the slow path, with the column of each. Rows of one
-    // table nearly always repeat them exactly (same keys, same order): such a row is placed by
-    // comparing keys, without hashing any.
-    let mut template: Vec<(&str, usize)> = Vec::new();
-    for (row, object) in objects.iter().enumerate() {
-        let Some(object) = object else { continue };
-        let same_shape = object.members.len() == template.len()
-            && object
-                .members
-                .iter()
-                .zip(&template)
-                .all(|((key, _), (known, _))| key.as_ref() == *known);
-        if same_shape {
-            for ((_, value), (_, slot)) in object.members.iter().zip(&template) {
-                columns[*slot].cells[row] = Some(*value);
-            }
-            continue;
-        }
-        occurrences.clear();
-        template.clear();
-        for (key, value) in &object.members {
-            let occurrence = occurrences.entry(key.as_ref()).or_insert(0);
-            *occurrence += 1;
-            if columns.len() >= MAX_COLUMNS && !index.contains_key(&(key.as_ref(), *occurrence)) {
-                return Err(IngestError::TooWide(columns.len() + 1));
-            }
-            let slot = *index.entry((key.as_ref(), *occurrence)).or_insert_with(|| {
-                let mut path = prefix.to_vec();
-                path.push(if *occurrence == 1 {
-                    key.to_string()
-                } else {
-                    format!("{key}#{occurrence}")
-                });
-                columns.push(SourceColumn {
-                    path,
-                    cells: vec![None; objects.len()],
-                });
-                columns.len() - 1
-            });
-            columns[slot].cells[row] = Some(value);
-            template.push((key.as_ref(), slot));
-        }
-    }
-    Ok(columns)
+    ingest_table_with(table, options)
 }
 
 /// Replace every column whose values are all objects (or null) by its flattened children.
@@ -167,16 +105,17 @@ fn flatten<'a>(
             out.push(column);
             continue;
         }
-        let parsed: Vec<Option<RawObject<'a>>> = column
-            .cells
-            .iter()
-            .map(|cell| {
-                cell.filter(|raw| cells::kind(raw) == cells::Kind::Object)
-                    .and_then(|raw| serde_json::from_str::<RawObject<'a>>(raw.get()).ok())
-            })
-            .collect();
-        let refs: Vec<Option<&RawObject<'a>>> = parsed.iter().map(Option::as_ref).collect();
-        let children = gather(&refs, &column.path)?;
+        let mut nested = Gatherer::new(&column.path);
+        for cell in &column.cells {
+            let object = cell
+                .filter(|raw| cells::kind(raw) == cells::Kind::Object)
+                .and_then(|raw| serde_json::from_str::<RawObject<'a>>(raw.get()).ok());
+            match object {
+                Some(object) => nested.add_row(&object.members)?,
+                None => nested.skip_row(),
+            }
+        }
+        let children = nested.finish();
         if children.is_empty() {
             // Only empty objects: keep the column (as text) rather than lose it.
             out.push(column);
@@ -200,11 +139,33 @@ pub fn ingest_rows_with(
     rows: &[RawObject<'_>],
     options: IngestOptions,
 ) -> Result<Ingested, IngestError> {
-    if rows.is_empty() {
+    let mut gatherer = Gatherer::new(&[]);
+    for row in rows {
+        gatherer.add_row(&row.members)?;
+    }
+    ingest_table_with(
+        RawTable {
+            gatherer,
+            error: None,
+        },
+        options,
+    )
+}
+
+/// Ingest a table read by [`RawTable`] (locating a table already reads it this way, so its rows
+/// are parsed once).
+pub fn ingest_table_with(
+    table: RawTable<'_>,
+    options: IngestOptions,
+) -> Result<Ingested, IngestError> {
+    if let Some(error) = table.error {
+        return Err(error);
+    }
+    let rows = table.rows();
+    if rows == 0 {
         return Err(IngestError::Empty);
     }
-    let refs: Vec<Option<&RawObject<'_>>> = rows.iter().map(Some).collect();
-    let top = gather(&refs, &[])?;
+    let top = table.gatherer.finish();
     let mut columns = Vec::with_capacity(top.len());
     flatten(top, &mut columns)?;
     if columns.is_empty() {
@@ -215,13 +176,19 @@ pub fn ingest_rows_with(
     }
     let paths: Vec<&[String]> = columns.iter().map(|c| c.path.as_slice()).collect();
     let column_names = names::column_names(&paths);
+    // Each column is typed and built on its own: large tables use every core.
+    let built = crate::parallel::map_columns(columns.len(), rows, |index| {
+        let column = &columns[index];
+        let typing = infer::infer_with(&column.cells, options);
+        let source = column.path.join(".");
+        build::build_column(&column_names[index], typing, &column.cells, &source)
+            .map(|(field, array)| (field, array, source, typing))
+    });
     let mut fields = Vec::with_capacity(columns.len());
     let mut arrays = Vec::with_capacity(columns.len());
     let mut infos = Vec::with_capacity(columns.len());
-    for (column, name) in columns.iter().zip(column_names) {
-        let typing = infer::infer_with(&column.cells, options);
-        let source = column.path.join(".");
-        let (field, array) = build::build_column(&name, typing, &column.cells, &source)?;
+    for (result, name) in built.into_iter().zip(column_names) {
+        let (field, array, source, typing) = result?;
         fields.push(field);
         arrays.push(array);
         infos.push(ColumnInfo {

@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::ingest::RawRows;
+use crate::ingest::RawTable;
 use crate::ingest::cells::{Kind, kind, string_content};
 
 /// How deep inside objects tables are looked for (`{"data": {"items": [...]}}` is depth 2).
@@ -83,7 +83,7 @@ pub struct FoundTable<'a> {
     pub rows: Cow<'a, str>,
     /// The rows already split into objects, when locating had to parse them anyway and they
     /// borrow from the result itself (ingest then does not parse them again).
-    pub parsed: Option<RawRows<'a>>,
+    pub parsed: Option<RawTable<'a>>,
     /// The whole string the table was read from, when it came from a string member.
     pub container: Option<String>,
 }
@@ -95,14 +95,14 @@ pub struct Located<'a> {
     pub context: Map<String, Value>,
 }
 
-/// `text` as rows, if it is a non-empty JSON array of objects.
-fn rows_of(text: &str) -> Option<RawRows<'_>> {
+/// `text` read as a table, if it is a non-empty JSON array of objects.
+fn rows_of(text: &str) -> Option<RawTable<'_>> {
     if !text.trim_start().starts_with('[') {
         return None;
     }
-    serde_json::from_str::<RawRows<'_>>(text)
+    serde_json::from_str::<RawTable<'_>>(text)
         .ok()
-        .filter(|rows| !rows.0.is_empty())
+        .filter(|table| table.rows() > 0)
 }
 
 /// Walk one JSON value for tables. Members that are not tables go to `context`.

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::envelope::{self, DatasetView};
-use crate::ingest::{IngestOptions, ingest_json_array_with, ingest_rows_with};
+use crate::ingest::{IngestOptions, ingest_json_array_with, ingest_table_with};
 use crate::store::{NewDataset, Provenance, Store};
 use estimate::{estimate_tokens, upper_bound_tokens};
 use locate::{FoundTable, Located, Rung};
@@ -138,7 +138,7 @@ fn replace(
     };
     let Located {
         rung,
-        tables,
+        mut tables,
         context,
     } = located;
 
@@ -148,7 +148,7 @@ fn replace(
             store.remove(&dataset.reference);
         }
     };
-    for table in &tables {
+    for table in &mut tables {
         match ingest_table(table, origin, rung, store) {
             Ok(dataset) => added.push(dataset),
             Err(reason) => {
@@ -242,7 +242,7 @@ fn absorb_texts(
 }
 
 fn ingest_table(
-    table: &FoundTable<'_>,
+    table: &mut FoundTable<'_>,
     origin: &Origin,
     rung: Rung,
     store: &Arc<Store>,
@@ -250,8 +250,8 @@ fn ingest_table(
     let options = IngestOptions {
         decimal_strings: rung.cells_are_text(),
     };
-    let ingested = match &table.parsed {
-        Some(rows) => ingest_rows_with(&rows.0, options),
+    let ingested = match table.parsed.take() {
+        Some(parsed) => ingest_table_with(parsed, options),
         None => ingest_json_array_with(&table.rows, options),
     }
     .map_err(|e| e.to_string())?;

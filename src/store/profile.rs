@@ -27,9 +27,6 @@ pub const DISTINCT_CAP: usize = 100_000;
 /// column's distinct values (bottom-k), enough to estimate containment in another column.
 pub const SKETCH_SIZE: usize = 64;
 
-/// Below this many cells a dataset is profiled on the calling thread (a thread costs more).
-const PARALLEL_CELLS: usize = 50_000;
-
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ColumnProfile {
@@ -291,46 +288,13 @@ fn extremes(array: &ArrayRef) -> (Option<usize>, Option<usize>) {
     }
 }
 
-/// Profile every column of `batches`; columns are independent, so large datasets are profiled
-/// on as many threads as the machine has (at most one per column).
+/// Profile every column of `batches`; columns are independent, so a large dataset is profiled
+/// on every core ([`crate::parallel`]).
 pub fn profile(schema: &SchemaRef, batches: &[RecordBatch]) -> Vec<ColumnProfile> {
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    let columns = schema.fields().len();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(columns);
-    if threads <= 1 || rows.saturating_mul(columns) < PARALLEL_CELLS {
-        return (0..columns)
-            .map(|index| profile_column(schema, batches, rows, index))
-            .collect();
-    }
-    // Column i goes to thread i % threads; results are put back in column order.
-    let mut slots: Vec<Option<ColumnProfile>> = vec![None; columns];
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = (1..threads)
-            .map(|first| {
-                scope.spawn(move || {
-                    (first..columns)
-                        .step_by(threads)
-                        .map(|index| (index, profile_column(schema, batches, rows, index)))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        for index in (0..columns).step_by(threads) {
-            slots[index] = Some(profile_column(schema, batches, rows, index));
-        }
-        for worker in workers {
-            match worker.join() {
-                Ok(done) => done
-                    .into_iter()
-                    .for_each(|(index, column)| slots[index] = Some(column)),
-                // Re-raised on this thread: interception turns a panic into a passthrough.
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-    });
-    slots.into_iter().flatten().collect()
+    crate::parallel::map_columns(schema.fields().len(), rows, |index| {
+        profile_column(schema, batches, rows, index)
+    })
 }
 
 fn profile_column(
