@@ -141,10 +141,78 @@ pub fn string_content(raw: &RawValue) -> Option<Cow<'_, str>> {
     let text = raw.get();
     let inner = text.strip_prefix('"')?.strip_suffix('"')?;
     if inner.contains('\\') {
-        serde_json::from_str::<String>(text).ok().map(Cow::Owned)
+        unescape(inner).map(Cow::Owned)
     } else {
         Some(Cow::Borrowed(inner))
     }
+}
+
+/// The four hex digits of a `\uXXXX` escape.
+fn hex4(digits: &[u8]) -> Option<u32> {
+    let text = std::str::from_utf8(digits.get(..4)?).ok()?;
+    u32::from_str_radix(text, 16).ok()
+}
+
+/// The text of a JSON string body (`inner`: between the quotes, escapes as written), decoded in
+/// one pass into a buffer of its final size. A JSON text carried inside a tool result's text
+/// block is megabytes with an escape every few bytes; serde_json decodes such a string through
+/// a growing scratch buffer and then copies it, which touched three times the memory.
+/// `None` where serde_json would refuse the string too: an unknown escape, a lone surrogate.
+pub fn unescape(inner: &str) -> Option<String> {
+    let bytes = inner.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let run = bytes[at..]
+            .iter()
+            .position(|&b| b == b'\\')
+            .unwrap_or(bytes.len() - at);
+        out.extend_from_slice(&bytes[at..at + run]);
+        at += run;
+        if at == bytes.len() {
+            break;
+        }
+        let escaped = *bytes.get(at + 1)?;
+        at += 2;
+        let simple = match escaped {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            b'/' => b'/',
+            b'b' => 0x08,
+            b'f' => 0x0c,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            b'u' => {
+                let unit = hex4(&bytes[at..])?;
+                at += 4;
+                let code = match unit {
+                    0xD800..=0xDBFF => {
+                        // A high surrogate must be followed by an escaped low one.
+                        if bytes.get(at..at + 2)? != b"\\u" {
+                            return None;
+                        }
+                        let low = hex4(&bytes[at + 2..])?;
+                        if !(0xDC00..=0xDFFF).contains(&low) {
+                            return None;
+                        }
+                        at += 6;
+                        0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
+                    }
+                    0xDC00..=0xDFFF => return None,
+                    _ => unit,
+                };
+                let mut buffer = [0u8; 4];
+                out.extend_from_slice(char::from_u32(code)?.encode_utf8(&mut buffer).as_bytes());
+                continue;
+            }
+            _ => return None,
+        };
+        out.push(simple);
+    }
+    // Escapes only ever insert whole characters between whole characters, so this holds; the
+    // check costs one fast pass and keeps this free of `unsafe`.
+    String::from_utf8(out).ok()
 }
 
 /// What a number's text says about it.
@@ -308,6 +376,49 @@ mod tests {
             "1234567890.1234567",
         ] {
             assert_eq!(canonical_decimal(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn unescaping_agrees_with_serde_json() {
+        for text in [
+            r#""plain""#,
+            r#""a\"b\\c\/d\be\ff\ng\rh\ti""#,
+            r#""\u00e9\u4e2d\ud83d\ude00 end""#,
+            r#""{\"id\": 1, \"name\": \"x\"}""#,
+            r#""\\\\\"""#,
+            r#""caf\u00E9 ☕""#,
+        ] {
+            let raw: Box<RawValue> = serde_json::from_str(text).expect("raw");
+            let ours = string_content(&raw).map(|c| c.into_owned());
+            let theirs = serde_json::from_str::<String>(text).ok();
+            assert_eq!(ours, theirs, "{text}");
+        }
+        // What serde_json refuses, we refuse: lone surrogates.
+        for text in [r#""\ud83d""#, r#""\ude00""#, r#""\ud83d\u0041""#] {
+            let raw: Box<RawValue> = serde_json::from_str(text).expect("raw");
+            assert!(serde_json::from_str::<String>(text).is_err(), "{text}");
+            assert_eq!(string_content(&raw), None, "{text}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any text, each character written plainly or as `\uXXXX` (surrogate pairs beyond
+        /// the BMP), decodes back to itself.
+        #[test]
+        fn any_escaped_text_decodes_to_itself(text in ".{0,40}", as_unicode in proptest::collection::vec(proptest::bool::ANY, 40)) {
+            let mut body = String::new();
+            for (index, c) in text.chars().enumerate() {
+                if as_unicode.get(index).copied().unwrap_or(false) || c == '"' || c == '\\' || c < ' ' {
+                    let mut units = [0u16; 2];
+                    for unit in c.encode_utf16(&mut units) {
+                        body.push_str(&format!("\\u{unit:04x}"));
+                    }
+                } else {
+                    body.push(c);
+                }
+            }
+            proptest::prop_assert_eq!(unescape(&body), Some(text));
         }
     }
 

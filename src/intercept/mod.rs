@@ -13,6 +13,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::envelope::{self, DatasetView};
+use crate::ingest::cells::string_content;
 use crate::ingest::{IngestOptions, ingest_json_array_with, ingest_table_with};
 use crate::store::{NewDataset, Provenance, Store};
 use estimate::{estimate_tokens, upper_bound_tokens};
@@ -37,8 +38,9 @@ struct ResultView<'a> {
 struct ContentView<'a> {
     #[serde(borrow, rename = "type")]
     kind: Cow<'a, str>,
+    /// Kept raw and decoded by [`string_content`]: in one pass, into a buffer of its size.
     #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
+    text: Option<&'a RawValue>,
 }
 
 /// Who produced a result.
@@ -104,11 +106,16 @@ fn replace(
     if view.is_error == Some(true) || view.content.iter().any(|c| c.kind != "text") {
         return Ok(None);
     }
-    let texts: Vec<&str> = view
+    let Some(decoded) = view
         .content
         .iter()
-        .filter_map(|c| c.text.as_deref())
-        .collect();
+        .filter_map(|c| c.text)
+        .map(string_content)
+        .collect::<Option<Vec<Cow<'_, str>>>>()
+    else {
+        return Ok(None);
+    };
+    let texts: Vec<&str> = decoded.iter().map(|t| t.as_ref()).collect();
     let original_tokens = texts.iter().map(|t| estimate_tokens(t)).sum::<usize>()
         + view
             .structured_content
