@@ -153,6 +153,9 @@ fn hex4(digits: &[u8]) -> Option<u32> {
     u32::from_str_radix(text, 16).ok()
 }
 
+/// Bodies longer than this are decoded in two halves on two threads.
+const PARALLEL_UNESCAPE_BYTES: usize = 256 * 1024;
+
 /// The text of a JSON string body (`inner`: between the quotes, escapes as written), decoded in
 /// one pass into a buffer of its final size. A JSON text carried inside a tool result's text
 /// block is megabytes with an escape every few bytes; serde_json decodes such a string through
@@ -160,17 +163,47 @@ fn hex4(digits: &[u8]) -> Option<u32> {
 /// `None` where serde_json would refuse the string too: an unknown escape, a lone surrogate.
 pub fn unescape(inner: &str) -> Option<String> {
     let bytes = inner.as_bytes();
+    let two_cores = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
     let mut out = Vec::with_capacity(bytes.len());
+    match split_point(bytes).filter(|_| two_cores && bytes.len() >= PARALLEL_UNESCAPE_BYTES) {
+        Some(split) => {
+            let (head, tail) = bytes.split_at(split);
+            let (head_ok, tail_out) = std::thread::scope(|scope| {
+                let tail = scope.spawn(|| {
+                    let mut out = Vec::with_capacity(tail.len());
+                    unescape_into(tail, &mut out).map(|()| out)
+                });
+                let head_ok = unescape_into(head, &mut out);
+                (head_ok, tail.join().ok().flatten())
+            });
+            head_ok?;
+            out.extend_from_slice(&tail_out?);
+        }
+        None => unescape_into(bytes, &mut out)?,
+    }
+    // Escapes only ever insert whole characters between whole characters, so this holds; the
+    // check costs one fast pass and keeps this free of `unsafe`.
+    String::from_utf8(out).ok()
+}
+
+/// A place near the middle of an escaped body where an escape begins: the first backslash of a
+/// run that follows a character other than a backslash. (In a valid body such a backslash
+/// cannot be the second half of `\\`, and hex digits are never backslashes.)
+fn split_point(bytes: &[u8]) -> Option<usize> {
+    let middle = bytes.len() / 2;
+    (middle.max(1)..bytes.len()).find(|&i| bytes[i] == b'\\' && bytes[i - 1] != b'\\')
+}
+
+fn unescape_into(bytes: &[u8], out: &mut Vec<u8>) -> Option<()> {
     let mut at = 0;
     while at < bytes.len() {
-        let run = bytes[at..]
-            .iter()
-            .position(|&b| b == b'\\')
-            .unwrap_or(bytes.len() - at);
-        out.extend_from_slice(&bytes[at..at + run]);
-        at += run;
-        if at == bytes.len() {
-            break;
+        let byte = bytes[at];
+        if byte != b'\\' {
+            // Runs between escapes are a few bytes in escaped JSON: a plain loop beats a
+            // memchr + memcpy per run.
+            out.push(byte);
+            at += 1;
+            continue;
         }
         let escaped = *bytes.get(at + 1)?;
         at += 2;
@@ -184,7 +217,7 @@ pub fn unescape(inner: &str) -> Option<String> {
             b'r' => b'\r',
             b't' => b'\t',
             b'u' => {
-                let unit = hex4(&bytes[at..])?;
+                let unit = hex4(bytes.get(at..)?)?;
                 at += 4;
                 let code = match unit {
                     0xD800..=0xDBFF => {
@@ -192,7 +225,7 @@ pub fn unescape(inner: &str) -> Option<String> {
                         if bytes.get(at..at + 2)? != b"\\u" {
                             return None;
                         }
-                        let low = hex4(&bytes[at + 2..])?;
+                        let low = hex4(bytes.get(at + 2..)?)?;
                         if !(0xDC00..=0xDFFF).contains(&low) {
                             return None;
                         }
@@ -210,9 +243,7 @@ pub fn unescape(inner: &str) -> Option<String> {
         };
         out.push(simple);
     }
-    // Escapes only ever insert whole characters between whole characters, so this holds; the
-    // check costs one fast pass and keeps this free of `unsafe`.
-    String::from_utf8(out).ok()
+    Some(())
 }
 
 /// What a number's text says about it.
@@ -399,6 +430,30 @@ mod tests {
             let raw: Box<RawValue> = serde_json::from_str(text).expect("raw");
             assert!(serde_json::from_str::<String>(text).is_err(), "{text}");
             assert_eq!(string_content(&raw), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn long_bodies_decode_the_same_in_two_halves() {
+        // Escapes of every kind around the middle, so the split lands next to each of them.
+        let piece = r#"{\"k\": \"a\\\\b\\\"c\u00e9\ud83d\ude00\n\"}, "#;
+        let body = piece.repeat(PARALLEL_UNESCAPE_BYTES / piece.len() + 7);
+        let mut serial = Vec::new();
+        unescape_into(body.as_bytes(), &mut serial).expect("serial");
+        let whole = unescape(&body).expect("parallel");
+        assert_eq!(whole.as_bytes(), serial.as_slice());
+        let expected: String = serde_json::from_str(&format!("\"{body}\"")).expect("serde");
+        assert_eq!(whole, expected);
+        for cut in 0..piece.len() {
+            let body = format!("{}{}", &"x".repeat(cut), piece.repeat(3));
+            let split = split_point(body.as_bytes()).expect("a split");
+            let mut head = Vec::new();
+            let mut tail = Vec::new();
+            unescape_into(&body.as_bytes()[..split], &mut head).expect("head");
+            unescape_into(&body.as_bytes()[split..], &mut tail).expect("tail");
+            head.extend(tail);
+            let expected: String = serde_json::from_str(&format!("\"{body}\"")).expect("serde");
+            assert_eq!(String::from_utf8(head).expect("utf8"), expected);
         }
     }
 
