@@ -77,8 +77,7 @@ pub fn ingest_json_array(text: &str) -> Result<Ingested, IngestError> {
 
 /// [`ingest_json_array`] with typing options.
 pub fn ingest_json_array_with(text: &str, options: IngestOptions) -> Result<Ingested, IngestError> {
-    let table: RawTable<'_> =
-        serde_json::from_str(text).map_err(|e| IngestError::NotRows(e.to_string()))?;
+    let table = RawTable::parse(text).map_err(|e| IngestError::NotRows(e.to_string()))?;
     ingest_table_with(table, options)
 }
 

@@ -100,9 +100,7 @@ fn rows_of(text: &str) -> Option<RawTable<'_>> {
     if !text.trim_start().starts_with('[') {
         return None;
     }
-    serde_json::from_str::<RawTable<'_>>(text)
-        .ok()
-        .filter(|table| table.rows() > 0)
+    RawTable::parse(text).ok().filter(|table| table.rows() > 0)
 }
 
 /// Walk one JSON value for tables. Members that are not tables go to `context`.
