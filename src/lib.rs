@@ -18,10 +18,3 @@ pub mod redact;
 pub mod snapshot;
 pub mod store;
 pub mod wire;
-
-/// mimalloc instead of the system allocator, for everything linking this library (the `loom`
-/// binary, its tests and benches alike): interception allocates and frees megabytes per large
-/// result, and glibc's malloc spent a quarter of that time in page faults, splitting and
-/// consolidating chunks.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
