@@ -5,6 +5,12 @@
 /// Below this many cells (rows × columns) work stays on the calling thread.
 pub const PARALLEL_CELLS: usize = 50_000;
 
+/// The cores this process may use, asked once (the answer reads cgroup files on Linux).
+pub fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 /// `(0..columns).map(work)`, in order, on up to as many threads as the machine has when the
 /// table has at least [`PARALLEL_CELLS`] cells. A panic in `work` is re-raised on the caller
 /// (interception turns it into a passthrough).
@@ -13,9 +19,7 @@ pub fn map_columns<T: Send>(
     rows: usize,
     work: impl Fn(usize) -> T + Sync,
 ) -> Vec<T> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(columns);
+    let threads = cores().min(columns);
     if threads <= 1 || rows.saturating_mul(columns) < PARALLEL_CELLS {
         return (0..columns).map(work).collect();
     }

@@ -118,8 +118,8 @@ fn token_affinity(a: &[String], b: &[String], table: &[String]) -> f64 {
     if shared_key { 0.4 } else { 0.0 }
 }
 
-/// Which columns can meet at all: integers (any width, decimals of scale 0) and text (canonical
-/// integer strings share the integers' hashes) in one class, dates and timestamps in another.
+/// Which columns can meet at all: integers (Int32/Int64/UInt32/UInt64, Decimal128(38, 0)) and
+/// text (canonical integer strings share the integers' hashes) in one class, dates in another.
 fn join_class(column: &ColumnProfile) -> Option<u8> {
     match column.data_type.as_str() {
         "Int64" | "Int32" | "UInt64" | "UInt32" | "Decimal128(38, 0)" | "Utf8" => Some(0),

@@ -30,11 +30,13 @@ fn present<'a>(cell: &Option<&'a RawValue>) -> Option<&'a RawValue> {
 }
 
 /// The text stored for a value in a text column: a string's content, any other value's JSON.
-fn as_text(raw: &RawValue) -> std::borrow::Cow<'_, str> {
+/// A string JSON cannot decode (a lone surrogate `\ud800`) is an error, never stored as its raw
+/// JSON text: the result then passes through untouched.
+fn as_text<'a>(raw: &'a RawValue, source: &str) -> Result<std::borrow::Cow<'a, str>, IngestError> {
     if kind(raw) == Kind::String {
-        string_content(raw).unwrap_or(std::borrow::Cow::Borrowed(raw.get()))
+        string_content(raw).ok_or_else(|| mismatch(source, raw, "a decodable string"))
     } else {
-        std::borrow::Cow::Borrowed(raw.get())
+        Ok(std::borrow::Cow::Borrowed(raw.get()))
     }
 }
 
@@ -170,7 +172,7 @@ pub fn build_column(
             for cell in cells {
                 match present(cell) {
                     None => b.append_null(),
-                    Some(raw) => b.append_value(as_text(raw)),
+                    Some(raw) => b.append_value(as_text(raw, source)?),
                 }
             }
             Arc::new(b.finish())
@@ -260,7 +262,7 @@ fn build_list(
             |v: &mut StringBuilder, x: Option<&RawValue>| {
                 match x {
                     None => v.append_null(),
-                    Some(raw) => v.append_value(as_text(raw)),
+                    Some(raw) => v.append_value(as_text(raw, source)?),
                 }
                 Ok::<(), IngestError>(())
             }

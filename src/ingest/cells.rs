@@ -163,9 +163,11 @@ const PARALLEL_UNESCAPE_BYTES: usize = 256 * 1024;
 /// `None` where serde_json would refuse the string too: an unknown escape, a lone surrogate.
 pub fn unescape(inner: &str) -> Option<String> {
     let bytes = inner.as_bytes();
-    let two_cores = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
     let mut out = Vec::with_capacity(bytes.len());
-    match split_point(bytes).filter(|_| two_cores && bytes.len() >= PARALLEL_UNESCAPE_BYTES) {
+    let split = (bytes.len() >= PARALLEL_UNESCAPE_BYTES && crate::parallel::cores() > 1)
+        .then(|| split_point(bytes))
+        .flatten();
+    match split {
         Some(split) => {
             let (head, tail) = bytes.split_at(split);
             let (head_ok, tail_out) = std::thread::scope(|scope| {
@@ -187,11 +189,20 @@ pub fn unescape(inner: &str) -> Option<String> {
 }
 
 /// A place near the middle of an escaped body where an escape begins: the first backslash of a
-/// run that follows a character other than a backslash. (In a valid body such a backslash
-/// cannot be the second half of `\\`, and hex digits are never backslashes.)
+/// run that follows a character other than a backslash (in a valid body such a backslash
+/// cannot be the second half of `\\`, and hex digits are never backslashes) — and not the low
+/// half of a surrogate pair (`\ud83d\ude00` decodes only as a whole), so any backslash right
+/// after something that reads like `\uD800`–`\uDBFF` is passed over.
 fn split_point(bytes: &[u8]) -> Option<usize> {
+    let after_high_surrogate = |i: usize| {
+        i >= 6
+            && bytes[i - 6] == b'\\'
+            && bytes[i - 5] == b'u'
+            && hex4(&bytes[i - 4..i]).is_some_and(|unit| (0xD800..=0xDBFF).contains(&unit))
+    };
     let middle = bytes.len() / 2;
-    (middle.max(1)..bytes.len()).find(|&i| bytes[i] == b'\\' && bytes[i - 1] != b'\\')
+    (middle.max(1)..bytes.len())
+        .find(|&i| bytes[i] == b'\\' && bytes[i - 1] != b'\\' && !after_high_surrogate(i))
 }
 
 fn unescape_into(bytes: &[u8], out: &mut Vec<u8>) -> Option<()> {
@@ -444,7 +455,8 @@ mod tests {
         assert_eq!(whole.as_bytes(), serial.as_slice());
         let expected: String = serde_json::from_str(&format!("\"{body}\"")).expect("serde");
         assert_eq!(whole, expected);
-        for cut in 0..piece.len() {
+        // Every offset of the piece at the middle, the surrogate pair's halves included.
+        for cut in 0..2 * piece.len() {
             let body = format!("{}{}", &"x".repeat(cut), piece.repeat(3));
             let split = split_point(body.as_bytes()).expect("a split");
             let mut head = Vec::new();
@@ -454,6 +466,20 @@ mod tests {
             head.extend(tail);
             let expected: String = serde_json::from_str(&format!("\"{body}\"")).expect("serde");
             assert_eq!(String::from_utf8(head).expect("utf8"), expected);
+        }
+    }
+
+    #[test]
+    fn a_surrogate_pair_at_the_middle_is_never_split() {
+        let half = PARALLEL_UNESCAPE_BYTES / 2;
+        for offset in 0..8 {
+            let body = format!(
+                "{}\\ud83d\\ude00{}",
+                "a".repeat(half - offset),
+                "a".repeat(half + offset)
+            );
+            let expected: String = serde_json::from_str(&format!("\"{body}\"")).expect("serde");
+            assert_eq!(unescape(&body), Some(expected), "offset {offset}");
         }
     }
 

@@ -190,7 +190,7 @@ fn array_element(raw: &RawValue) -> Result<Option<ListElement>, ()> {
             Kind::String => Some(ListElement::Text),
             Kind::Number => match classify_number(value.get()) {
                 NumberText::Int(v) => {
-                    big_int |= v.abs() >= F64_EXACT_INT;
+                    big_int |= v.unsigned_abs() >= F64_EXACT_INT.unsigned_abs();
                     Some(ListElement::Int)
                 }
                 NumberText::Float(_) => Some(ListElement::Float),

@@ -105,14 +105,24 @@ fn flatten<'a>(
             continue;
         }
         let mut nested = Gatherer::new(&column.path);
+        let mut unreadable = false;
         for cell in &column.cells {
-            let object = cell
-                .filter(|raw| cells::kind(raw) == cells::Kind::Object)
-                .and_then(|raw| serde_json::from_str::<RawObject<'a>>(raw.get()).ok());
-            match object {
-                Some(object) => nested.add_row(&object.members)?,
+            match cell.filter(|raw| cells::kind(raw) == cells::Kind::Object) {
                 None => nested.skip_row(),
+                // An object whose keys cannot be decoded (a lone surrogate) must not become a
+                // row of nulls: the column then stays whole, as JSON text.
+                Some(raw) => match serde_json::from_str::<RawObject<'a>>(raw.get()) {
+                    Ok(object) => nested.add_row(&object.members)?,
+                    Err(_) => {
+                        unreadable = true;
+                        break;
+                    }
+                },
             }
+        }
+        if unreadable {
+            out.push(column);
+            continue;
         }
         let children = nested.finish();
         if children.is_empty() {

@@ -43,6 +43,17 @@ fn rows_of_changing_shape_land_in_the_right_columns() {
 }
 
 #[test]
+fn undecodable_strings_never_become_nulls_or_raw_json() {
+    // A nested object with an undecodable key keeps its column whole, as JSON text.
+    let got = ingest(r#"[{"o": {"x": 1}}, {"o": {"\ud800": 2}}]"#);
+    assert_eq!(column_names(&got), vec!["o"]);
+    let o = got.batch.column(0).as_string::<i32>();
+    assert_eq!(o.value(1), r#"{"\ud800": 2}"#);
+    // An undecodable string value is an error (the result then passes through), not its JSON.
+    assert!(ingest_json_array(r#"[{"s": "a"}, {"s": "\ud800"}]"#).is_err());
+}
+
+#[test]
 fn nested_objects_flatten_to_a_depth_then_stay_json() {
     let got = ingest(
         r#"[{"user": {"login": "ada", "org": {"id": 7, "geo": {"lat": 1.5, "deep": {"x": 1}}}}},

@@ -84,9 +84,18 @@ fn hash_int(v: i64) -> u64 {
 }
 
 fn hash_text(s: &str) -> u64 {
-    match crate::ingest::cells::canonical_int(s) {
-        Some(v) => hash_int(v),
-        None => hash_tagged(tag::TEXT, s.as_bytes()),
+    if let Some(v) = crate::ingest::cells::canonical_int(s) {
+        return hash_int(v);
+    }
+    // A canonical integer beyond 64 bits meets the same number in a Decimal128 column.
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let canonical_big = digits.len() > 18
+        && digits.len() <= 38
+        && !digits.starts_with('0')
+        && digits.bytes().all(|b| b.is_ascii_digit());
+    match s.parse::<i128>() {
+        Ok(v) if canonical_big => hash_tagged(tag::DECIMAL, &v.to_le_bytes()),
+        _ => hash_tagged(tag::TEXT, s.as_bytes()),
     }
 }
 
@@ -379,6 +388,10 @@ mod tests {
 
     use super::*;
 
+    fn ints_of_five() -> Option<u64> {
+        hashes_of(Arc::new(Int64Array::from(vec![5])))[0]
+    }
+
     fn hashes_of(array: ArrayRef) -> Vec<Option<u64>> {
         let mut out = vec![None; array.len()];
         for_each_hash(&array, &mut |row, hash| out[row] = Some(hash));
@@ -398,6 +411,19 @@ mod tests {
         assert_eq!(ints[2], texts[2]);
         let padded = hashes_of(Arc::new(StringArray::from(vec!["0336776"])));
         assert_ne!(padded[0], ints[0], "a padded string is another value");
+        let big = 123_456_789_012_345_678_901_i128;
+        let decimals = hashes_of(Arc::new(
+            arrow::array::Decimal128Array::from(vec![big, -big, 5])
+                .with_precision_and_scale(38, 0)
+                .expect("decimal"),
+        ));
+        let texts = hashes_of(Arc::new(StringArray::from(vec![
+            "123456789012345678901",
+            "-123456789012345678901",
+            "5",
+        ])));
+        assert_eq!(decimals, texts);
+        assert_eq!(decimals[2], ints_of_five());
     }
 
     #[test]
