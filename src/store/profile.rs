@@ -93,9 +93,9 @@ fn hash_text(s: &str) -> u64 {
         && digits.len() <= 38
         && !digits.starts_with('0')
         && digits.bytes().all(|b| b.is_ascii_digit());
-    match s.parse::<i128>() {
-        Ok(v) if canonical_big => hash_tagged(tag::DECIMAL, &v.to_le_bytes()),
-        _ => hash_tagged(tag::TEXT, s.as_bytes()),
+    match canonical_big.then(|| s.parse::<i128>().ok()).flatten() {
+        Some(v) => hash_tagged(tag::DECIMAL, &v.to_le_bytes()),
+        None => hash_tagged(tag::TEXT, s.as_bytes()),
     }
 }
 
