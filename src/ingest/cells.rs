@@ -163,26 +163,29 @@ const PARALLEL_UNESCAPE_BYTES: usize = 256 * 1024;
 /// `None` where serde_json would refuse the string too: an unknown escape, a lone surrogate.
 pub fn unescape(inner: &str) -> Option<String> {
     let bytes = inner.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
+    // Decoding never lengthens a body (`\"` → `"`, `\u00e9` → 2 bytes, a surrogate pair's 12
+    // bytes → 4), so each part decodes in place into its own slice of one buffer. `vec![0; n]`
+    // comes from fresh zeroed pages: no pass to clear it.
+    let mut out = vec![0u8; bytes.len()];
     let split = (bytes.len() >= PARALLEL_UNESCAPE_BYTES && crate::parallel::cores() > 1)
         .then(|| split_point(bytes))
         .flatten();
-    match split {
+    let written = match split {
         Some(split) => {
             let (head, tail) = bytes.split_at(split);
-            let (head_ok, tail_out) = std::thread::scope(|scope| {
-                let tail = scope.spawn(|| {
-                    let mut out = Vec::with_capacity(tail.len());
-                    unescape_into(tail, &mut out).map(|()| out)
-                });
-                let head_ok = unescape_into(head, &mut out);
-                (head_ok, tail.join().ok().flatten())
+            let (head_out, tail_out) = out.split_at_mut(split);
+            let (head_written, tail_written) = std::thread::scope(|scope| {
+                let tail = scope.spawn(|| unescape_into(tail, tail_out));
+                let head_written = unescape_into(head, head_out);
+                (head_written, tail.join().ok().flatten())
             });
-            head_ok?;
-            out.extend_from_slice(&tail_out?);
+            let (head_written, tail_written) = (head_written?, tail_written?);
+            out.copy_within(split..split + tail_written, head_written);
+            head_written + tail_written
         }
         None => unescape_into(bytes, &mut out)?,
-    }
+    };
+    out.truncate(written);
     // Escapes only ever insert whole characters between whole characters, so this holds; the
     // check costs one fast pass and keeps this free of `unsafe`.
     String::from_utf8(out).ok()
@@ -205,16 +208,50 @@ fn split_point(bytes: &[u8]) -> Option<usize> {
         .find(|&i| bytes[i] == b'\\' && bytes[i - 1] != b'\\' && !after_high_surrogate(i))
 }
 
-fn unescape_into(bytes: &[u8], out: &mut Vec<u8>) -> Option<()> {
+// Words of eight bytes for finding a backslash in a word (the classic has-zero-byte test on
+// `word ^ BACKSLASHES`).
+const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
+const LOW_BITS: u64 = u64::from_ne_bytes([0x01; 8]);
+const HIGH_BITS: u64 = u64::from_ne_bytes([0x80; 8]);
+
+/// Decode `bytes` into `out` (at least as long as `bytes`); the length written. Plain runs go
+/// eight bytes at a time: a word without a backslash is copied whole; otherwise the whole word
+/// is stored anyway (what follows the backslash is overwritten next, which beats a copy of
+/// variable length) and only the bytes before the backslash count. The found-bit arithmetic is
+/// exact for the lowest backslash of a word, the only one used.
+fn unescape_into(bytes: &[u8], out: &mut [u8]) -> Option<usize> {
     let mut at = 0;
-    while at < bytes.len() {
-        let byte = bytes[at];
-        if byte != b'\\' {
-            // Runs between escapes are a few bytes in escaped JSON: a plain loop beats a
-            // memchr + memcpy per run.
-            out.push(byte);
+    let mut written = 0;
+    loop {
+        // Plain bytes up to the next backslash. `written <= at` always holds (escapes shrink),
+        // so `out` has room for a whole word wherever `bytes` has one.
+        while let Some(word) = bytes.get(at..at + 8) {
+            out.get_mut(written..written + 8)?.copy_from_slice(word);
+            let mut chunk = [0u8; 8];
+            chunk.copy_from_slice(word);
+            let x = u64::from_le_bytes(chunk) ^ BACKSLASHES;
+            let found = x.wrapping_sub(LOW_BITS) & !x & HIGH_BITS;
+            if found == 0 {
+                at += 8;
+                written += 8;
+            } else {
+                let plain = (found.trailing_zeros() / 8) as usize;
+                at += plain;
+                written += plain;
+                break;
+            }
+        }
+        // Fewer than eight bytes left, or a backslash at `at`.
+        while let Some(&byte) = bytes.get(at) {
+            if byte == b'\\' {
+                break;
+            }
+            *out.get_mut(written)? = byte;
             at += 1;
-            continue;
+            written += 1;
+        }
+        if at >= bytes.len() {
+            return Some(written);
         }
         let escaped = *bytes.get(at + 1)?;
         at += 2;
@@ -247,14 +284,17 @@ fn unescape_into(bytes: &[u8], out: &mut Vec<u8>) -> Option<()> {
                     _ => unit,
                 };
                 let mut buffer = [0u8; 4];
-                out.extend_from_slice(char::from_u32(code)?.encode_utf8(&mut buffer).as_bytes());
+                let encoded = char::from_u32(code)?.encode_utf8(&mut buffer).as_bytes();
+                out.get_mut(written..written + encoded.len())?
+                    .copy_from_slice(encoded);
+                written += encoded.len();
                 continue;
             }
             _ => return None,
         };
-        out.push(simple);
+        *out.get_mut(written)? = simple;
+        written += 1;
     }
-    Some(())
 }
 
 /// What a number's text says about it.
@@ -444,13 +484,20 @@ mod tests {
         }
     }
 
+    /// `bytes` decoded on this thread alone.
+    fn decoded(bytes: &[u8]) -> Option<Vec<u8>> {
+        let mut out = vec![0u8; bytes.len()];
+        let written = unescape_into(bytes, &mut out)?;
+        out.truncate(written);
+        Some(out)
+    }
+
     #[test]
     fn long_bodies_decode_the_same_in_two_halves() {
         // Escapes of every kind around the middle, so the split lands next to each of them.
         let piece = r#"{\"k\": \"a\\\\b\\\"c\u00e9\ud83d\ude00\n\"}, "#;
         let body = piece.repeat(PARALLEL_UNESCAPE_BYTES / piece.len() + 7);
-        let mut serial = Vec::new();
-        unescape_into(body.as_bytes(), &mut serial).expect("serial");
+        let serial = decoded(body.as_bytes()).expect("serial");
         let whole = unescape(&body).expect("parallel");
         assert_eq!(whole.as_bytes(), serial.as_slice());
         let expected: String = serde_json::from_str(&format!("\"{body}\"")).expect("serde");
@@ -459,11 +506,8 @@ mod tests {
         for cut in 0..2 * piece.len() {
             let body = format!("{}{}", &"x".repeat(cut), piece.repeat(3));
             let split = split_point(body.as_bytes()).expect("a split");
-            let mut head = Vec::new();
-            let mut tail = Vec::new();
-            unescape_into(&body.as_bytes()[..split], &mut head).expect("head");
-            unescape_into(&body.as_bytes()[split..], &mut tail).expect("tail");
-            head.extend(tail);
+            let mut head = decoded(&body.as_bytes()[..split]).expect("head");
+            head.extend(decoded(&body.as_bytes()[split..]).expect("tail"));
             let expected: String = serde_json::from_str(&format!("\"{body}\"")).expect("serde");
             assert_eq!(String::from_utf8(head).expect("utf8"), expected);
         }

@@ -176,8 +176,15 @@ impl<'de: 'a, 'a> Visitor<'de> for RowSeed<'_, 'a> {
 
 impl<'a> RawTable<'a> {
     /// Read `text` (a JSON array of objects). Knowing the text's length lets the columns be
-    /// sized once, from the first row's length, instead of growing by doubling.
+    /// sized once, from the first row's length, instead of growing by doubling. A long text is
+    /// read in two halves on two threads (see [`Self::parse_in_halves`]).
     pub fn parse(text: &'a str) -> Result<Self, serde_json::Error> {
+        if text.len() >= PARALLEL_PARSE_BYTES
+            && crate::parallel::cores() > 1
+            && let Some(table) = Self::parse_in_halves(text)
+        {
+            return Ok(table);
+        }
         let mut deserializer = serde_json::Deserializer::from_str(text);
         let table = deserializer.deserialize_seq(TableVisitor {
             text_bytes: text.len(),
@@ -186,9 +193,208 @@ impl<'a> RawTable<'a> {
         deserializer.end()?;
         Ok(table)
     }
+
+    fn empty() -> Self {
+        RawTable {
+            gatherer: Gatherer::new(&[]),
+            error: None,
+        }
+    }
+
+    /// Place one row read from a text of `text_bytes` bytes (0: unknown).
+    fn take_row(&mut self, row: &[(Cow<'_, str>, &'a RawValue)], text_bytes: usize) {
+        // Past an error the rest is only read to the end (it must still be JSON).
+        if self.error.is_some() {
+            self.gatherer.skip_row();
+        } else if let Err(error) = self.gatherer.add_row(row) {
+            self.error = Some(error);
+        }
+        if self.gatherer.rows() == 1 && text_bytes > 0 {
+            // The first row's length says about how many rows the text holds.
+            let row_bytes: usize = 2 + row
+                .iter()
+                .map(|(key, value)| key.len() + value.get().len() + 6)
+                .sum::<usize>();
+            let expected = text_bytes / row_bytes;
+            self.gatherer.reserve(expected + expected / 8);
+        }
+    }
+
+    /// The rows of a long text read by two threads: this one from the start, a helper from an
+    /// element boundary near the middle — a comma between `}` and `{`. Such a comma may also sit
+    /// inside a string; what proves it is a boundary is this thread's own reading, which is the
+    /// ordinary left-to-right parse: if it arrives at exactly that comma after a whole element,
+    /// the comma separates two elements of the array, and the helper's rows are the rest of the
+    /// table. If it passes the comma instead, this thread reads on to the end alone and the
+    /// helper's work is dropped. `None` when the text is not a table (the caller then reads it
+    /// the ordinary way, which says why).
+    fn parse_in_halves(text: &'a str) -> Option<Self> {
+        let bytes = text.as_bytes();
+        let open = skip_whitespace(bytes, 0);
+        if bytes.get(open) != Some(&b'[') {
+            return None;
+        }
+        let first = skip_whitespace(bytes, open + 1);
+        let comma = element_boundary(bytes, bytes.len() / 2)?;
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let rest = scope.spawn(|| {
+                let mut rest = Self::empty();
+                let end = read_rows(text, comma + 1, None, text.len() - comma, &mut rest, &stop);
+                (end == Some(Reached::End)).then_some(rest)
+            });
+            let mut table = Self::empty();
+            let reached = read_rows(text, first, Some(comma), text.len(), &mut table, &stop);
+            if reached != Some(Reached::Stop) {
+                // Done alone (or not a table): the helper's rows are not needed.
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            let rest = rest.join().ok().flatten();
+            match reached? {
+                Reached::End => Some(table),
+                Reached::Stop => {
+                    table.append(rest?);
+                    Some(table)
+                }
+            }
+        })
+    }
+
+    /// Add the rows `later` read after this table's own.
+    fn append(&mut self, later: RawTable<'a>) {
+        if self.error.is_none() {
+            self.error = later.error;
+        }
+        if self.error.is_some() {
+            self.gatherer.rows += later.gatherer.rows;
+            return;
+        }
+        if let Err(error) = self.gatherer.append(later.gatherer) {
+            self.error = Some(error);
+        }
+    }
 }
 
-impl Gatherer<'_> {
+/// Texts at least this long are read in two halves on two threads.
+const PARALLEL_PARSE_BYTES: usize = 512 * 1024;
+
+fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
+    while bytes
+        .get(at)
+        .is_some_and(|b| matches!(b, b' ' | b'\n' | b'\r' | b'\t'))
+    {
+        at += 1;
+    }
+    at
+}
+
+/// The first comma at or after `from` that stands between `}` and `{` (whitespace aside).
+fn element_boundary(bytes: &[u8], from: usize) -> Option<usize> {
+    (from..bytes.len()).find(|&at| {
+        bytes[at] == b','
+            && bytes[..at]
+                .iter()
+                .rev()
+                .find(|b| !b.is_ascii_whitespace())
+                .is_some_and(|&b| b == b'}')
+            && bytes
+                .get(skip_whitespace(bytes, at + 1))
+                .is_some_and(|&b| b == b'{')
+    })
+}
+
+/// Where [`read_rows`] stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reached {
+    /// The comma it was told to stop at, right after an element.
+    Stop,
+    /// The closing `]`, with only whitespace after it.
+    End,
+}
+
+/// Read objects one by one, from `at` (an element's start, whitespace allowed) into `table`:
+/// each must be followed by a comma and the next object, or by the closing `]`. `None` when
+/// something else is there, or when `cancel` is set.
+fn read_rows<'a>(
+    text: &'a str,
+    mut at: usize,
+    stop: Option<usize>,
+    text_bytes: usize,
+    table: &mut RawTable<'a>,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Option<Reached> {
+    let bytes = text.as_bytes();
+    let mut row = Vec::new();
+    loop {
+        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        at = skip_whitespace(bytes, at);
+        let mut deserializer = serde_json::Deserializer::from_str(text.get(at..)?);
+        RowSeed(&mut row).deserialize(&mut deserializer).ok()?;
+        // The object ends with its last member's value, whitespace, `}`.
+        let last = match row.last() {
+            Some((_, value)) => {
+                let offset = (value.get().as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
+                offset + value.get().len()
+            }
+            None => at + 1,
+        };
+        at = skip_whitespace(bytes, last);
+        if bytes.get(at) != Some(&b'}') {
+            return None;
+        }
+        table.take_row(&row, text_bytes);
+        at = skip_whitespace(bytes, at + 1);
+        match bytes.get(at) {
+            Some(b',') if stop == Some(at) => return Some(Reached::Stop),
+            Some(b',') => at += 1,
+            Some(b']') => {
+                return (skip_whitespace(bytes, at + 1) == bytes.len()).then_some(Reached::End);
+            }
+            _ => return None,
+        }
+    }
+}
+
+impl<'a> Gatherer<'a> {
+    /// Add the rows `later` placed after this one's (same prefix): its columns join this one's
+    /// by source path, columns first seen in `later` come after, in its order — the columns
+    /// and cells one gatherer would have made of all the rows.
+    fn append(&mut self, later: Gatherer<'a>) -> Result<(), IngestError> {
+        let rows = self.rows;
+        let mut slots: HashMap<Vec<String>, usize> = self
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(slot, column)| (column.path.clone(), slot))
+            .collect();
+        self.rows += later.rows;
+        for column in later.finish() {
+            let slot = match slots.get(&column.path) {
+                Some(&slot) => slot,
+                None => {
+                    if self.columns.len() >= MAX_COLUMNS {
+                        return Err(IngestError::TooWide(self.columns.len() + 1));
+                    }
+                    let slot = self.columns.len();
+                    slots.insert(column.path.clone(), slot);
+                    self.index.entry(column.key.clone()).or_default().push(slot);
+                    self.columns.push(SourceColumn {
+                        path: column.path,
+                        key: column.key,
+                        cells: Vec::new(),
+                    });
+                    slot
+                }
+            };
+            let cells = &mut self.columns[slot].cells;
+            cells.resize(rows, None);
+            cells.extend(column.cells);
+        }
+        Ok(())
+    }
+
     /// Room for `rows` cells in every column known so far.
     fn reserve(&mut self, rows: usize) {
         for column in &mut self.columns {
@@ -220,27 +426,10 @@ impl<'de: 'a, 'a> Visitor<'de> for TableVisitor<'a> {
         f.write_str("an array of JSON objects")
     }
     fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
-        let mut table = RawTable {
-            gatherer: Gatherer::new(&[]),
-            error: None,
-        };
+        let mut table = RawTable::empty();
         let mut row = Vec::new();
         while let Some(()) = seq.next_element_seed(RowSeed(&mut row))? {
-            // Past an error the rest is only read to the end (it must still be JSON).
-            if table.error.is_some() {
-                table.gatherer.skip_row();
-            } else if let Err(error) = table.gatherer.add_row(&row) {
-                table.error = Some(error);
-            }
-            if table.gatherer.rows() == 1 && self.text_bytes > 0 {
-                // The first row's length says about how many rows the text holds.
-                let row_bytes: usize = 2 + row
-                    .iter()
-                    .map(|(key, value)| key.len() + value.get().len() + 6)
-                    .sum::<usize>();
-                let expected = self.text_bytes / row_bytes;
-                table.gatherer.reserve(expected + expected / 8);
-            }
+            table.take_row(&row, self.text_bytes);
         }
         Ok(table)
     }
@@ -310,5 +499,154 @@ mod tests {
         let t = table(&text);
         assert_eq!(t.error, Some(IngestError::TooWide(MAX_COLUMNS + 1)));
         assert_eq!(t.rows(), 2);
+    }
+
+    type NamedCells = (String, Vec<Option<String>>);
+
+    /// Columns as (path, cells as text) for comparing two readings.
+    fn columns_of(table: RawTable<'_>) -> (usize, Option<String>, Vec<NamedCells>) {
+        let rows = table.rows();
+        let error = table.error.as_ref().map(|e| e.to_string());
+        // A table in error is not ingested: what columns it got up to the error is moot.
+        let columns = if error.is_some() {
+            Vec::new()
+        } else {
+            table.gatherer.finish()
+        };
+        let described = (0..columns.len())
+            .map(|i| (columns[i].path.join("."), column_cells(&columns, i)))
+            .collect();
+        (rows, error, described)
+    }
+
+    /// What the two-thread reading gives, checked against the ordinary one.
+    fn read_in_halves_agrees(text: &str) -> bool {
+        let serial = serde_json::from_str::<RawTable<'_>>(text).map(columns_of);
+        match RawTable::parse_in_halves(text) {
+            Some(halves) => {
+                let halves = Ok(columns_of(halves));
+                let serial = serial.map_err(|e| e.to_string());
+                let shown = text.get(..200).unwrap_or(text);
+                assert!(
+                    halves == serial,
+                    "{shown}…: {:?} vs {:?}",
+                    halves.map(|h| h.0),
+                    serial.map(|s| s.0)
+                );
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[test]
+    fn halves_give_the_columns_one_reading_gives() {
+        // Columns first seen in the second half, a repeated key there, a nested object, a
+        // string holding what looks like a boundary, pretty-printed spacing.
+        let text = r#"[ {"a": 1, "b": "x"},
+            {"a": 2, "b": "}, {"},
+            {"b": "y", "a": 3} ,
+            {"a": 4, "c": {"d": [1, {"e": 2}]}},
+            {"a": 5, "a": 6, "z": null},
+            {} ,{"c": "w"}
+        ]  "#;
+        assert!(read_in_halves_agrees(text));
+        // Too wide: by the rows of the second half together with the first's columns, or
+        // within the second half alone.
+        let wide = |prefix: &str, count: usize| {
+            let members: Vec<String> = (0..count)
+                .map(|i| format!(r#""{prefix}{i}": {i}"#))
+                .collect();
+            format!("{{{}}}", members.join(", "))
+        };
+        let small: Vec<String> = (0..6_000).map(|i| format!(r#"{{"a": {i}}}"#)).collect();
+        let small = small.join(", ");
+        for text in [
+            format!(
+                "[{}, {small}, {}]",
+                wide("k", MAX_COLUMNS - 10),
+                wide("n", 20)
+            ),
+            format!("[{small}, {}]", wide("k", MAX_COLUMNS + 5)),
+        ] {
+            assert!(read_in_halves_agrees(&text));
+            let (_, error, _) = columns_of(RawTable::parse_in_halves(&text).expect("table"));
+            assert_eq!(
+                error,
+                Some(IngestError::TooWide(MAX_COLUMNS + 1).to_string())
+            );
+        }
+    }
+
+    #[test]
+    fn a_boundary_inside_a_string_is_passed_by() {
+        // The middle of the text is inside one long string full of `}, {`: the first thread
+        // reads past it and finishes alone.
+        let trap = "}, {\\\"q\\\": 1}, {".repeat(200);
+        let text = format!(r#"[{{"a": 1}}, {{"a": "{trap}"}}, {{"a": 3}}]"#);
+        assert!(serde_json::from_str::<RawTable<'_>>(&text).is_ok());
+        assert!(read_in_halves_agrees(&text));
+    }
+
+    #[test]
+    fn not_a_table_in_either_half_is_no_table() {
+        for text in [
+            r#"[{"a": 1}, {"a": 2}, {"a": 3}, 4]"#,
+            r#"[{"a": 1}, 2, {"a": 3}, {"a": 4}]"#,
+            r#"[{"a": 1}, {"a": 2}, {"a": 3}, {"a": 4}] x"#,
+            r#"[{"a": 1}, {"a": 2}, {"a": 3}, {"a": 4}"#,
+            r#"[{"a": 1}, {"a": 2}, {"a": 3}, {"a" 4}]"#,
+        ] {
+            assert!(RawTable::parse_in_halves(text).is_none(), "{text}");
+            assert!(RawTable::parse(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn long_texts_are_read_in_halves_with_the_same_result() {
+        let rows: Vec<String> = (0..20_000)
+            .map(|i| match i % 3 {
+                0 => format!(r#"{{"id": {i}, "name": "n{i}", "tags": ["x", "}}, {{"]}}"#),
+                1 => format!(r#"{{"name": "n{i}", "id": {i}}}"#),
+                _ => format!(r#"{{"id": {i}, "late": {i}.5}}"#),
+            })
+            .collect();
+        let text = format!("[{}]", rows.join(",\n  "));
+        assert!(text.len() >= PARALLEL_PARSE_BYTES);
+        assert!(read_in_halves_agrees(&text));
+        assert_eq!(table(&text).rows(), 20_000);
+    }
+
+    use proptest::strategy::Strategy;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        #[test]
+        fn any_small_table_reads_the_same_in_halves(
+            rows in proptest::collection::vec(
+                proptest::collection::vec(
+                    (proptest::sample::select(vec!["a", "b", "A", "c_d"]),
+                     proptest::prop_oneof![
+                        proptest::num::i64::ANY.prop_map(|v| v.to_string()),
+                        "[a{}, \\[\\]\"\\\\ ]{0,6}".prop_map(|v| serde_json::Value::String(v).to_string()),
+                        proptest::strategy::Just("null".to_string()),
+                        proptest::strategy::Just(r#"{"x": [1, {"y": "}, {"}]}"#.to_string()),
+                     ]),
+                    0..4),
+                1..12),
+            pretty in proptest::bool::ANY,
+        ) {
+            let separator = if pretty { " ,\n  " } else { "," };
+            let objects: Vec<String> = rows
+                .iter()
+                .map(|members| {
+                    let inner: Vec<String> =
+                        members.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+                    format!("{{{}}}", inner.join(separator))
+                })
+                .collect();
+            let text = format!("[{}]", objects.join(separator));
+            read_in_halves_agrees(&text);
+        }
     }
 }
