@@ -126,7 +126,12 @@ pub enum Kind {
 }
 
 pub fn kind(raw: &RawValue) -> Kind {
-    match raw.get().as_bytes().first() {
+    kind_of(raw.get())
+}
+
+/// [`kind`] of a JSON value's text.
+pub fn kind_of(text: &str) -> Kind {
+    match text.as_bytes().first() {
         Some(b'n') => Kind::Null,
         Some(b't' | b'f') => Kind::Bool,
         Some(b'"') => Kind::String,
@@ -138,7 +143,11 @@ pub fn kind(raw: &RawValue) -> Kind {
 
 /// The content of a raw JSON string. Borrowed when it has no escapes.
 pub fn string_content(raw: &RawValue) -> Option<Cow<'_, str>> {
-    let text = raw.get();
+    string_content_of(raw.get())
+}
+
+/// [`string_content`] of a JSON string's text, quotes included.
+pub fn string_content_of(text: &str) -> Option<Cow<'_, str>> {
     let inner = text.strip_prefix('"')?.strip_suffix('"')?;
     if inner.contains('\\') {
         unescape(inner).map(Cow::Owned)
@@ -208,11 +217,22 @@ fn split_point(bytes: &[u8]) -> Option<usize> {
         .find(|&i| bytes[i] == b'\\' && bytes[i - 1] != b'\\' && !after_high_surrogate(i))
 }
 
-// Words of eight bytes for finding a backslash in a word (the classic has-zero-byte test on
-// `word ^ BACKSLASHES`).
-const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
 const LOW_BITS: u64 = u64::from_ne_bytes([0x01; 8]);
 const HIGH_BITS: u64 = u64::from_ne_bytes([0x80; 8]);
+
+/// The high bit of every byte of `word` equal to `byte` — exact for the lowest such byte, the
+/// only one ever used (the classic has-zero-byte test: a false mark only sits above a true one).
+pub(crate) fn byte_marks(word: u64, byte: u8) -> u64 {
+    let x = word ^ (LOW_BITS * u64::from(byte));
+    x.wrapping_sub(LOW_BITS) & !x & HIGH_BITS
+}
+
+/// The eight bytes at `at` as a little-endian word (byte `at` lowest).
+pub(crate) fn word_at(bytes: &[u8], at: usize) -> Option<u64> {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(bytes.get(at..at + 8)?);
+    Some(u64::from_le_bytes(word))
+}
 
 /// Decode `bytes` into `out` (at least as long as `bytes`); the length written. Plain runs go
 /// eight bytes at a time: a word without a backslash is copied whole; otherwise the whole word
@@ -225,12 +245,10 @@ fn unescape_into(bytes: &[u8], out: &mut [u8]) -> Option<usize> {
     loop {
         // Plain bytes up to the next backslash. `written <= at` always holds (escapes shrink),
         // so `out` has room for a whole word wherever `bytes` has one.
-        while let Some(word) = bytes.get(at..at + 8) {
-            out.get_mut(written..written + 8)?.copy_from_slice(word);
-            let mut chunk = [0u8; 8];
-            chunk.copy_from_slice(word);
-            let x = u64::from_le_bytes(chunk) ^ BACKSLASHES;
-            let found = x.wrapping_sub(LOW_BITS) & !x & HIGH_BITS;
+        while let Some(word) = word_at(bytes, at) {
+            out.get_mut(written..written + 8)?
+                .copy_from_slice(&word.to_le_bytes());
+            let found = byte_marks(word, b'\\');
             if found == 0 {
                 at += 8;
                 written += 8;

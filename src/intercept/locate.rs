@@ -16,8 +16,9 @@ use std::borrow::Cow;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::skim;
 use crate::ingest::RawTable;
-use crate::ingest::cells::{Kind, kind, string_content};
+use crate::ingest::cells::{Kind, kind_of, string_content_of};
 
 /// How deep inside objects tables are looked for (`{"data": {"items": [...]}}` is depth 2).
 pub const NESTING_DEPTH: usize = 3;
@@ -105,28 +106,27 @@ fn rows_of(text: &str) -> Option<RawTable<'_>> {
 
 /// Walk one JSON value for tables. Members that are not tables go to `context`.
 fn walk<'a>(
-    value: &'a RawValue,
+    value: &'a str,
     path: &str,
     depth: usize,
     tables: &mut Vec<FoundTable<'a>>,
     context: &mut Map<String, Value>,
 ) {
-    match kind(value) {
-        Kind::Array => match rows_of(value.get()) {
+    match kind_of(value) {
+        Kind::Array => match rows_of(value) {
             Some(rows) => tables.push(FoundTable {
                 path: path.to_string(),
-                rows: Cow::Borrowed(value.get()),
+                rows: Cow::Borrowed(value),
                 parsed: Some(rows),
                 container: None,
             }),
             None => insert_context(context, path, value),
         },
         Kind::Object if depth < NESTING_DEPTH => {
-            let Ok(object) = serde_json::from_str::<crate::ingest::RawObject<'a>>(value.get())
-            else {
+            let Some(members) = skim::object_members(value) else {
                 return;
             };
-            for (key, member) in object.members {
+            for (key, member) in members {
                 let child = if path == "$" {
                     key.to_string()
                 } else {
@@ -136,7 +136,7 @@ fn walk<'a>(
             }
         }
         Kind::String => {
-            let content = string_content(value).unwrap_or_default();
+            let content = string_content_of(value).unwrap_or_default();
             match json_in_text(&content) {
                 // The string is unescaped into a copy here, so its rows cannot be kept parsed.
                 Some((preamble, json)) if rows_of(json).is_some() => {
@@ -160,8 +160,8 @@ fn walk<'a>(
     }
 }
 
-fn insert_context(context: &mut Map<String, Value>, path: &str, value: &RawValue) {
-    let parsed = serde_json::from_str(value.get()).unwrap_or(Value::Null);
+fn insert_context(context: &mut Map<String, Value>, path: &str, value: &str) {
+    let parsed = serde_json::from_str(value).unwrap_or(Value::Null);
     context.insert(path.to_string(), parsed);
 }
 
@@ -199,8 +199,8 @@ fn context_fits(context: &Map<String, Value>) -> bool {
     serde_json::to_string(context).is_ok_and(|s| s.chars().count() <= MAX_CONTEXT_CHARS)
 }
 
-/// Rung 1 over `structuredContent`.
-pub fn in_structured(structured: &RawValue) -> Option<Located<'_>> {
+/// Rung 1 over `structuredContent` (its raw text: valid JSON, see [`skim`]).
+pub fn in_structured(structured: &str) -> Option<Located<'_>> {
     let mut tables = Vec::new();
     let mut context = Map::new();
     walk(structured, "$", 0, &mut tables, &mut context);
@@ -236,10 +236,11 @@ pub fn in_texts<'a>(texts: &[&'a str]) -> Option<Located<'a>> {
                 };
                 return Some((preamble, vec![table], Map::new()));
             }
+            // A text is not known to be JSON: serde_json checks it before it is skimmed.
             let raw: &RawValue = serde_json::from_str(json).ok()?;
             let mut block_tables = Vec::new();
             let mut block_context = Map::new();
-            walk(raw, &label, 0, &mut block_tables, &mut block_context);
+            walk(raw.get(), &label, 0, &mut block_tables, &mut block_context);
             (!block_tables.is_empty()).then_some((preamble, block_tables, block_context))
         });
         match found {
@@ -283,7 +284,7 @@ mod tests {
     #[test]
     fn a_root_array_of_objects_is_a_table() {
         let value = raw(r#"[{"a": 1}, {"a": 2}]"#);
-        let found = in_structured(&value).expect("found");
+        let found = in_structured(value.get()).expect("found");
         assert_eq!(found.tables.len(), 1);
         assert_eq!(found.tables[0].path, "$");
         assert!(found.context.is_empty());
@@ -295,7 +296,7 @@ mod tests {
             r#"{"entities": [{"name": "a"}], "relations": [{"from": "a", "to": "b"}],
                 "total": 2, "hasMore": false, "page": {"cursor": "abc", "rows": [{"x": 1}]}}"#,
         );
-        let found = in_structured(&value).expect("found");
+        let found = in_structured(value.get()).expect("found");
         let paths: Vec<&str> = found.tables.iter().map(|t| t.path.as_str()).collect();
         assert_eq!(paths, vec!["entities", "relations", "page.rows"]);
         assert_eq!(found.context["total"], 2);
@@ -307,7 +308,7 @@ mod tests {
     fn a_string_member_holding_json_is_parsed_like_text() {
         let inner = r#"Contents of /data/users.json:\n[{\"id\": 1}, {\"id\": 2}]"#;
         let value = raw(&format!(r#"{{"content": "{inner}"}}"#));
-        let found = in_structured(&value).expect("found");
+        let found = in_structured(value.get()).expect("found");
         assert_eq!(found.tables[0].path, "content");
         assert_eq!(
             found.context["content.preamble"],
@@ -317,11 +318,11 @@ mod tests {
 
     #[test]
     fn no_tables_or_too_much_context_means_no_replacement() {
-        assert!(in_structured(&raw(r#"{"a": 1}"#)).is_none());
-        assert!(in_structured(&raw(r#"[1, 2, 3]"#)).is_none());
+        assert!(in_structured(raw(r#"{"a": 1}"#).get()).is_none());
+        assert!(in_structured(raw(r#"[1, 2, 3]"#).get()).is_none());
         let long = "x".repeat(2000);
         let value = raw(&format!(r#"{{"rows": [{{"a": 1}}], "note": "{long}"}}"#));
-        assert!(in_structured(&value).is_none());
+        assert!(in_structured(value.get()).is_none());
     }
 
     #[test]

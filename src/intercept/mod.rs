@@ -3,17 +3,17 @@
 
 pub mod estimate;
 pub mod locate;
+pub mod skim;
 pub mod text;
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::envelope::{self, DatasetView};
-use crate::ingest::cells::string_content;
+use crate::ingest::cells::string_content_of;
 use crate::ingest::{IngestOptions, ingest_json_array_with, ingest_table_with};
 use crate::store::{NewDataset, Provenance, Store};
 use estimate::{estimate_tokens, upper_bound_tokens};
@@ -23,24 +23,92 @@ use locate::{FoundTable, Located, Rung};
 /// into the envelope's `context`.
 pub const MAX_TEXT_IN_CONTEXT: usize = 500;
 
-/// Just the parts of a `CallToolResult` interception looks at.
-#[derive(Deserialize)]
+/// Just the parts of a `CallToolResult` interception looks at, as spans of the raw result
+/// ([`skim`]: the raw result is valid JSON already, so finding them needs no second parse).
 struct ResultView<'a> {
-    #[serde(borrow, default)]
     content: Vec<ContentView<'a>>,
-    #[serde(borrow, default, rename = "structuredContent")]
-    structured_content: Option<&'a RawValue>,
-    #[serde(default, rename = "isError")]
+    /// The raw JSON of `structuredContent` (absent or `null`: `None`).
+    structured_content: Option<&'a str>,
     is_error: Option<bool>,
 }
 
-#[derive(Deserialize)]
 struct ContentView<'a> {
-    #[serde(borrow, rename = "type")]
     kind: Cow<'a, str>,
-    /// Kept raw and decoded by [`string_content`]: in one pass, into a buffer of its size.
-    #[serde(borrow, default)]
-    text: Option<&'a RawValue>,
+    /// The raw JSON string, decoded by [`string_content_of`]: in one pass, into a buffer of its
+    /// size.
+    text: Option<&'a str>,
+}
+
+/// A member that may be given once.
+fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
+    slot.replace(value).is_none().then_some(())
+}
+
+/// `None` for `null`, else the raw value.
+fn unless_null(value: &str) -> Option<&str> {
+    (value != "null").then_some(value)
+}
+
+impl<'a> ResultView<'a> {
+    /// The result read as `{content?: [block], structuredContent?: any, isError?: bool}`. A
+    /// member given twice, a block that is not an object with a string `type`, an `isError`
+    /// that is not a boolean or null → `None`, and the result passes through.
+    fn read(raw: &'a str) -> Option<Self> {
+        let (mut content, mut structured, mut is_error) = (None, None, None);
+        let mut cursor = skim::Cursor::new(raw);
+        let mut members = cursor.enter(b'{')?;
+        while cursor.next(&mut members)? {
+            match cursor.key()?.as_ref() {
+                "content" => {
+                    let mut blocks = cursor.enter(b'[')?;
+                    let mut read = Vec::new();
+                    while cursor.next(&mut blocks)? {
+                        read.push(ContentView::read(&mut cursor)?);
+                    }
+                    once(&mut content, read)?
+                }
+                "structuredContent" => once(&mut structured, unless_null(cursor.value()?))?,
+                "isError" => {
+                    let flag = match cursor.value()? {
+                        "true" => Some(true),
+                        "false" => Some(false),
+                        "null" => None,
+                        _ => return None,
+                    };
+                    once(&mut is_error, flag)?
+                }
+                _ => {
+                    cursor.value()?;
+                }
+            }
+        }
+        cursor.finish()?;
+        Some(Self {
+            content: content.unwrap_or_default(),
+            structured_content: structured.flatten(),
+            is_error: is_error.flatten(),
+        })
+    }
+}
+
+impl<'a> ContentView<'a> {
+    fn read(cursor: &mut skim::Cursor<'a>) -> Option<Self> {
+        let (mut kind, mut text) = (None, None);
+        let mut members = cursor.enter(b'{')?;
+        while cursor.next(&mut members)? {
+            match cursor.key()?.as_ref() {
+                "type" => once(&mut kind, string_content_of(cursor.value()?)?)?,
+                "text" => once(&mut text, unless_null(cursor.value()?))?,
+                _ => {
+                    cursor.value()?;
+                }
+            }
+        }
+        Some(Self {
+            kind: kind?,
+            text: text.flatten(),
+        })
+    }
 }
 
 /// Who produced a result.
@@ -100,7 +168,7 @@ fn replace(
     store: &Arc<Store>,
     threshold: usize,
 ) -> Result<Option<Value>, String> {
-    let Ok(view) = serde_json::from_str::<ResultView<'_>>(raw.get()) else {
+    let Some(view) = ResultView::read(raw.get()) else {
         return Ok(None);
     };
     if view.is_error == Some(true) || view.content.iter().any(|c| c.kind != "text") {
@@ -110,16 +178,14 @@ fn replace(
         .content
         .iter()
         .filter_map(|c| c.text)
-        .map(string_content)
+        .map(string_content_of)
         .collect::<Option<Vec<Cow<'_, str>>>>()
     else {
         return Ok(None);
     };
     let texts: Vec<&str> = decoded.iter().map(|t| t.as_ref()).collect();
     let original_tokens = texts.iter().map(|t| estimate_tokens(t)).sum::<usize>()
-        + view
-            .structured_content
-            .map_or(0, |s| estimate_tokens(s.get()));
+        + view.structured_content.map_or(0, estimate_tokens);
     if original_tokens <= threshold {
         return Ok(None);
     }
@@ -199,17 +265,17 @@ fn replace(
 fn keep_structured<'a>(
     mut found: Located<'a>,
     texts: &[&str],
-    structured: Option<&RawValue>,
+    structured: Option<&str>,
 ) -> Option<Located<'a>> {
     if let Some(structured) = structured {
-        let value: Value = serde_json::from_str(structured.get()).ok()?;
+        let value: Value = serde_json::from_str(structured).ok()?;
         let copies = |v: &Value| v.as_str().is_some_and(|s| texts.contains(&s));
         let copy = copies(&value)
             || value
                 .as_object()
                 .is_some_and(|o| !o.is_empty() && o.values().all(copies));
         if !copy && !value.is_null() {
-            if structured.get().chars().count() > MAX_TEXT_IN_CONTEXT {
+            if structured.chars().count() > MAX_TEXT_IN_CONTEXT {
                 return None;
             }
             found.context.insert("structuredContent".into(), value);
@@ -226,12 +292,12 @@ fn keep_structured<'a>(
 fn absorb_texts(
     texts: &[&str],
     tables: &[FoundTable<'_>],
-    structured: Option<&RawValue>,
+    structured: Option<&str>,
     context: &mut Map<String, Value>,
 ) -> bool {
     for (index, text) in texts.iter().enumerate() {
         let trimmed = text.trim();
-        let duplicate = structured.is_some_and(|s| s.get().trim() == trimmed)
+        let duplicate = structured.is_some_and(|s| s.trim() == trimmed)
             || tables.iter().any(|t| {
                 t.rows.trim() == trimmed
                     || t.container.as_deref().is_some_and(|c| c.trim() == trimmed)

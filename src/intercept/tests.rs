@@ -129,3 +129,102 @@ async fn a_text_copy_of_the_structured_content_is_not_lost_data() {
         "Contents of /data/users.json:"
     );
 }
+
+/// What serde_json's derive reads of a result: the rules [`ResultView::read`] follows.
+mod oracle {
+    use std::borrow::Cow;
+
+    use serde::Deserialize;
+    use serde_json::value::RawValue;
+
+    #[derive(Deserialize)]
+    pub struct View<'a> {
+        #[serde(borrow, default)]
+        pub content: Vec<Block<'a>>,
+        #[serde(borrow, default, rename = "structuredContent")]
+        pub structured_content: Option<&'a RawValue>,
+        #[serde(default, rename = "isError")]
+        pub is_error: Option<bool>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Block<'a> {
+        #[serde(borrow, rename = "type")]
+        pub kind: Cow<'a, str>,
+        #[serde(borrow, default)]
+        pub text: Option<&'a RawValue>,
+    }
+}
+
+type Seen = (Vec<(String, Option<String>)>, Option<String>, Option<bool>);
+
+fn read_by_skim(raw: &str) -> Option<Seen> {
+    let view = ResultView::read(raw)?;
+    Some((
+        view.content
+            .iter()
+            .map(|b| (b.kind.to_string(), b.text.map(str::to_string)))
+            .collect(),
+        view.structured_content.map(str::to_string),
+        view.is_error,
+    ))
+}
+
+fn read_by_serde(raw: &str) -> Option<Seen> {
+    let view: oracle::View<'_> = serde_json::from_str(raw).ok()?;
+    Some((
+        view.content
+            .iter()
+            .map(|b| (b.kind.to_string(), b.text.map(|t| t.get().to_string())))
+            .collect(),
+        view.structured_content.map(|s| s.get().to_string()),
+        view.is_error,
+    ))
+}
+
+#[test]
+fn results_are_read_as_serde_would_read_them() {
+    for raw in [
+        r#"{"content": [{"type": "text", "text": "a\"b"}], "isError": false}"#,
+        r#"{"content": [{"text": "x", "type": "t\u0065xt", "annotations": {"a": [1]}}]}"#,
+        r#"{"structuredContent": null, "content": [], "isError": null}"#,
+        r#"{"structuredContent": [1, {"a": "}"}], "_meta": {"content": 1}}"#,
+        r#"{}"#,
+        // Refused by both: a member twice, a block without a string type, a non-boolean flag.
+        r#"{"content": [], "content": []}"#,
+        r#"{"isError": true, "isError": true}"#,
+        r#"{"content": [{"type": "text", "type": "image"}]}"#,
+        r#"{"content": [{"text": "x"}]}"#,
+        r#"{"content": [{"type": 3}]}"#,
+        r#"{"content": [7]}"#,
+        r#"{"content": null}"#,
+        r#"{"content": {"type": "text"}}"#,
+        r#"{"isError": 1}"#,
+        r#"{"isError": "true"}"#,
+    ] {
+        assert_eq!(read_by_skim(raw), read_by_serde(raw), "{raw}");
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_result_is_read_as_serde_would_read_it(
+        members in proptest::collection::vec(
+            (proptest::sample::select(vec!["content", "structuredContent", "isError", "other"]),
+             proptest::sample::select(vec![
+                r#"[{"type": "text", "text": "t"}]"#,
+                r#"[{"type": "text", "text": "[{\"a\": \"}\"}]", "extra": [1, {"b": null}]}]"#,
+                r#"[{"text": "x", "type": "text"}, {"type": "image", "data": "AA=="}]"#,
+                r#"[{"type": "text", "text": null}]"#,
+                r#"[{"type": "text", "text": 5}]"#,
+                r#"[{"type": "text", "type": "text"}]"#,
+                r#"[{"kind": "text"}]"#,
+                "[]", "null", "true", "false", "0", r#""s\\\"""#, r#"{"rows": [{"x": 1}]}"#,
+             ])),
+            0..5),
+    ) {
+        let inner: Vec<String> = members.iter().map(|(k, v)| format!("\"{k}\": {v}")).collect();
+        let raw = format!("{{{}}}", inner.join(", "));
+        proptest::prop_assert_eq!(read_by_skim(&raw), read_by_serde(&raw), "{}", raw);
+    }
+}

@@ -757,7 +757,7 @@ fn read(body: &str, start: usize) -> Option<Found> {
         _ => return None,
     };
     let raw: Box<RawValue> = serde_json::from_str(&json).ok()?;
-    let located = locate::in_structured(&raw)?;
+    let located = locate::in_structured(raw.get())?;
     let several = located.tables.len() > 1;
     let tables = located
         .tables
