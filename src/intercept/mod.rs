@@ -52,7 +52,9 @@ fn unless_null(value: &str) -> Option<&str> {
 impl<'a> ResultView<'a> {
     /// The result read as `{content?: [block], structuredContent?: any, isError?: bool}`. A
     /// member given twice, a block that is not an object with a string `type`, an `isError`
-    /// that is not a boolean or null → `None`, and the result passes through.
+    /// that is not a boolean or null → `None`, and the result passes through. So does a result
+    /// or block written as an array of field values, which serde's derive would have read by
+    /// position: that is not an MCP result, and passing it through costs nothing.
     fn read(raw: &'a str) -> Option<Self> {
         let (mut content, mut structured, mut is_error) = (None, None, None);
         let mut cursor = skim::Cursor::new(raw);

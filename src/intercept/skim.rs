@@ -3,7 +3,7 @@
 //! A tool result reaches interception as a `Box<RawValue>`: serde_json validated every byte of
 //! it when the message was read. Finding the parts interception looks at — the content blocks,
 //! `structuredContent`, the members of a nested object — then needs no second validating parse,
-//! only brackets and string ends, and string ends are found eight bytes at a time. serde_json
+//! only brackets and string ends, found 64 bytes at a time. serde_json
 //! re-reads every value it skips (each escape of a megabyte text block, each number of a table)
 //! through its validating path, which cost as much as the rest of interception together.
 //!

@@ -204,6 +204,16 @@ fn results_are_read_as_serde_would_read_them() {
     ] {
         assert_eq!(read_by_skim(raw), read_by_serde(raw), "{raw}");
     }
+    // Where the two differ on purpose: serde's derive also reads a struct written as an array
+    // of its field values; that is no MCP result, and it passes through.
+    for raw in [
+        r#"[[{"type": "text", "text": "x"}], null, false]"#,
+        r#"{"content": [["text", "x"]]}"#,
+        "[]",
+    ] {
+        assert!(read_by_serde(raw).is_some(), "{raw}");
+        assert_eq!(read_by_skim(raw), None, "{raw}");
+    }
 }
 
 proptest::proptest! {
