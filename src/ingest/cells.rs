@@ -114,6 +114,19 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawRows<'a> {
     }
 }
 
+/// JSON's whitespace (not Unicode's, nor ASCII form feed).
+pub(crate) fn is_whitespace(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\n' | b'\r' | b'\t')
+}
+
+/// The first position at or after `at` that is not JSON whitespace.
+pub(crate) fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
+    while bytes.get(at).is_some_and(|&b| is_whitespace(b)) {
+        at += 1;
+    }
+    at
+}
+
 /// What a raw JSON value is, from its first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::cells::Key;
+use super::cells::{Key, is_whitespace, skip_whitespace};
 use super::{IngestError, MAX_COLUMNS};
 
 /// A column before typing: its source path and one optional raw value per row.
@@ -80,37 +80,38 @@ impl<'a> Gatherer<'a> {
         for (key, value) in members {
             let occurrence = seen.entry(key.as_ref()).or_insert(0);
             *occurrence += 1;
-            let known = self
-                .index
-                .get(key.as_ref())
-                .and_then(|slots| slots.get(*occurrence - 1))
-                .copied();
-            let slot = match known {
-                Some(slot) => slot,
-                None => {
-                    if self.columns.len() >= MAX_COLUMNS {
-                        return Err(IngestError::TooWide(self.columns.len() + 1));
-                    }
-                    let mut path = self.prefix.clone();
-                    path.push(if *occurrence == 1 {
-                        key.to_string()
-                    } else {
-                        format!("{key}#{occurrence}")
-                    });
-                    self.columns.push(SourceColumn {
-                        path,
-                        key: key.to_string(),
-                        cells: Vec::new(),
-                    });
-                    let slot = self.columns.len() - 1;
-                    self.index.entry(key.to_string()).or_default().push(slot);
-                    slot
-                }
-            };
+            let slot = self.slot_for(key, *occurrence - 1)?;
             Self::put(&mut self.columns, slot, row, value);
             self.template.push(slot);
         }
         Ok(())
+    }
+
+    /// The column of the `nth` (from 0) occurrence of `key` within an object; a new one when
+    /// there is none yet, unless that would make more than [`MAX_COLUMNS`].
+    fn slot_for(&mut self, key: &str, nth: usize) -> Result<usize, IngestError> {
+        if let Some(&slot) = self.index.get(key).and_then(|slots| slots.get(nth)) {
+            return Ok(slot);
+        }
+        if self.columns.len() >= MAX_COLUMNS {
+            return Err(IngestError::TooWide(self.columns.len() + 1));
+        }
+        let mut path = self.prefix.clone();
+        path.push(if nth == 0 {
+            key.to_string()
+        } else {
+            format!("{key}#{}", nth + 1)
+        });
+        self.columns.push(SourceColumn {
+            path,
+            key: key.to_string(),
+            cells: Vec::new(),
+        });
+        let slot = self.columns.len() - 1;
+        // Occurrences are made in order (the n-th of a key only after the (n-1)-th), so the new
+        // column lands at position `nth` of its key's list.
+        self.index.entry(key.to_string()).or_default().push(slot);
+        Ok(slot)
     }
 
     pub fn rows(&self) -> usize {
@@ -278,16 +279,6 @@ impl<'a> RawTable<'a> {
 /// Texts at least this long are read in two halves on two threads.
 const PARALLEL_PARSE_BYTES: usize = 512 * 1024;
 
-fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
-    while bytes
-        .get(at)
-        .is_some_and(|b| matches!(b, b' ' | b'\n' | b'\r' | b'\t'))
-    {
-        at += 1;
-    }
-    at
-}
-
 /// The first comma at or after `from` that stands between `}` and `{` (whitespace aside).
 fn element_boundary(bytes: &[u8], from: usize) -> Option<usize> {
     (from..bytes.len()).find(|&at| {
@@ -295,7 +286,7 @@ fn element_boundary(bytes: &[u8], from: usize) -> Option<usize> {
             && bytes[..at]
                 .iter()
                 .rev()
-                .find(|b| !b.is_ascii_whitespace())
+                .find(|&&b| !is_whitespace(b))
                 .is_some_and(|&b| b == b'}')
             && bytes
                 .get(skip_whitespace(bytes, at + 1))
@@ -373,29 +364,7 @@ impl<'a> Gatherer<'a> {
         }
         self.rows += later.rows;
         for (column, nth) in later.finish().into_iter().zip(occurrence) {
-            let known = self
-                .index
-                .get(&column.key)
-                .and_then(|slots| slots.get(nth))
-                .copied();
-            let slot = match known {
-                Some(slot) => slot,
-                None => {
-                    if self.columns.len() >= MAX_COLUMNS {
-                        return Err(IngestError::TooWide(self.columns.len() + 1));
-                    }
-                    // Occurrences are placed in order (the n-th of a key exists only after the
-                    // (n-1)-th), so this lands at position `nth`.
-                    let slot = self.columns.len();
-                    self.index.entry(column.key.clone()).or_default().push(slot);
-                    self.columns.push(SourceColumn {
-                        path: column.path,
-                        key: column.key,
-                        cells: Vec::new(),
-                    });
-                    slot
-                }
-            };
+            let slot = self.slot_for(&column.key, nth)?;
             let cells = &mut self.columns[slot].cells;
             cells.resize(rows, None);
             cells.extend(column.cells);

@@ -13,18 +13,7 @@
 
 use std::borrow::Cow;
 
-use crate::ingest::cells::string_content_of;
-
-fn is_whitespace(byte: u8) -> bool {
-    matches!(byte, b' ' | b'\n' | b'\r' | b'\t')
-}
-
-fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
-    while bytes.get(at).is_some_and(|&b| is_whitespace(b)) {
-        at += 1;
-    }
-    at
-}
+use crate::ingest::cells::{is_whitespace, skip_whitespace, string_content_of};
 
 /// Where four kinds of byte sit in a block of 64 (bit `i` for byte `i`): quotes, backslashes,
 /// `{` or `[`, `}` or `]`.
@@ -336,23 +325,23 @@ pub fn object_members(text: &str) -> Option<Vec<(Cow<'_, str>, &str)>> {
     Some(members)
 }
 
-/// The elements of the array `text` (valid JSON). `None` when it is not an array.
-pub fn array_elements(text: &str) -> Option<Vec<&str>> {
-    let mut cursor = Cursor::new(text);
-    let mut level = cursor.enter(b'[')?;
-    let mut elements = Vec::new();
-    while cursor.next(&mut level)? {
-        elements.push(cursor.value()?);
-    }
-    cursor.finish()?;
-    Some(elements)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::Value;
+
+    /// The elements of the array `text` (valid JSON). `None` when it is not an array.
+    fn array_elements(text: &str) -> Option<Vec<&str>> {
+        let mut cursor = Cursor::new(text);
+        let mut level = cursor.enter(b'[')?;
+        let mut elements = Vec::new();
+        while cursor.next(&mut level)? {
+            elements.push(cursor.value()?);
+        }
+        cursor.finish()?;
+        Some(elements)
+    }
 
     /// The members serde_json reads: keys decoded, values as their raw text.
     fn serde_members(text: &str) -> Option<Vec<(String, String)>> {
