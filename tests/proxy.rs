@@ -361,3 +361,32 @@ fn resources_templates_and_prompts_are_routed_back() {
     });
     assert_eq!(updated.value["params"]["uri"], "fixture://greeting");
 }
+
+/// A subscription to a URI no server lists (a resource a server may create later; the MCP
+/// conformance suite subscribes to such a URI) goes to the servers that declared
+/// `resources.subscribe`, as it would without loom (SPEC §5.4).
+#[test]
+fn subscriptions_to_unlisted_uris_reach_the_servers_that_accept_them() {
+    let (_dir, mut loom) = loom_with(vec![
+        fixture_server("one", &["--no-resources"]),
+        fixture_server("two", &[]),
+    ]);
+    for method in ["resources/subscribe", "resources/unsubscribe"] {
+        let line = loom.call(method, json!({"uri": "test://not-listed/yet"}));
+        assert!(line.value.get("result").is_some(), "{method}: {}", line.raw);
+    }
+
+    // With no server that accepts subscriptions, the client is told why.
+    let (_dir, mut loom) = loom_with(vec![fixture_server("one", &["--no-resources"])]);
+    let line = loom.call(
+        "resources/subscribe",
+        json!({"uri": "test://not-listed/yet"}),
+    );
+    assert_eq!(line.value["error"]["code"], -32002, "{}", line.raw);
+    let message = line.value["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("none accepts subscriptions"),
+        "{}",
+        line.raw
+    );
+}

@@ -3,9 +3,9 @@
 //! surrounded the table, and a ready SQL example — in about 2,000 characters.
 //!
 //! Size is budgeted: the envelope is built with 5 join hints and 5 sample rows, then shrunk step
-//! by step (fewer hints, shorter sample strings, fewer sample rows, no text min/max, no sample)
-//! until it fits
-//! [`TARGET_CHARS`]; a schema too wide for [`MAX_CHARS`] is cut last, with a pointer to
+//! by step (fewer hints, shorter strings, 3 sample rows, briefer statistics, rows as arrays,
+//! the schema as `name: Type`) until it fits [`TARGET_CHARS`]. Sample rows never go below
+//! [`MIN_SAMPLE_ROWS`]; a schema too wide for [`MAX_CHARS`] is cut last, with a pointer to
 //! `loom_describe`.
 
 pub mod sql;
@@ -40,21 +40,48 @@ struct Detail {
     hints: usize,
     sample_rows: usize,
     string_chars: usize,
+    /// Strings in the provenance's arguments are cut to this many characters.
+    args_chars: usize,
     text_min_max: bool,
+    stats: Stats,
+    /// Sample rows as arrays in schema order instead of objects (column names not repeated).
+    rows_as_arrays: bool,
     schema_columns: usize,
 }
+
+/// How each column is described in `schema`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stats {
+    /// `{name, type, nullFraction, approxDistinct, uniqueness, min?, max?}`.
+    Full,
+    /// `{name, type, approxDistinct}`, and `nullFraction` when there are nulls.
+    Brief,
+    /// `"name: Type, N distinct"`, and `", P% null"` when there are nulls.
+    Counted,
+    /// `"name: Type"`.
+    Names,
+}
+
+/// Sample rows never go below this: a model reads three example rows faster than a schema of
+/// statistics, so the statistics give way first (issue 11).
+pub const MIN_SAMPLE_ROWS: usize = 3;
 
 const SHRINK: &[fn(&mut Detail) -> bool] = &[
     |d| std::mem::replace(&mut d.hints, 3) > 3,
     |d| std::mem::replace(&mut d.string_chars, 60) != 60,
-    |d| std::mem::replace(&mut d.sample_rows, 3) > 3,
+    |d| std::mem::replace(&mut d.args_chars, 60) != 60,
+    |d| std::mem::replace(&mut d.sample_rows, MIN_SAMPLE_ROWS) > MIN_SAMPLE_ROWS,
     |d| std::mem::replace(&mut d.string_chars, 24) != 24,
     |d| std::mem::replace(&mut d.hints, 2) > 2,
-    |d| std::mem::replace(&mut d.sample_rows, 2) > 2,
-    |d| std::mem::replace(&mut d.sample_rows, 1) > 1,
     |d| std::mem::replace(&mut d.text_min_max, false),
     |d| std::mem::replace(&mut d.hints, 1) > 1,
-    |d| std::mem::replace(&mut d.sample_rows, 0) > 0,
+    |d| std::mem::replace(&mut d.stats, Stats::Brief) == Stats::Full,
+    |d| !std::mem::replace(&mut d.rows_as_arrays, true),
+    |d| std::mem::replace(&mut d.stats, Stats::Counted) == Stats::Brief,
+    |d| std::mem::replace(&mut d.stats, Stats::Names) != Stats::Names,
+    |d| std::mem::replace(&mut d.string_chars, 12) != 12,
+    |d| std::mem::replace(&mut d.args_chars, 24) != 24,
+    |d| std::mem::replace(&mut d.hints, 0) > 0,
 ];
 
 fn round3(v: f64) -> Value {
@@ -66,16 +93,48 @@ fn round3(v: f64) -> Value {
     }
 }
 
-/// Schema entries with statistics.
+/// Schema entries with full statistics (what `loom_describe` shows).
 pub fn schema_json(dataset: &Dataset, text_min_max: bool, columns: usize) -> Vec<Value> {
+    schema_entries(dataset, Stats::Full, text_min_max, columns)
+}
+
+fn schema_entries(
+    dataset: &Dataset,
+    stats: Stats,
+    text_min_max: bool,
+    columns: usize,
+) -> Vec<Value> {
     dataset
         .profile
         .iter()
         .take(columns)
         .map(|p| {
+            match stats {
+                Stats::Names => return Value::String(format!("{}: {}", p.name, p.data_type)),
+                Stats::Counted => {
+                    let mut text = format!(
+                        "{}: {}, {} distinct",
+                        p.name, p.data_type, p.approx_distinct
+                    );
+                    if p.null_fraction > 0.0 {
+                        // At least 1% when there are nulls at all: "0% null" would be a lie.
+                        let percent = (p.null_fraction * 100.0).round().max(1.0);
+                        text.push_str(&format!(", {percent}% null"));
+                    }
+                    return Value::String(text);
+                }
+                Stats::Full | Stats::Brief => {}
+            }
             let mut entry = Map::new();
             entry.insert("name".into(), json!(p.name));
             entry.insert("type".into(), json!(p.data_type));
+            if stats == Stats::Brief {
+                if p.null_fraction > 0.0 {
+                    entry.insert("nullFraction".into(), round3(p.null_fraction));
+                }
+                entry.insert("approxDistinct".into(), json!(p.approx_distinct));
+                return Value::Object(entry);
+            }
             entry.insert("nullFraction".into(), round3(p.null_fraction));
             entry.insert("approxDistinct".into(), json!(p.approx_distinct));
             entry.insert("uniqueness".into(), round3(p.uniqueness));
@@ -98,29 +157,60 @@ pub fn schema_json(dataset: &Dataset, text_min_max: bool, columns: usize) -> Vec
 
 /// The first `rows` rows as objects with typed values, strings cut to `string_chars`.
 pub fn sample_json(dataset: &Dataset, rows: usize, string_chars: usize) -> Vec<Value> {
+    sample_rows(dataset, rows, string_chars, usize::MAX, false)
+}
+
+/// The first `rows` rows over the first `columns` columns, as objects or as arrays in schema
+/// order; strings cut to `string_chars`.
+fn sample_rows(
+    dataset: &Dataset,
+    rows: usize,
+    string_chars: usize,
+    columns: usize,
+    as_arrays: bool,
+) -> Vec<Value> {
     let mut out = Vec::with_capacity(rows);
     for batch in &dataset.batches {
         for row in 0..batch.num_rows() {
             if out.len() >= rows {
                 return out;
             }
-            let object: Map<String, Value> = batch
-                .schema()
+            let schema = batch.schema();
+            let cells = schema
                 .fields()
                 .iter()
                 .zip(batch.columns())
+                .take(columns)
                 .map(|(field, array)| {
                     let value = match cell(array, row) {
                         Value::String(s) => Value::String(cut(&s, string_chars)),
                         other => other,
                     };
                     (field.name().clone(), value)
-                })
-                .collect();
-            out.push(Value::Object(object));
+                });
+            out.push(if as_arrays {
+                Value::Array(cells.map(|(_, value)| value).collect())
+            } else {
+                Value::Object(cells.collect())
+            });
         }
     }
     out
+}
+
+/// `value` with every string in it cut to `chars` characters.
+fn cut_strings(value: &Value, chars: usize) -> Value {
+    match value {
+        Value::String(s) => Value::String(cut(s, chars)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| cut_strings(v, chars)).collect()),
+        Value::Object(members) => Value::Object(
+            members
+                .iter()
+                .map(|(k, v)| (k.clone(), cut_strings(v, chars)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 fn dataset_json(view: &DatasetView<'_>, detail: Detail, with_path: bool) -> Map<String, Value> {
@@ -133,7 +223,12 @@ fn dataset_json(view: &DatasetView<'_>, detail: Detail, with_path: bool) -> Map<
     entry.insert("rows".into(), json!(d.rows));
     entry.insert(
         "schema".into(),
-        Value::Array(schema_json(d, detail.text_min_max, detail.schema_columns)),
+        Value::Array(schema_entries(
+            d,
+            detail.stats,
+            detail.text_min_max,
+            detail.schema_columns,
+        )),
     );
     if detail.schema_columns < d.profile.len() {
         entry.insert(
@@ -149,7 +244,13 @@ fn dataset_json(view: &DatasetView<'_>, detail: Detail, with_path: bool) -> Map<
     if detail.sample_rows > 0 {
         entry.insert(
             "sample".into(),
-            Value::Array(sample_json(d, detail.sample_rows, detail.string_chars)),
+            Value::Array(sample_rows(
+                d,
+                detail.sample_rows,
+                detail.string_chars,
+                detail.schema_columns,
+                detail.rows_as_arrays,
+            )),
         );
     }
     entry
@@ -192,7 +293,9 @@ fn assemble(
     if let Some(first) = views.first() {
         envelope.insert(
             "provenance".into(),
-            serde_json::to_value(&first.dataset.provenance).unwrap_or(Value::Null),
+            serde_json::to_value(&first.dataset.provenance)
+                .map(|p| cut_strings_in_args(p, detail.args_chars))
+                .unwrap_or(Value::Null),
         );
     }
     if !context.is_empty() {
@@ -201,6 +304,14 @@ fn assemble(
     let datasets: Vec<&Dataset> = views.iter().map(|v| v.dataset.as_ref()).collect();
     envelope.insert("usage".into(), json!(sql::usage(&datasets)));
     Value::Object(envelope)
+}
+
+/// Provenance with the strings of its `args` cut (the whole arguments are in `loom_describe`).
+fn cut_strings_in_args(mut provenance: Value, chars: usize) -> Value {
+    if let Some(args) = provenance.get_mut("args") {
+        *args = cut_strings(args, chars);
+    }
+    provenance
 }
 
 /// Build the envelope for `views`, found together in one result of `original_tokens` tokens.
@@ -219,7 +330,10 @@ pub fn build(
         hints: crate::hints::MAX_HINTS,
         sample_rows: SAMPLE_ROWS,
         string_chars: SAMPLE_STRING_CHARS,
+        args_chars: SAMPLE_STRING_CHARS,
         text_min_max: true,
+        stats: Stats::Full,
+        rows_as_arrays: false,
         schema_columns: columns,
     };
     let mut steps = SHRINK.iter();
@@ -241,3 +355,6 @@ pub fn build(
     let saved = original_tokens.saturating_sub(estimate_tokens(&envelope.to_string()));
     assemble(views, hints, context, detail, saved)
 }
+
+#[cfg(test)]
+mod tests;

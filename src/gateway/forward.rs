@@ -11,6 +11,7 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, RequestContext, RoleServer};
 
 use super::Gateway;
+use super::era::Era;
 use crate::downstream::ServerState;
 use crate::wire::placeholder_result;
 
@@ -79,60 +80,6 @@ impl ForwardError {
     }
 }
 
-fn speaks_2026(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .protocol_version()
-        .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str())
-}
-
-/// Members a 2026-07-28 result must have and a server speaking an older version never sends.
-#[derive(serde::Deserialize)]
-struct Present {
-    #[serde(rename = "resultType", default)]
-    result_type: Option<serde::de::IgnoredAny>,
-    #[serde(rename = "ttlMs", default)]
-    ttl_ms: Option<serde::de::IgnoredAny>,
-    #[serde(rename = "cacheScope", default)]
-    cache_scope: Option<serde::de::IgnoredAny>,
-}
-
-/// A downstream (older era) result made valid for a 2026-07-28 client: `resultType: "complete"`
-/// and, for cacheable results, `ttlMs: 0` and `cacheScope: "private"` (no caching: loom cannot
-/// promise anything about a server that never said) are inserted at the front. Every byte the
-/// server sent is kept as it was.
-pub fn complete_for_2026(
-    raw: Box<serde_json::value::RawValue>,
-    cacheable: bool,
-) -> Box<serde_json::value::RawValue> {
-    let Ok(present) = serde_json::from_str::<Present>(raw.get()) else {
-        return raw;
-    };
-    let mut members = Vec::new();
-    if present.result_type.is_none() {
-        members.push(r#""resultType":"complete""#);
-    }
-    if cacheable && present.ttl_ms.is_none() {
-        members.push(r#""ttlMs":0"#);
-    }
-    if cacheable && present.cache_scope.is_none() {
-        members.push(r#""cacheScope":"private""#);
-    }
-    if members.is_empty() {
-        return raw;
-    }
-    let text = raw.get();
-    let Some(body) = text.trim_start().strip_prefix('{') else {
-        return raw;
-    };
-    let separator = if body.trim_start().starts_with('}') {
-        ""
-    } else {
-        ","
-    };
-    let joined = format!("{{{}{separator}{body}", members.join(","));
-    serde_json::value::RawValue::from_string(joined).unwrap_or(raw)
-}
-
 /// A downstream answer.
 pub enum Forwarded {
     /// The exact bytes of the `result`.
@@ -153,11 +100,7 @@ impl Gateway {
     ) -> ServerResult {
         match forwarded {
             Forwarded::Raw(raw) => {
-                let raw = if speaks_2026(context) {
-                    complete_for_2026(raw, cacheable)
-                } else {
-                    raw
-                };
+                let raw = Era::of_request(context).shape_raw(raw, cacheable);
                 self.splice.put(context.id.clone(), raw);
                 ServerResult::CustomResult(placeholder_result())
             }
@@ -245,33 +188,5 @@ impl Gateway {
                 Err(error)
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::complete_for_2026;
-    use serde_json::value::RawValue;
-
-    fn raw(text: &str) -> Box<RawValue> {
-        RawValue::from_string(text.to_string()).expect("raw")
-    }
-
-    #[test]
-    fn older_results_get_the_2026_members_and_keep_their_bytes() {
-        let out = complete_for_2026(raw(r#"{"content":[],"a":2.50}"#), false);
-        assert_eq!(
-            out.get(),
-            r#"{"resultType":"complete","content":[],"a":2.50}"#
-        );
-        let out = complete_for_2026(raw(r#"{ "contents" : [] }"#), true);
-        assert_eq!(
-            out.get(),
-            r#"{"resultType":"complete","ttlMs":0,"cacheScope":"private", "contents" : [] }"#
-        );
-        let out = complete_for_2026(raw("{}"), false);
-        assert_eq!(out.get(), r#"{"resultType":"complete"}"#);
-        let already = r#"{"resultType":"complete","ttlMs":5,"cacheScope":"public"}"#;
-        assert_eq!(complete_for_2026(raw(already), true).get(), already);
     }
 }

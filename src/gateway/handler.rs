@@ -12,12 +12,13 @@ use rmcp::ErrorData as McpError;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequest, ClientRequest, ErrorCode, GetPromptRequest, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ProtocolVersion,
-    Reference, ServerCapabilities, ServerConfig, ServerResult, SetLevelRequestParams,
-    SubscribeRequestParams, UnsubscribeRequestParams,
+    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, Reference,
+    ServerCapabilities, ServerConfig, ServerResult, SetLevelRequestParams, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, Service, ServiceRole};
 
+use super::era::Era;
 use super::forward::Forwarded;
 use super::{Gateway, synthetic};
 use crate::intercept::Origin;
@@ -78,24 +79,6 @@ fn is_standard_method(method: &str) -> bool {
     )
 }
 
-/// Results loom builds itself (error results, typed answers) get the same per-version shaping
-/// rmcp gives its handlers' results; raw passthrough results are left exactly as sent.
-fn shape_for_peer(mut result: ServerResult, version: Option<ProtocolVersion>) -> ServerResult {
-    if matches!(result, ServerResult::CustomResult(_)) {
-        return result;
-    }
-    let modern = version
-        .as_ref()
-        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
-    if modern {
-        result.fill_missing_cache_hints();
-    } else {
-        result.strip_result_type_for_legacy_peer();
-        result.strip_non_object_output_for_legacy_peer();
-    }
-    result
-}
-
 impl Service<RoleServer> for GatewayService {
     async fn handle_request(
         &self,
@@ -105,10 +88,11 @@ impl Service<RoleServer> for GatewayService {
         if self.gateway.upstream().get().is_none() {
             self.gateway.upstream().set(context.peer.clone());
         }
-        let version = context.protocol_version();
+        let era = Era::of_request(&context);
         self.route(request, context)
             .await
-            .map(|result| shape_for_peer(result, version))
+            .map(|result| era.shape_built(result))
+            .map_err(|error| era.shape_error(error))
     }
 
     async fn handle_notification(
@@ -336,14 +320,12 @@ impl ServerHandler for GatewayHandler {
         request: SubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let (server, live) = self.resource_server(&request.uri)?;
-        live.peer.subscribe(request).await.map_err(|e| {
-            McpError::new(
-                ErrorCode::INTERNAL_ERROR,
-                format!("loom: server `{server}` refused the subscription: {e}"),
-                None,
-            )
+        let uri = request.uri.clone();
+        self.on_subscribers(&uri, "refused the subscription", |peer| {
+            let request = request.clone();
+            async move { peer.subscribe(request).await }
         })
+        .await
     }
 
     async fn unsubscribe(
@@ -351,14 +333,12 @@ impl ServerHandler for GatewayHandler {
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let (server, live) = self.resource_server(&request.uri)?;
-        live.peer.unsubscribe(request).await.map_err(|e| {
-            McpError::new(
-                ErrorCode::INTERNAL_ERROR,
-                format!("loom: server `{server}` refused to unsubscribe: {e}"),
-                None,
-            )
+        let uri = request.uri.clone();
+        self.on_subscribers(&uri, "refused to unsubscribe", |peer| {
+            let request = request.clone();
+            async move { peer.unsubscribe(request).await }
         })
+        .await
     }
 
     async fn set_level(
@@ -382,18 +362,61 @@ impl ServerHandler for GatewayHandler {
 }
 
 impl GatewayHandler {
-    fn resource_server(&self, uri: &str) -> Result<(String, crate::downstream::Live), McpError> {
-        let owner = self.0.exposed().resource_owner(uri).ok_or_else(|| {
-            McpError::resource_not_found(format!("no server lists the resource `{uri}`"), None)
-        })?;
-        let server = &self.0.servers()[owner];
-        let live = server.live().map_err(|state| {
-            McpError::new(
-                ErrorCode::INTERNAL_ERROR,
-                format!("loom: server `{}` is {state}", server.name()),
+    /// Where a `resources/subscribe` (or `unsubscribe`) for `uri` goes (SPEC §5.4): the server
+    /// that lists the URI or whose template matches it; a URI no server lists goes to every
+    /// server that declared `resources.subscribe` (a server may publish updates for resources it
+    /// does not list, e.g. ones it creates later). The request succeeds when one of them
+    /// accepts it.
+    async fn on_subscribers<F, Fut>(
+        &self,
+        uri: &str,
+        refused: &str,
+        send: F,
+    ) -> Result<(), McpError>
+    where
+        F: Fn(rmcp::Peer<rmcp::RoleClient>) -> Fut,
+        Fut: std::future::Future<Output = Result<(), rmcp::ServiceError>>,
+    {
+        let servers = self.0.servers();
+        let targets: Vec<usize> = match self.0.exposed().resource_owner(uri) {
+            Some(owner) => vec![owner],
+            None => servers
+                .iter()
+                .filter(|server| {
+                    server.catalog().capabilities.as_ref().is_some_and(|c| {
+                        c.resources
+                            .as_ref()
+                            .is_some_and(|r| r.subscribe == Some(true))
+                    })
+                })
+                .map(|server| server.index)
+                .collect(),
+        };
+        if targets.is_empty() {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "no server lists the resource `{uri}` and none accepts subscriptions to \
+                     resources it does not list; call resources/list or resources/templates/list \
+                     for what is available"
+                ),
                 None,
-            )
-        })?;
-        Ok((server.name().to_string(), live))
+            ));
+        }
+        let mut failures = Vec::new();
+        for index in targets {
+            let server = &servers[index];
+            match server.live() {
+                Ok(live) => match send(live.peer.clone()).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) => failures.push(format!("server `{}` {refused}: {e}", server.name())),
+                },
+                Err(state) => failures.push(format!("server `{}` is {state}", server.name())),
+            }
+        }
+        Err(McpError::new(
+            ErrorCode::INTERNAL_ERROR,
+            format!("loom: {}", failures.join("; ")),
+            None,
+        ))
     }
 }

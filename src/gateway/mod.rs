@@ -6,6 +6,7 @@
 //! to the upstream one (see [`crate::wire`]).
 
 pub mod catalog;
+pub mod era;
 mod forward;
 mod handler;
 pub mod naming;

@@ -297,13 +297,15 @@ fn absorb_texts(
     structured: Option<&str>,
     context: &mut Map<String, Value>,
 ) -> bool {
+    // Parsed once, and only if a text block looks like it could be a copy in another spelling.
+    let mut structured_value: Option<Option<Value>> = None;
     for (index, text) in texts.iter().enumerate() {
         let trimmed = text.trim();
-        let duplicate = structured.is_some_and(|s| s.trim() == trimmed)
-            || tables.iter().any(|t| {
-                t.rows.trim() == trimmed
-                    || t.container.as_deref().is_some_and(|c| c.trim() == trimmed)
-            });
+        let duplicate = structured.is_some_and(|s| {
+            s.trim() == trimmed || same_json_value(s, trimmed, &mut structured_value)
+        }) || tables.iter().any(|t| {
+            t.rows.trim() == trimmed || t.container.as_deref().is_some_and(|c| c.trim() == trimmed)
+        });
         if duplicate {
             continue;
         }
@@ -314,6 +316,23 @@ fn absorb_texts(
         return false;
     }
     true
+}
+
+/// Whether `text` is `structured` written another way (server-memory's `read_graph` sends the
+/// graph pretty-printed as text and compact as `structuredContent`): equal as JSON values —
+/// object members compared as maps, numbers by value.
+fn same_json_value(structured: &str, text: &str, parsed: &mut Option<Option<Value>>) -> bool {
+    let opens = |s: &str| s.starts_with('{') || s.starts_with('[');
+    if !opens(text) || !opens(structured.trim_start()) {
+        return false;
+    }
+    let Some(structured) = parsed
+        .get_or_insert_with(|| serde_json::from_str(structured).ok())
+        .as_ref()
+    else {
+        return false;
+    };
+    serde_json::from_str::<Value>(text).is_ok_and(|value| &value == structured)
 }
 
 fn ingest_table(

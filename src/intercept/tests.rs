@@ -130,6 +130,47 @@ async fn a_text_copy_of_the_structured_content_is_not_lost_data() {
     );
 }
 
+/// server-memory's `read_graph`: the graph pretty-printed in the text block and compact in
+/// `structuredContent` — equal as values, not as bytes. Both tables become datasets.
+#[tokio::test]
+async fn a_pretty_printed_copy_of_the_structured_content_is_recognised() {
+    let store = store();
+    let entities: Vec<Value> = (0..400)
+        .map(|i| json!({"name": format!("e{i}"), "entityType": "person", "observations": [format!("likes {i}"), "x"]}))
+        .collect();
+    let relations: Vec<Value> = (0..400)
+        .map(|i| json!({"from": format!("e{i}"), "to": format!("e{}", (i + 1) % 400), "relationType": "knows"}))
+        .collect();
+    let graph = json!({"entities": entities, "relations": relations});
+    let pretty = serde_json::to_string_pretty(&graph).expect("pretty");
+    let result = raw(json!({
+        "content": [{"type": "text", "text": pretty}],
+        "structuredContent": graph,
+    }));
+    let value = replaced(intercept(result, &origin(), &store, 2000));
+    let datasets = value["structuredContent"]["datasets"]
+        .as_array()
+        .expect("two datasets");
+    let paths: Vec<&str> = datasets.iter().filter_map(|d| d["path"].as_str()).collect();
+    assert_eq!(paths, ["entities", "relations"], "{value}");
+    assert!(
+        value["structuredContent"].get("context").is_none(),
+        "{value}"
+    );
+
+    // A text block that differs in one value is not a copy: the result passes through.
+    let mut changed = graph.clone();
+    changed["relations"][7]["relationType"] = json!("hates");
+    let result = raw(json!({
+        "content": [{"type": "text", "text": serde_json::to_string_pretty(&changed).expect("pretty")}],
+        "structuredContent": graph,
+    }));
+    assert!(matches!(
+        intercept(result, &origin(), &store, 2000),
+        Outcome::PassThrough(..)
+    ));
+}
+
 /// What serde_json's derive reads of a result: the rules [`ResultView::read`] follows.
 mod oracle {
     use std::borrow::Cow;

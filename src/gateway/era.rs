@@ -1,0 +1,214 @@
+//! The protocol era a client speaks decides a few members of every result loom sends it. This is
+//! the one place that decides them, for results passed through raw and results loom builds
+//! (envelopes, reduced results, errors it makes up, its own tools' answers) alike (SPEC §5.7).
+//!
+//! - The `initialize` era (2024-11-05 … 2025-11-25) knows no `resultType`, and tool output must
+//!   be an object.
+//! - The `server/discover` era (2026-07-28 and later) requires `resultType` on every result,
+//!   `ttlMs`/`cacheScope` on cacheable ones, and reports an unknown resource as invalid params.
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{CustomResult, ErrorCode, ProtocolVersion, ResultType, ServerResult};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::value::RawValue;
+
+/// The two shapes of MCP results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// Negotiated with `initialize` (2024-11-05 … 2025-11-25), or not negotiated yet.
+    Initialize,
+    /// 2026-07-28 or later, negotiated with `server/discover`.
+    Discover,
+}
+
+impl Era {
+    pub fn of(version: Option<&ProtocolVersion>) -> Self {
+        // Versions are dates: they compare as strings.
+        match version {
+            Some(v) if v.as_str() >= ProtocolVersion::V_2026_07_28.as_str() => Self::Discover,
+            _ => Self::Initialize,
+        }
+    }
+
+    pub fn of_request(context: &RequestContext<RoleServer>) -> Self {
+        Self::of(context.protocol_version().as_ref())
+    }
+
+    /// A result loom built (or rmcp decoded), shaped for this era: `resultType: "complete"` and
+    /// cache hints added for 2026-07-28; `resultType` and non-object tool output removed before
+    /// it. A raw placeholder (`CustomResult`) is left alone: [`Era::shape_raw`] shaped its bytes.
+    pub fn shape_built(self, mut result: ServerResult) -> ServerResult {
+        if matches!(result, ServerResult::CustomResult(_)) {
+            return result;
+        }
+        match self {
+            Self::Discover => {
+                // An empty result (`ping`, `logging/setLevel`, subscriptions) is still a result
+                // of this revision, which requires `resultType` on every one.
+                if matches!(result, ServerResult::EmptyResult(_)) {
+                    return ServerResult::CustomResult(CustomResult(
+                        serde_json::json!({"resultType": "complete"}),
+                    ));
+                }
+                if let Some(slot) = result_type_slot(&mut result) {
+                    slot.get_or_insert(ResultType::COMPLETE);
+                }
+                result.fill_missing_cache_hints();
+            }
+            Self::Initialize => {
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
+            }
+        }
+        result
+    }
+
+    /// A JSON-RPC error loom sends: 2026-07-28 reports an unknown resource as invalid params
+    /// (-32602), older versions as -32002.
+    pub fn shape_error(self, mut error: McpError) -> McpError {
+        if self == Self::Discover && error.code == ErrorCode::RESOURCE_NOT_FOUND {
+            error.code = ErrorCode::INVALID_PARAMS;
+        }
+        error
+    }
+
+    /// A downstream result passed through as bytes. Downstream servers speak the `initialize`
+    /// era, so for a 2026-07-28 client the members that revision requires and an older server
+    /// never sends are inserted at the front — `"resultType":"complete"`, and for cacheable
+    /// results `"ttlMs":0` and `"cacheScope":"private"` (loom promises no caching for a server
+    /// that said nothing) — and every byte the server sent is kept after them.
+    pub fn shape_raw(self, raw: Box<RawValue>, cacheable: bool) -> Box<RawValue> {
+        match self {
+            Self::Discover => complete_for_2026(raw, cacheable),
+            Self::Initialize => raw,
+        }
+    }
+}
+
+/// The `resultType` member of results that have one as an option.
+fn result_type_slot(result: &mut ServerResult) -> Option<&mut Option<ResultType>> {
+    Some(match result {
+        ServerResult::CompleteResult(r) => &mut r.result_type,
+        ServerResult::GetPromptResult(r) => &mut r.result_type,
+        ServerResult::ListPromptsResult(r) => &mut r.result_type,
+        ServerResult::ListResourcesResult(r) => &mut r.result_type,
+        ServerResult::ListResourceTemplatesResult(r) => &mut r.result_type,
+        ServerResult::ReadResourceResult(r) => &mut r.result_type,
+        ServerResult::ListToolsResult(r) => &mut r.result_type,
+        ServerResult::CallToolResult(r) => &mut r.result_type,
+        ServerResult::ListSkillsResult(r) => &mut r.result_type,
+        ServerResult::GetSkillResult(r) => &mut r.result_type,
+        _ => return None,
+    })
+}
+
+/// Members a 2026-07-28 result must have and a server speaking an older version never sends.
+#[derive(serde::Deserialize)]
+struct Present {
+    #[serde(rename = "resultType", default)]
+    result_type: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "ttlMs", default)]
+    ttl_ms: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "cacheScope", default)]
+    cache_scope: Option<serde::de::IgnoredAny>,
+}
+
+fn complete_for_2026(raw: Box<RawValue>, cacheable: bool) -> Box<RawValue> {
+    let Ok(present) = serde_json::from_str::<Present>(raw.get()) else {
+        return raw;
+    };
+    let mut members = Vec::new();
+    if present.result_type.is_none() {
+        members.push(r#""resultType":"complete""#);
+    }
+    if cacheable && present.ttl_ms.is_none() {
+        members.push(r#""ttlMs":0"#);
+    }
+    if cacheable && present.cache_scope.is_none() {
+        members.push(r#""cacheScope":"private""#);
+    }
+    if members.is_empty() {
+        return raw;
+    }
+    let text = raw.get();
+    let Some(body) = text.trim_start().strip_prefix('{') else {
+        return raw;
+    };
+    let separator = if body.trim_start().starts_with('}') {
+        ""
+    } else {
+        ","
+    };
+    let joined = format!("{{{}{separator}{body}", members.join(","));
+    RawValue::from_string(joined).unwrap_or(raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Era;
+    use rmcp::model::{CallToolResult, ServerResult};
+    use serde_json::json;
+    use serde_json::value::RawValue;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_string()).expect("raw")
+    }
+
+    #[test]
+    fn older_results_get_the_2026_members_and_keep_their_bytes() {
+        let out = Era::Discover.shape_raw(raw(r#"{"content":[],"a":2.50}"#), false);
+        assert_eq!(
+            out.get(),
+            r#"{"resultType":"complete","content":[],"a":2.50}"#
+        );
+        let out = Era::Discover.shape_raw(raw(r#"{ "contents" : [] }"#), true);
+        assert_eq!(
+            out.get(),
+            r#"{"resultType":"complete","ttlMs":0,"cacheScope":"private", "contents" : [] }"#
+        );
+        let out = Era::Discover.shape_raw(raw("{}"), false);
+        assert_eq!(out.get(), r#"{"resultType":"complete"}"#);
+        let already = r#"{"resultType":"complete","ttlMs":5,"cacheScope":"public"}"#;
+        assert_eq!(Era::Discover.shape_raw(raw(already), true).get(), already);
+        let legacy = r#"{"content":[]}"#;
+        assert_eq!(Era::Initialize.shape_raw(raw(legacy), true).get(), legacy);
+    }
+
+    /// An envelope is decoded from JSON, which leaves `resultType` absent: a 2026-07-28 client
+    /// rejects such a result (issue 11), so the era must add it.
+    #[test]
+    fn built_results_carry_the_members_of_their_era() {
+        let envelope: CallToolResult = serde_json::from_value(json!({
+            "content": [{"type": "text", "text": "{}"}],
+            "structuredContent": {"kind": "loom_dataset_ref"},
+        }))
+        .expect("decodes");
+        assert_eq!(envelope.result_type, None);
+
+        let modern = Era::Discover.shape_built(ServerResult::CallToolResult(envelope.clone()));
+        let modern = serde_json::to_value(&modern).expect("encodes");
+        assert_eq!(modern["resultType"], "complete");
+
+        let legacy = Era::Initialize.shape_built(ServerResult::CallToolResult(
+            CallToolResult::structured(json!(["a", "b"])),
+        ));
+        let legacy = serde_json::to_value(&legacy).expect("encodes");
+        assert!(legacy.get("resultType").is_none(), "{legacy}");
+        assert!(legacy.get("structuredContent").is_none(), "{legacy}");
+
+        let empty = Era::Discover.shape_built(ServerResult::empty(()));
+        assert_eq!(
+            serde_json::to_value(&empty).expect("encodes"),
+            json!({"resultType": "complete"})
+        );
+        let empty = Era::Initialize.shape_built(ServerResult::empty(()));
+        assert_eq!(serde_json::to_value(&empty).expect("encodes"), json!({}));
+    }
+
+    #[test]
+    fn unknown_resources_are_invalid_params_for_2026() {
+        let error = rmcp::ErrorData::resource_not_found("no server lists it", None);
+        assert_eq!(Era::Discover.shape_error(error.clone()).code.0, -32602);
+        assert_eq!(Era::Initialize.shape_error(error).code.0, -32002);
+    }
+}
