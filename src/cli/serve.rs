@@ -46,7 +46,25 @@ async fn serve(config: crate::config::Config) -> ExitCode {
         tokio::io::stdout(),
         gateway.splice_table(),
         "client",
-    );
+    )
+    .with_initialize_patch({
+        // rmcp's typed capabilities have no 2025-11-25 `tasks` member; loom declares it when a
+        // server behind it offers task-augmented tools (SPEC §5.10).
+        let gateway = gateway.clone();
+        std::sync::Arc::new(move |result: &mut serde_json::Value| {
+            let version = result
+                .get("protocolVersion")
+                .and_then(serde_json::Value::as_str);
+            if crate::gateway::era::Era::has_tasks(version)
+                && gateway.offers_tasks()
+                && let Some(capabilities) = result
+                    .get_mut("capabilities")
+                    .and_then(serde_json::Value::as_object_mut)
+            {
+                capabilities.insert("tasks".into(), crate::gateway::tasks::capability());
+            }
+        })
+    });
     let service = match rmcp::serve_server(GatewayService::new(gateway.clone()), transport).await {
         Ok(service) => service,
         Err(error) => {

@@ -11,8 +11,8 @@ use std::sync::{Arc, RwLock};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, ElicitResult, ErrorCode, Implementation, ListRootsResult,
-    LoggingMessageNotificationParam, ProgressNotificationParam, ProtocolVersion,
+    CustomNotification, ElicitRequestParams, ElicitResult, ErrorCode, Implementation,
+    ListRootsResult, LoggingMessageNotificationParam, ProgressNotificationParam, ProtocolVersion,
     ResourceUpdatedNotificationParam,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
@@ -38,7 +38,15 @@ pub enum DownstreamEvent {
         server: usize,
         params: ResourceUpdatedNotificationParam,
     },
+    /// `notifications/tasks/status`: forwarded as it came, and its task id routed to `server`.
+    TaskStatus {
+        server: usize,
+        notification: CustomNotification,
+    },
 }
+
+/// The 2025-11-25 task status notification.
+pub const TASK_STATUS: &str = "notifications/tasks/status";
 
 /// The upstream client, once it has connected. Shared by every downstream handler.
 #[derive(Clone, Default)]
@@ -192,6 +200,21 @@ impl ClientHandler for DownstreamHandler {
             server: self.server,
             params,
         });
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if notification.method == TASK_STATUS {
+            self.emit(DownstreamEvent::TaskStatus {
+                server: self.server,
+                notification,
+            });
+        } else {
+            tracing::debug!(method = %notification.method, "ignoring a notification loom does not know");
+        }
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

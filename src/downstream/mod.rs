@@ -7,5 +7,6 @@ mod supervisor;
 
 pub use handler::{DownstreamEvent, DownstreamHandler, UpstreamLink};
 pub use supervisor::{
-    Catalog, Downstream, Live, STABLE_AFTER, STARTUP_TIMEOUT, ServerState, ToolDef,
+    Catalog, Downstream, Live, STABLE_AFTER, STARTUP_TIMEOUT, ServerState, TASK_METHODS,
+    TaskSupport, ToolDef, task_support,
 };

@@ -131,27 +131,35 @@ async fn list_tools_raw(peer: &Peer<RoleClient>, raw: &RawResults) -> Result<Vec
 /// A server that pages forever is broken, not large.
 const MAX_PAGES: usize = 10_000;
 
-/// loom does not run task-augmented calls (it declares no tasks capability), so a tool that
-/// *requires* a task is not offered (every call would fail), and `execution` is removed from the
-/// others (a client must not try task augmentation through loom).
-fn runnable(server: &str, mut tool: ToolDef) -> Option<ToolDef> {
-    let required = tool
+/// How a tool takes part in MCP tasks (2025-11-25 `execution.taskSupport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskSupport {
+    Forbidden,
+    Optional,
+    Required,
+}
+
+/// A tool's `execution.taskSupport` (absent or unknown: forbidden, as the spec says).
+pub fn task_support(tool: &ToolDef) -> TaskSupport {
+    match tool
         .get("execution")
         .and_then(|e| e.get("taskSupport"))
         .and_then(Value::as_str)
-        == Some("required");
-    if required {
-        let name = tool.get("name").and_then(Value::as_str).unwrap_or("?");
-        tracing::warn!(
-            server,
-            tool = name,
-            "not offered: it only runs as a task, which loom does not support"
-        );
-        return None;
+    {
+        Some("required") => TaskSupport::Required,
+        Some("optional") => TaskSupport::Optional,
+        _ => TaskSupport::Forbidden,
     }
-    tool.remove("execution");
-    Some(tool)
 }
+
+/// Methods of MCP tasks whose answers loom passes on as sent (SPEC §5.10).
+pub const TASK_METHODS: &[&str] = &[
+    "tools/call",
+    "tasks/get",
+    "tasks/result",
+    "tasks/list",
+    "tasks/cancel",
+];
 
 /// Requests whose answers go back to loom's client untouched: keep their bytes.
 fn passes_through(message: &ClientJsonRpcMessage) -> bool {
@@ -164,6 +172,9 @@ fn passes_through(message: &ClientJsonRpcMessage) -> bool {
                 | ClientRequest::GetPromptRequest(_)
                 | ClientRequest::CompleteRequest(_)
                 | ClientRequest::ListToolsRequest(_)
+        ) || matches!(
+            &request.request,
+            ClientRequest::CustomRequest(custom) if TASK_METHODS.contains(&custom.method.as_str())
         )
     )
 }
@@ -242,7 +253,6 @@ impl Downstream {
                         .and_then(Value::as_str)
                         .is_some_and(|name| self.config.tool_allowed(name))
                 })
-                .filter_map(|tool| runnable(&self.config.name, tool))
                 .collect();
         }
         if declared.resources.is_some() {

@@ -34,6 +34,19 @@ impl Era {
         Self::of(context.protocol_version().as_ref())
     }
 
+    /// Whether MCP tasks as loom proxies them exist in `version`: 2025-11-25 introduced them,
+    /// 2026-07-28 moved them into an extension of another shape (SPEC §5.10).
+    pub fn has_tasks(version: Option<&str>) -> bool {
+        version.is_some_and(|v| {
+            v >= ProtocolVersion::V_2025_11_25.as_str()
+                && v < ProtocolVersion::V_2026_07_28.as_str()
+        })
+    }
+
+    pub fn request_has_tasks(context: &RequestContext<RoleServer>) -> bool {
+        Self::has_tasks(context.protocol_version().as_ref().map(|v| v.as_str()))
+    }
+
     /// A result loom built (or rmcp decoded), shaped for this era: `resultType: "complete"` and
     /// cache hints added for 2026-07-28; `resultType` and non-object tool output removed before
     /// it. A raw placeholder (`CustomResult`) is left alone: [`Era::shape_raw`] shaped its bytes.
@@ -203,6 +216,18 @@ mod tests {
         );
         let empty = Era::Initialize.shape_built(ServerResult::empty(()));
         assert_eq!(serde_json::to_value(&empty).expect("encodes"), json!({}));
+    }
+
+    #[test]
+    fn tasks_exist_from_2025_11_25_until_2026_07_28() {
+        for (version, has) in [
+            (None, false),
+            (Some("2025-06-18"), false),
+            (Some("2025-11-25"), true),
+            (Some("2026-07-28"), false),
+        ] {
+            assert_eq!(Era::has_tasks(version), has, "{version:?}");
+        }
     }
 
     #[test]

@@ -117,11 +117,26 @@ impl Gateway {
         request: ClientRequest,
         context: &RequestContext<RoleServer>,
     ) -> Result<Forwarded, ForwardError> {
+        let timeout = self
+            .servers
+            .get(index)
+            .map(|server| Duration::from_millis(server.config.call_timeout_ms));
+        self.forward_within(index, request, context, timeout).await
+    }
+
+    /// [`Gateway::forward`] with a limit of its own (`None`: until the server answers, the
+    /// client cancels or the connection ends — for `tasks/result`, which waits for the task).
+    pub(super) async fn forward_within(
+        &self,
+        index: usize,
+        request: ClientRequest,
+        context: &RequestContext<RoleServer>,
+        timeout: Option<Duration>,
+    ) -> Result<Forwarded, ForwardError> {
         let Some(server) = self.servers.get(index) else {
             return Err(ForwardError::Down(ServerState::Stopped));
         };
         let live = server.live().map_err(ForwardError::Down)?;
-        let timeout = Duration::from_millis(server.config.call_timeout_ms);
 
         // rmcp puts its own progress token on every outgoing request, so the client's token is
         // mapped back when progress arrives; everything else in `_meta` travels as it came.
@@ -154,7 +169,7 @@ impl Gateway {
                 Ok(Err(other)) => Err(ForwardError::Closed(other.to_string())),
                 Err(_) => Err(ForwardError::Closed("the connection ended".into())),
             },
-            _ = tokio::time::sleep(timeout) => Err(ForwardError::TimedOut(timeout)),
+            after = expire(timeout) => Err(ForwardError::TimedOut(after)),
             _ = context.ct.cancelled() => Err(ForwardError::Cancelled),
         };
         // Progress that arrived before the answer goes out before it.
@@ -188,5 +203,16 @@ impl Gateway {
                 Err(error)
             }
         }
+    }
+}
+
+/// Resolves when `timeout` has passed, never without one.
+async fn expire(timeout: Option<Duration>) -> Duration {
+    match timeout {
+        Some(after) => {
+            tokio::time::sleep(after).await;
+            after
+        }
+        None => std::future::pending().await,
     }
 }

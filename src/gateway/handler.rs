@@ -21,7 +21,8 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer, Service, Se
 use super::era::Era;
 use super::forward::Forwarded;
 use super::{Gateway, synthetic};
-use crate::intercept::Origin;
+use crate::downstream::{TaskSupport, task_support};
+use crate::wire::TASK_METHOD_PREFIX;
 
 /// Answers everything that is not passed through raw.
 #[derive(Clone)]
@@ -43,7 +44,7 @@ impl GatewayService {
     }
 }
 
-fn unknown_tool(gateway: &Gateway, name: &str) -> McpError {
+pub(super) fn unknown_tool(gateway: &Gateway, name: &str) -> McpError {
     let catalog = gateway.exposed();
     let mut close: Vec<&str> = catalog
         .tool_names()
@@ -140,19 +141,7 @@ impl GatewayService {
                 let request = ClientRequest::CallToolRequest(CallToolRequest::new(down));
                 match gateway.forward(route.server, request, &context).await {
                     Ok(Forwarded::Raw(raw)) => {
-                        let denied = gateway.servers()[route.server]
-                            .config
-                            .provenance_denylist
-                            .contains(&route.name);
-                        let origin = Origin {
-                            server: server.clone(),
-                            tool: route.name.clone(),
-                            args: if denied {
-                                serde_json::Value::String(crate::redact::OMITTED.into())
-                            } else {
-                                crate::redact::arguments(params.arguments.as_ref())
-                            },
-                        };
+                        let origin = gateway.origin_of(route, params.arguments.as_ref());
                         Ok(gateway.intercept(raw, origin, &context).await)
                     }
                     Ok(typed) => Ok(gateway.pass_on(typed, &context, false)),
@@ -162,7 +151,22 @@ impl GatewayService {
             // Tool definitions are carried as the servers wrote them (rmcp's typed `Tool` would
             // drop fields it does not know), so the list is written raw too.
             ClientRequest::ListToolsRequest(_) => {
-                let tools = serde_json::json!({"tools": gateway.exposed().tools});
+                let exposed = gateway.exposed();
+                let tools = match Era::request_has_tasks(&context) {
+                    true => serde_json::json!({"tools": exposed.tools}),
+                    // A version without 2025-11-25 tasks: a tool that only runs as a task is
+                    // not offered, and the others lose `execution` (SPEC §5.10).
+                    false => serde_json::json!({"tools": exposed
+                        .tools
+                        .iter()
+                        .filter(|tool| task_support(tool) != TaskSupport::Required)
+                        .map(|tool| {
+                            let mut tool = tool.clone();
+                            tool.remove("execution");
+                            tool
+                        })
+                        .collect::<Vec<_>>()}),
+                };
                 match serde_json::value::to_raw_value(&tools) {
                     Ok(raw) => Ok(gateway.pass_on(Forwarded::Raw(raw), &context, true)),
                     Err(e) => Err(McpError::internal_error(format!("tools/list: {e}"), None)),
@@ -237,6 +241,30 @@ impl GatewayService {
                     .await
                     .map(|f| gateway.pass_on(f, &context, false))
                     .map_err(|e| e.into_rpc_error(&server, "completion"))
+            }
+            ClientRequest::CustomRequest(custom)
+                if custom.method.starts_with(TASK_METHOD_PREFIX) =>
+            {
+                let method = &custom.method[TASK_METHOD_PREFIX.len()..];
+                if method == "tools/call" && !Era::request_has_tasks(&context) {
+                    // A version without 2025-11-25 tasks: a plain call, as before.
+                    let mut params = custom.params.clone().unwrap_or_default();
+                    if let Some(params) = params.as_object_mut() {
+                        params.remove("task");
+                    }
+                    let params = serde_json::from_value(params).map_err(|_| {
+                        McpError::invalid_params(
+                            "malformed `tools/call` request: its params do not match the MCP schema",
+                            None,
+                        )
+                    })?;
+                    return Box::pin(self.route(
+                        ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+                        context,
+                    ))
+                    .await;
+                }
+                gateway.task_request(method, custom.params, &context).await
             }
             // rmcp decodes a standard method with malformed params as a custom request; say
             // what is wrong instead of "method not found".

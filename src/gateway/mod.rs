@@ -11,6 +11,7 @@ mod forward;
 mod handler;
 pub mod naming;
 pub mod synthetic;
+pub mod tasks;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -65,6 +66,8 @@ pub struct Gateway {
     snapshot_task: Mutex<Option<JoinHandle<()>>>,
     shutdown: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// MCP task id → the server that runs it.
+    task_routes: tasks::TaskRoutes,
 }
 
 impl Gateway {
@@ -117,6 +120,7 @@ impl Gateway {
             snapshot_task: Mutex::new(snapshot_task),
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
+            task_routes: tasks::TaskRoutes::default(),
         });
 
         let mut firsts = Vec::new();
@@ -175,6 +179,26 @@ impl Gateway {
 
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    /// Who produced a call's result: the server, its own tool name and the arguments,
+    /// redacted (or omitted for tools on the server's `provenanceDenylist`).
+    pub(crate) fn origin_of(
+        &self,
+        route: &Route,
+        arguments: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> Origin {
+        let server = &self.servers[route.server];
+        let denied = server.config.provenance_denylist.contains(&route.name);
+        Origin {
+            server: server.name().to_string(),
+            tool: route.name.clone(),
+            args: if denied {
+                serde_json::Value::String(crate::redact::OMITTED.into())
+            } else {
+                crate::redact::arguments(arguments)
+            },
+        }
     }
 
     /// Pass a raw tool result through, or replace it by an envelope (SPEC §8).
@@ -387,6 +411,10 @@ impl Gateway {
                         let _ = peer.notify_logging_message(params).await;
                     }
                 }
+                DownstreamEvent::TaskStatus {
+                    server,
+                    notification,
+                } => self.task_status(server, notification).await,
                 DownstreamEvent::ResourceUpdated { params, .. } => {
                     if let Some(peer) = self.upstream.get() {
                         let _ = peer.notify_resource_updated(params).await;

@@ -226,6 +226,50 @@ struct ProgressParamsPeek {
     progress_token: ProgressToken,
 }
 
+/// The id of the client's `initialize` request and the edit its answer gets.
+struct InitializePatch {
+    request: Arc<StdMutex<Option<RequestId>>>,
+    patch: Arc<dyn Fn(&mut serde_json::Value) + Send + Sync>,
+}
+
+impl InitializePatch {
+    fn is_answer(&self, id: &RequestId) -> bool {
+        let mut request = self.request.lock().unwrap_or_else(PoisonError::into_inner);
+        if request.as_ref() == Some(id) {
+            *request = None;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Methods the upstream face hands to the gateway under [`TASK_METHOD_PREFIX`]: rmcp's typed
+/// model speaks another revision of tasks than 2025-11-25 (it drops `params.task` from
+/// `tools/call` and reads `tasks/get` and `tasks/cancel` in the extension's shape), so these
+/// requests reach the gateway as custom requests with their params as sent.
+const TASK_METHODS: &[&str] = &["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"];
+
+/// See [`TASK_METHODS`]; a task-augmented `tools/call` arrives as `loom/task:tools/call`.
+pub const TASK_METHOD_PREFIX: &str = "loom/task:";
+
+/// `line` with its method renamed under [`TASK_METHOD_PREFIX`] if it is a task request: one of
+/// [`TASK_METHODS`], or a `tools/call` whose params carry a `task` object.
+fn as_task_request(method: &str, line: &str) -> Option<String> {
+    let is_task_method = TASK_METHODS.contains(&method);
+    // A plain call is decided without parsing its (possibly large) arguments.
+    let may_be_augmented_call = method == "tools/call" && line.contains("\"task\"");
+    if !is_task_method && !may_be_augmented_call {
+        return None;
+    }
+    let mut message: serde_json::Value = serde_json::from_str(line).ok()?;
+    if !is_task_method && !message["params"]["task"].is_object() {
+        return None;
+    }
+    message["method"] = serde_json::Value::String(format!("{TASK_METHOD_PREFIX}{method}"));
+    serde_json::to_string(&message).ok()
+}
+
 /// What the transport does with raw results.
 enum RawMode<Role: ServiceRole> {
     /// Upstream face: outgoing responses whose id has stored bytes are written with those bytes.
@@ -244,6 +288,9 @@ pub struct LineTransport<Role: ServiceRole, R, W> {
     raw: RawMode<Role>,
     peer: &'static str,
     progress: Option<ProgressLedger>,
+    /// Upstream face: adds members to the `initialize` answer that rmcp's typed model cannot
+    /// carry (the 2025-11-25 `tasks` capability).
+    initialize_patch: Option<InitializePatch>,
     _role: PhantomData<fn() -> Role>,
 }
 
@@ -255,6 +302,7 @@ impl<Role: ServiceRole, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTranspo
             raw,
             peer,
             progress: None,
+            initialize_patch: None,
             _role: PhantomData,
         }
     }
@@ -263,6 +311,18 @@ impl<Role: ServiceRole, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTranspo
     pub fn with_max_message_bytes(mut self, limit: usize) -> Self {
         let read = self.lines.into_inner();
         self.lines = FramedRead::new(read, SkippingLines::new(limit));
+        self
+    }
+
+    /// Let `patch` edit the answer to the client's `initialize` request before it is written.
+    pub fn with_initialize_patch(
+        mut self,
+        patch: Arc<dyn Fn(&mut serde_json::Value) + Send + Sync>,
+    ) -> Self {
+        self.initialize_patch = Some(InitializePatch {
+            request: Arc::new(StdMutex::new(None)),
+            patch,
+        });
         self
     }
 
@@ -330,6 +390,24 @@ where
         // Decide and serialize before the future: `item` is typed and may hold non-Send-safe
         // borrows of nothing, but doing the work here keeps the returned future small.
         let encoded: std::io::Result<Outgoing> = match (&self.raw, &item) {
+            (RawMode::Splice(_), JsonRpcMessage::Response(response))
+                if self
+                    .initialize_patch
+                    .as_ref()
+                    .is_some_and(|p| p.is_answer(&response.id)) =>
+            {
+                let patch = self.initialize_patch.as_ref().map(|p| p.patch.clone());
+                serde_json::to_value(&item)
+                    .map(|mut message| {
+                        if let (Some(patch), Some(result)) = (patch, message.get_mut("result")) {
+                            patch(result);
+                        }
+                        message
+                    })
+                    .map_err(std::io::Error::other)
+                    .and_then(|message| encode_line(&message))
+                    .map(Outgoing::Line)
+            }
             (RawMode::Splice(results), JsonRpcMessage::Response(response)) => {
                 match results.take(&response.id) {
                     Some(raw) => serde_json::to_string(&response.id)
@@ -467,6 +545,19 @@ where
                 result: Role::PeerResp::from(placeholder_result()),
             }));
         }
+        let renamed = match (&self.raw, peek.method.as_deref()) {
+            (RawMode::Splice(_), Some(method)) => {
+                if let (Some(patch), "initialize", Some(id_raw)) =
+                    (&self.initialize_patch, method, peek.id)
+                    && let Ok(id) = serde_json::from_str::<RequestId>(id_raw.get())
+                {
+                    *patch.request.lock().unwrap_or_else(PoisonError::into_inner) = Some(id);
+                }
+                as_task_request(method, line)
+            }
+            _ => None,
+        };
+        let line = renamed.as_deref().unwrap_or(line);
         match serde_json::from_str::<RxJsonRpcMessage<Role>>(line) {
             Ok(message) => Decoded::Message(message),
             Err(error) => {
@@ -502,6 +593,24 @@ mod tests {
 
     fn ping(id: i64) -> String {
         format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n")
+    }
+
+    #[test]
+    fn task_requests_are_renamed_and_plain_calls_are_not() {
+        let augmented = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","task":{"ttl":5}}}"#;
+        let renamed: serde_json::Value =
+            serde_json::from_str(&as_task_request("tools/call", augmented).expect("renamed"))
+                .expect("json");
+        assert_eq!(renamed["method"], "loom/task:tools/call");
+        assert_eq!(renamed["params"]["task"]["ttl"], 5);
+        let get = r#"{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"x"}}"#;
+        assert!(
+            as_task_request("tasks/get", get).is_some_and(|l| l.contains("loom/task:tasks/get"))
+        );
+        // `task` as an argument name is not task augmentation.
+        let plain = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"t","arguments":{"task":{}}}}"#;
+        assert_eq!(as_task_request("tools/call", plain), None);
+        assert_eq!(as_task_request("tools/list", get), None);
     }
 
     #[tokio::test]
