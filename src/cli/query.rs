@@ -155,7 +155,8 @@ async fn execute(url: &str, session: Option<&str>, action: Action<'_>) -> Result
                     .map_err(io)?;
                 }
                 OutputFormat::Csv => {
-                    crate::export::write_csv(&mut out, &output.batches, &names).map_err(io)?;
+                    crate::export::write_csv(&mut out, &output.batches, &names, true)
+                        .map_err(io)?;
                 }
                 OutputFormat::Json => {
                     crate::export::write_json(&mut out, &output.batches, &names).map_err(io)?;

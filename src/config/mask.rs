@@ -169,7 +169,11 @@ fn show_arg(arg: &str) -> String {
 /// `  key:               value`, aligned so the values form a column.
 fn labelled(key: &str, value: &str) -> String {
     let label = format!("{key}:");
-    format!("  {label:<20}{value}")
+    // A label longer than the column still gets one space before its value.
+    format!(
+        "  {label:<20}{}{value}",
+        if label.len() >= 20 { " " } else { "" }
+    )
 }
 
 fn list_or(items: &[String], empty: &str) -> String {
@@ -222,6 +226,10 @@ impl Config {
                     }),
             ),
             ("exportDir", self.export_dir.display().to_string()),
+            (
+                "neutralizeCsvFormulas",
+                self.neutralize_csv_formulas.to_string(),
+            ),
             ("queryTimeoutMs", self.query_timeout_ms.to_string()),
             (
                 "restart",
@@ -461,7 +469,11 @@ mod tests {
             "tokenThreshold:     2000",
             "memoryBudgetBytes:  268435456 (256 MiB)",
             "engineMemoryLimit:  512000000 (512 MB)",
-            "exportDir:          ./exports",
+            &format!(
+                "exportDir:          {}",
+                crate::config::default_export_dir().display()
+            ),
+            "neutralizeCsvFormulas: true",
             "queryTimeoutMs:     30000",
             "restart:            maxAttempts 5, baseDelayMs 1000",
             "maxToolNameLength:  64",

@@ -10,7 +10,28 @@ pub const MIN_TOKEN_THRESHOLD: usize = 100;
 pub const DEFAULT_MEMORY_BUDGET_BYTES: u64 = 256 * MIB;
 /// Floor for both memory settings; anything smaller cannot hold a single large tool result.
 pub const MIN_MEMORY_BYTES: u64 = MIB;
-pub const DEFAULT_EXPORT_DIR: &str = "./exports";
+/// Where `loom_export` writes when `exportDir` is not set: a per-user data directory, because a
+/// client such as Claude Desktop starts its servers in `/`, where `./exports` cannot be made.
+/// `$XDG_DATA_HOME/loom/exports`, else `$HOME/.local/share/loom/exports`, else the temporary
+/// directory's `loom-exports`.
+pub fn default_export_dir() -> PathBuf {
+    let set = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(data) = set("XDG_DATA_HOME").filter(|p| p.is_absolute()) {
+        return data.join("loom").join("exports");
+    }
+    if let Some(home) = set("HOME").filter(|p| p.is_absolute()) {
+        return home
+            .join(".local")
+            .join("share")
+            .join("loom")
+            .join("exports");
+    }
+    std::env::temp_dir().join("loom-exports")
+}
 pub const DEFAULT_QUERY_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
 pub const DEFAULT_RESTART_MAX_ATTEMPTS: u32 = 5;
@@ -33,6 +54,8 @@ pub struct Config {
     pub memory_budget_bytes: u64,
     pub engine_memory_limit_bytes: Option<u64>,
     pub export_dir: PathBuf,
+    /// CSV exports prefix text cells that a spreadsheet would run as a formula with `'`.
+    pub neutralize_csv_formulas: bool,
     pub query_timeout_ms: u64,
     pub restart: RestartPolicy,
     pub max_tool_name_length: usize,
@@ -140,7 +163,8 @@ impl Config {
             token_threshold: DEFAULT_TOKEN_THRESHOLD,
             memory_budget_bytes: DEFAULT_MEMORY_BUDGET_BYTES,
             engine_memory_limit_bytes: None,
-            export_dir: PathBuf::from(DEFAULT_EXPORT_DIR),
+            export_dir: default_export_dir(),
+            neutralize_csv_formulas: true,
             query_timeout_ms: DEFAULT_QUERY_TIMEOUT_MS,
             restart: RestartPolicy::default(),
             max_tool_name_length: DEFAULT_MAX_TOOL_NAME_LENGTH,

@@ -82,6 +82,7 @@ mod tests {
         "duckdbMemoryLimit",
         "exportDir",
         "queryTimeoutMs",
+        "neutralizeCsvFormulas",
         "restart",
         "maxToolNameLength",
         "snapshot",

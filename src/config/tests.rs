@@ -78,7 +78,8 @@ fn loom_format_loads_with_defaults() {
     assert_eq!(config.token_threshold, 2000);
     assert_eq!(config.memory_budget_bytes, 256 * 1024 * 1024);
     assert_eq!(config.engine_memory_limit_bytes, None);
-    assert_eq!(config.export_dir, PathBuf::from("./exports"));
+    assert_eq!(config.export_dir, crate::config::default_export_dir());
+    assert!(config.export_dir.is_absolute(), "{:?}", config.export_dir);
     assert_eq!(config.query_timeout_ms, 30_000);
     assert_eq!(
         config.restart,
@@ -178,7 +179,8 @@ fn claude_desktop_file_loads_and_ignores_foreign_keys() {
     assert_eq!(config.servers[1].command, "docker");
     assert_eq!(config.servers[1].env[0].1, "ghp_fromTheEnvironment123");
     assert_eq!(config.token_threshold, 2000);
-    assert_eq!(config.export_dir, PathBuf::from("./exports"));
+    assert_eq!(config.export_dir, crate::config::default_export_dir());
+    assert!(config.export_dir.is_absolute(), "{:?}", config.export_dir);
 }
 
 #[test]

@@ -33,6 +33,7 @@ const ROOT_KEYS: &[&str] = &[
     DUCKDB_MEMORY_LIMIT,
     "exportDir",
     "queryTimeoutMs",
+    "neutralizeCsvFormulas",
     "restart",
     "maxToolNameLength",
     "snapshot",
@@ -347,6 +348,11 @@ impl Checker<'_> {
             && let Some(dir) = self.non_empty_string(v, "exportDir")
         {
             config.export_dir = PathBuf::from(dir);
+        }
+        if let Some(v) = fields.get("neutralizeCsvFormulas")
+            && let Some(b) = self.boolean(v, "neutralizeCsvFormulas")
+        {
+            config.neutralize_csv_formulas = b;
         }
         if let Some(v) = fields.get("queryTimeoutMs")
             && let Some(n) = self.whole(v, "queryTimeoutMs", 1, u64::MAX, false)

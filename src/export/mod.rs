@@ -13,7 +13,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, AsArray, RecordBatch};
-use arrow::datatypes::{DataType, Decimal128Type};
+use arrow::datatypes::{DataType, Decimal128Type, Int64Type, UInt64Type};
 use serde_json::Value;
 
 use crate::store::Dataset;
@@ -52,13 +52,29 @@ pub struct Written {
 }
 
 /// A cell as CSV text: empty for NULL, a string's own text, numbers and booleans as written in
-/// JSON, timestamps ISO-8601, lists and structs as JSON.
-fn csv_field(array: &arrow::array::ArrayRef, row: usize) -> String {
+/// JSON, timestamps ISO-8601, lists and structs as JSON. With `neutralize`, a text cell that a
+/// spreadsheet would run as a formula (it starts with `=`, `+`, `-`, `@`, tab or CR) gets a
+/// leading `'`: tool data is untrusted (SPEC §15).
+fn csv_field(array: &arrow::array::ArrayRef, row: usize, neutralize: bool) -> String {
     match cell(array, row) {
         Value::Null => String::new(),
+        Value::String(s) if neutralize && is_text(array.data_type()) && looks_like_formula(&s) => {
+            format!("'{s}")
+        }
         Value::String(s) => s,
         other => other.to_string(),
     }
+}
+
+fn is_text(data_type: &DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    )
+}
+
+fn looks_like_formula(text: &str) -> bool {
+    text.starts_with(['=', '+', '-', '@', '\t', '\r'])
 }
 
 /// CSV of `batches` with a header of `names` to `out`; returns the rows written.
@@ -66,6 +82,7 @@ pub fn write_csv(
     out: impl Write,
     batches: &[RecordBatch],
     names: &[String],
+    neutralize: bool,
 ) -> std::io::Result<usize> {
     // The `csv` crate quotes per RFC 4180: fields with `"`, `,`, CR or LF are quoted, `"` doubled.
     let mut writer = csv::WriterBuilder::new()
@@ -75,7 +92,10 @@ pub fn write_csv(
     let mut rows = 0;
     for batch in batches {
         for row in 0..batch.num_rows() {
-            let record = batch.columns().iter().map(|c| csv_field(c, row));
+            let record = batch
+                .columns()
+                .iter()
+                .map(|c| csv_field(c, row, neutralize));
             writer.write_record(record).map_err(std::io::Error::other)?;
             rows += 1;
         }
@@ -91,11 +111,20 @@ pub fn write_json_value(
     array: &arrow::array::ArrayRef,
     row: usize,
 ) -> std::io::Result<()> {
-    if let DataType::Decimal128(_, _) = array.data_type()
-        && !array.is_null(row)
-    {
-        let digits = array.as_primitive::<Decimal128Type>().value_as_string(row);
-        return out.write_all(digits.as_bytes());
+    if !array.is_null(row) {
+        let digits = match array.data_type() {
+            DataType::Decimal128(_, _) => {
+                Some(array.as_primitive::<Decimal128Type>().value_as_string(row))
+            }
+            // A file keeps every integer a number (samples and query results, read by
+            // JavaScript clients, write those beyond 2^53 as strings).
+            DataType::Int64 => Some(array.as_primitive::<Int64Type>().value(row).to_string()),
+            DataType::UInt64 => Some(array.as_primitive::<UInt64Type>().value(row).to_string()),
+            _ => None,
+        };
+        if let Some(digits) = digits {
+            return out.write_all(digits.as_bytes());
+        }
     }
     serde_json::to_writer(out, &cell(array, row)).map_err(std::io::Error::other)
 }
@@ -131,13 +160,26 @@ pub fn write_json(
     Ok(rows)
 }
 
-/// Write `dataset` to `dir/name` (both already checked). Creates `dir` if needed.
+/// Write `dataset` to `dir/name` (both already checked), CSV formulas neutralized. Creates `dir`
+/// if needed.
 pub fn export(
     dataset: &Dataset,
     format: Format,
     dir: &Path,
     name: &str,
     overwrite: bool,
+) -> Result<Written, String> {
+    export_with(dataset, format, dir, name, overwrite, true)
+}
+
+/// [`export`], choosing whether CSV text cells that look like formulas are neutralized.
+pub fn export_with(
+    dataset: &Dataset,
+    format: Format,
+    dir: &Path,
+    name: &str,
+    overwrite: bool,
+    neutralize_formulas: bool,
 ) -> Result<Written, String> {
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("cannot create the export directory {}: {e}", dir.display()))?;
@@ -163,7 +205,7 @@ pub fn export(
         .collect();
     let writer = BufWriter::with_capacity(1 << 16, temp.as_file());
     let rows = match format {
-        Format::Csv => write_csv(writer, &dataset.batches, &names),
+        Format::Csv => write_csv(writer, &dataset.batches, &names, neutralize_formulas),
         Format::Json => write_json(writer, &dataset.batches, &names),
     }
     .map_err(|e| format!("writing {} failed: {e}", target.display()))?;

@@ -109,3 +109,49 @@ fn an_empty_dataset_exports_a_header_or_an_empty_array() {
     let json = export(&empty, Format::Json, dir.path(), "e.json", false).expect("json");
     assert_eq!(std::fs::read_to_string(json.path).expect("read"), "[]\n");
 }
+
+/// Tool data is untrusted: a text cell a spreadsheet would run as a formula is written with a
+/// leading `'` (SPEC §15), numbers and the JSON export are untouched, and the option turns it off.
+#[test]
+fn csv_neutralizes_formulas_in_text_cells_only() {
+    let rows = r#"[
+      {"note": "=HYPERLINK(\"http://x\")", "n": -5, "d": "-1.50"},
+      {"note": "+1", "n": 3, "d": "2.00"},
+      {"note": "@SUM(A1)", "n": 4, "d": "3.00"},
+      {"note": "plain -", "n": 5, "d": "4.00"}
+    ]"#;
+    let data = dataset(rows);
+    let dir = tempfile::tempdir().expect("dir");
+    let written = export(&data, Format::Csv, dir.path(), "f.csv", false).expect("export");
+    let text = std::fs::read_to_string(&written.path).expect("read");
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let notes: Vec<String> = reader
+        .records()
+        .map(|r| r.expect("record")[0].to_string())
+        .collect();
+    assert_eq!(
+        notes,
+        ["'=HYPERLINK(\"http://x\")", "'+1", "'@SUM(A1)", "plain -"]
+    );
+    assert!(text.contains(",-5,"), "numbers are not text: {text}");
+
+    let written =
+        export_with(&data, Format::Csv, dir.path(), "raw.csv", false, false).expect("export");
+    let text = std::fs::read_to_string(&written.path).expect("read");
+    assert!(text.contains("\"=HYPERLINK(\"\"http://x\"\")\""), "{text}");
+
+    let json = export(&data, Format::Json, dir.path(), "f.json", false).expect("export");
+    let text = std::fs::read_to_string(&json.path).expect("read");
+    assert!(text.contains(r#""note":"=HYPERLINK"#), "{text}");
+}
+
+/// A file keeps every integer a number, even beyond 2^53 (query results and samples write those
+/// as strings for JavaScript clients).
+#[test]
+fn json_export_keeps_big_integers_as_numbers() {
+    let data = dataset(r#"[{"id": 9007199254740993}, {"id": 1}]"#);
+    let dir = tempfile::tempdir().expect("dir");
+    let written = export(&data, Format::Json, dir.path(), "ids.json", false).expect("export");
+    let text = std::fs::read_to_string(&written.path).expect("read");
+    assert!(text.contains(r#""id":9007199254740993"#), "{text}");
+}

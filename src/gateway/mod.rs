@@ -255,7 +255,7 @@ impl Gateway {
             }
             synthetic::LIST => synthetic::list(&self.store),
             synthetic::MATERIALIZE => synthetic::materialize(&self.store, arguments).await,
-            synthetic::EXPORT => synthetic::export(&self.store, &self.config.export_dir, arguments),
+            synthetic::EXPORT => synthetic::export(&self.store, &self.config, arguments),
             _ => synthetic::describe(&self.store, arguments),
         }
     }

@@ -192,7 +192,7 @@ pub async fn materialize(
 
 pub fn export(
     store: &Store,
-    export_dir: &std::path::Path,
+    config: &crate::config::Config,
     arguments: &Option<Map<String, Value>>,
 ) -> CallToolResult {
     let usage = "pass {\"ref\": \"ds_…\", \"format\": \"csv\" | \"json\", \"filename\"?: \"name.csv\", \"overwrite\"?: false}";
@@ -235,7 +235,14 @@ pub fn export(
         Ok(n) => n,
         Err(e) => return error_result(format!("loom_export: {e}")),
     };
-    match crate::export::export(&dataset, format, export_dir, &name, overwrite) {
+    match crate::export::export_with(
+        &dataset,
+        format,
+        &config.export_dir,
+        &name,
+        overwrite,
+        config.neutralize_csv_formulas,
+    ) {
         Ok(written) => json_result(serde_json::to_value(&written).unwrap_or(Value::Null)),
         Err(e) => error_result(format!("loom_export: {e}")),
     }

@@ -43,6 +43,16 @@ fn date(days: i32) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// An integer as JSON: a number within ±(2^53 − 1), where every JSON reader (JavaScript's
+/// included) keeps its value; beyond, a string of its digits, so no client rounds an ID.
+fn json_integer(value: i128) -> Value {
+    if (-JSON_SAFE_INT..=JSON_SAFE_INT).contains(&value) {
+        i64::try_from(value).map_or(Value::Null, Value::from)
+    } else {
+        Value::String(value.to_string())
+    }
+}
+
 /// The value at `row` of `array` as typed JSON.
 pub fn cell(array: &ArrayRef, row: usize) -> Value {
     if array.is_null(row) {
@@ -54,11 +64,11 @@ pub fn cell(array: &ArrayRef, row: usize) -> Value {
         DataType::Int8 => array.as_primitive::<Int8Type>().value(row).into(),
         DataType::Int16 => array.as_primitive::<Int16Type>().value(row).into(),
         DataType::Int32 => array.as_primitive::<Int32Type>().value(row).into(),
-        DataType::Int64 => array.as_primitive::<Int64Type>().value(row).into(),
+        DataType::Int64 => json_integer(i128::from(array.as_primitive::<Int64Type>().value(row))),
         DataType::UInt8 => array.as_primitive::<UInt8Type>().value(row).into(),
         DataType::UInt16 => array.as_primitive::<UInt16Type>().value(row).into(),
         DataType::UInt32 => array.as_primitive::<UInt32Type>().value(row).into(),
-        DataType::UInt64 => array.as_primitive::<UInt64Type>().value(row).into(),
+        DataType::UInt64 => json_integer(i128::from(array.as_primitive::<UInt64Type>().value(row))),
         DataType::Float32 => float(f64::from(array.as_primitive::<Float32Type>().value(row))),
         DataType::Float64 => float(array.as_primitive::<Float64Type>().value(row)),
         DataType::Decimal128(_, scale) => {
@@ -156,4 +166,37 @@ pub fn cut(text: &str, max: usize) -> String {
     let mut out: String = text.chars().take(max).collect();
     out.push('…');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, Int64Array, UInt64Array};
+    use serde_json::json;
+
+    use super::cell;
+
+    #[test]
+    fn integers_beyond_2_pow_53_are_strings_of_their_digits() {
+        let signed: ArrayRef = Arc::new(Int64Array::from(vec![
+            9_007_199_254_740_991,
+            9_007_199_254_740_993,
+            -9_007_199_254_740_993,
+            i64::MIN,
+        ]));
+        let values: Vec<_> = (0..4).map(|row| cell(&signed, row)).collect();
+        assert_eq!(
+            values,
+            [
+                json!(9_007_199_254_740_991_i64),
+                json!("9007199254740993"),
+                json!("-9007199254740993"),
+                json!("-9223372036854775808"),
+            ]
+        );
+        let unsigned: ArrayRef = Arc::new(UInt64Array::from(vec![7, u64::MAX]));
+        assert_eq!(cell(&unsigned, 0), json!(7));
+        assert_eq!(cell(&unsigned, 1), json!("18446744073709551615"));
+    }
 }
