@@ -356,3 +356,36 @@ fn the_private_spill_directory_is_removed_at_exit() {
         );
     }
 }
+
+/// A server that exits at once on stdin EOF but leaves a process it started behind (in its
+/// process group): loom's shutdown still stops that process (issue 12).
+#[test]
+fn what_a_server_started_does_not_outlive_it_when_it_exits_first() {
+    let dir = tempfile::tempdir().expect("dir");
+    let pid_file = dir.path().join("grandchild.pid");
+    let script = format!(
+        "sleep 600 & echo $! > '{}'; exec '{}' --name wrapped",
+        pid_file.display(),
+        fixture_bin().display()
+    );
+    let (_config_dir, path) = write_config(&json!({"servers": [
+        {"name": "wrapped", "command": "/bin/sh", "args": ["-c", script]},
+    ]}));
+    let mut loom = RawClient::loom(&path);
+    loom.initialize();
+    let server = child_pid(&mut loom, "wrapped_pid");
+    let mut grandchild = None;
+    eventually("the wrapper wrote the pid of what it started", || {
+        grandchild = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|text| text.trim().parse::<u32>().ok());
+        grandchild.is_some()
+    });
+    let grandchild = grandchild.expect("pid");
+    assert!(pid_alive(server) && pid_alive(grandchild));
+    loom.close_stdin();
+    let status = loom.wait_exit();
+    assert!(status.success(), "{status:?}\n{}", loom.stderr_text());
+    assert!(!pid_alive(server), "the server {server} outlived loom");
+    eventually("the grandchild is stopped", || !pid_alive(grandchild));
+}

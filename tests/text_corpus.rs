@@ -162,6 +162,10 @@ fn compare(expected: &Expected<'_>, got: &Extracted) -> Result<(), String> {
     Ok(())
 }
 
+/// Recall the corpus must keep, over all cases and per rung.
+const RECALL_FLOOR_PERCENT: usize = 95;
+const RUNG_RECALL_FLOOR_PERCENT: usize = 75;
+
 #[test]
 fn corpus_precision_is_total_and_recall_is_reported() {
     let mut names: Vec<String> = std::fs::read_dir(corpus_dir())
@@ -223,6 +227,18 @@ fn corpus_precision_is_total_and_recall_is_reported() {
     let total: usize = recall.values().map(|v| v.0).sum();
     let found: usize = recall.values().map(|v| v.1).sum();
     println!("recall overall: {found}/{total}; missed: {missed:?}");
+    // Floors, so a regression where rungs decline (everything passes through, precision stays
+    // 100%) fails: 55/55 when these were set.
+    assert!(
+        found * 100 >= total * RECALL_FLOOR_PERCENT,
+        "recall {found}/{total} is below {RECALL_FLOOR_PERCENT}%; missed: {missed:?}"
+    );
+    for (rung, (total, found)) in &recall {
+        assert!(
+            *found * 100 >= *total * RUNG_RECALL_FLOOR_PERCENT,
+            "rung {rung} found {found}/{total}, below {RUNG_RECALL_FLOOR_PERCENT}%; missed: {missed:?}"
+        );
+    }
     assert!(
         wrong.is_empty(),
         "precision below 100%:\n{}",

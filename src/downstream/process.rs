@@ -18,6 +18,8 @@ pub const EXIT_GRACE: Duration = Duration::from_millis(500);
 /// After SIGTERM, how long before SIGKILL. With [`EXIT_GRACE`] this keeps a full shutdown under
 /// the 2 s budget even when a child ignores both.
 pub const TERM_GRACE: Duration = Duration::from_millis(700);
+/// How long what a server left behind in its process group gets after SIGTERM.
+pub const LEFTOVER_GRACE: Duration = Duration::from_millis(300);
 
 /// A running child and its pipes.
 pub struct Spawned {
@@ -95,7 +97,16 @@ impl ChildProcess {
     /// Stop the process: the caller has already closed its stdin (the MCP way to ask a stdio
     /// server to quit); wait [`EXIT_GRACE`], then SIGTERM the group, wait [`TERM_GRACE`], then
     /// SIGKILL the group. Returns how it ended.
+    ///
+    /// Whatever the server started lives in its process group and is stopped too, also when the
+    /// server itself exits at once and leaves it behind: nothing a child started outlives loom.
     pub async fn terminate(&mut self) -> String {
+        let ended = self.stop_leader().await;
+        self.stop_leftovers().await;
+        ended
+    }
+
+    async fn stop_leader(&mut self) -> String {
         if let Ok(Ok(status)) = tokio::time::timeout(EXIT_GRACE, self.child.wait()).await {
             return describe_exit(status);
         }
@@ -109,6 +120,33 @@ impl ChildProcess {
             Ok(status) => format!("{} after SIGKILL", describe_exit(status)),
             Err(error) => format!("could not be reaped: {error}"),
         }
+    }
+
+    /// The group outlives its leader while any member lives (the kernel keeps a group's id
+    /// from being reused meanwhile): SIGTERM what is left, then SIGKILL what is still there.
+    async fn stop_leftovers(&self) {
+        if !self.group_alive() {
+            return;
+        }
+        self.signal_group(Signal::Term);
+        let deadline = tokio::time::Instant::now() + LEFTOVER_GRACE;
+        while self.group_alive() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        if self.group_alive() {
+            self.signal_group(Signal::Kill);
+        }
+    }
+
+    /// Whether any process of the child's group is still there.
+    fn group_alive(&self) -> bool {
+        #[cfg(unix)]
+        if let Some(pid) = self.pid.and_then(|pid| i32::try_from(pid).ok()) {
+            use nix::sys::signal::killpg;
+            use nix::unistd::Pid;
+            return killpg(Pid::from_raw(pid), None).is_ok();
+        }
+        false
     }
 
     fn signal_group(&self, signal: Signal) {
@@ -133,7 +171,7 @@ impl Drop for ChildProcess {
     /// A child dropped without [`ChildProcess::terminate`] (a start abandoned at shutdown) takes
     /// its whole process group with it: `kill_on_drop` alone would spare what it started.
     fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
+        if self.child.try_wait().ok().flatten().is_none() || self.group_alive() {
             self.signal_group(Signal::Kill);
         }
     }
