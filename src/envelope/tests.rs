@@ -128,11 +128,18 @@ fn table(columns: usize, rows: usize) -> String {
 /// The envelope of an 842-row table of `columns` columns, as a PostgreSQL server's query tool
 /// would return it (with the SQL in the arguments).
 fn envelope_of(columns: usize) -> Value {
+    envelope_with_args(
+        columns,
+        json!({"sql": "SELECT * FROM orders WHERE created_at >= now() - interval '90 days' ORDER BY id"}),
+    )
+}
+
+fn envelope_with_args(columns: usize, args: Value) -> Value {
     let store = Arc::new(Store::new(StoreSettings::default()).expect("store"));
     let origin = Origin {
         server: "postgres".into(),
         tool: "query".into(),
-        args: json!({"sql": "SELECT * FROM orders WHERE created_at >= now() - interval '90 days' ORDER BY id"}),
+        args,
     };
     let result = json!({"content": [{"type": "text", "text": table(columns, 842)}]});
     let raw = RawValue::from_string(result.to_string()).expect("raw");
@@ -193,4 +200,26 @@ fn narrow_envelopes_keep_statistics_and_named_values() {
     assert!(envelope["schema"][0]["min"].is_number(), "{envelope}");
     assert_eq!(envelope["sample"].as_array().map(Vec::len), Some(5));
     assert_eq!(envelope["sample"][0]["id"], 1, "{envelope}");
+}
+
+/// Arguments can be as large as the result (server-memory's `create_entities` takes the
+/// entities it returns): the envelope shows their first items and counts the rest.
+#[test]
+fn large_arguments_are_cut_in_the_envelope() {
+    let entities: Vec<Value> = (0..300)
+        .map(|i| json!({"name": format!("entity-{i}"), "observations": ["a", "b"]}))
+        .collect();
+    let envelope = envelope_with_args(5, json!({"entities": entities}));
+    let chars = envelope.to_string().chars().count();
+    assert!(chars <= TARGET_CHARS, "{chars}: {envelope}");
+    let shown = envelope["provenance"]["args"]["entities"]
+        .as_array()
+        .expect("entities");
+    assert!(
+        shown
+            .last()
+            .and_then(Value::as_str)
+            .is_some_and(|s| s.ends_with(" more")),
+        "{envelope}"
+    );
 }

@@ -297,15 +297,23 @@ fn absorb_texts(
     structured: Option<&str>,
     context: &mut Map<String, Value>,
 ) -> bool {
-    // Parsed once, and only if a text block looks like it could be a copy in another spelling.
-    let mut structured_value: Option<Option<Value>> = None;
+    // Each side is parsed at most once, and only if a text block could be a copy in another
+    // spelling (server-memory sends `read_graph` and `create_entities` pretty-printed as text
+    // and compact as `structuredContent`).
+    let mut structured_value = structured.map(Parsed::new);
+    let mut table_values: Vec<Parsed<'_>> = tables.iter().map(|t| Parsed::new(&t.rows)).collect();
     for (index, text) in texts.iter().enumerate() {
         let trimmed = text.trim();
-        let duplicate = structured.is_some_and(|s| {
-            s.trim() == trimmed || same_json_value(s, trimmed, &mut structured_value)
-        }) || tables.iter().any(|t| {
-            t.rows.trim() == trimmed || t.container.as_deref().is_some_and(|c| c.trim() == trimmed)
-        });
+        let mut text_value = Parsed::new(trimmed);
+        let duplicate = structured.is_some_and(|s| s.trim() == trimmed)
+            || tables.iter().any(|t| {
+                t.rows.trim() == trimmed
+                    || t.container.as_deref().is_some_and(|c| c.trim() == trimmed)
+            })
+            || structured_value
+                .as_mut()
+                .is_some_and(|s| text_value.equals(s))
+            || table_values.iter_mut().any(|t| text_value.equals(t));
         if duplicate {
             continue;
         }
@@ -318,21 +326,37 @@ fn absorb_texts(
     true
 }
 
-/// Whether `text` is `structured` written another way (server-memory's `read_graph` sends the
-/// graph pretty-printed as text and compact as `structuredContent`): equal as JSON values —
+/// A JSON text and, once asked for, its value: equal values are copies in another spelling —
 /// object members compared as maps, numbers by value.
-fn same_json_value(structured: &str, text: &str, parsed: &mut Option<Option<Value>>) -> bool {
-    let opens = |s: &str| s.starts_with('{') || s.starts_with('[');
-    if !opens(text) || !opens(structured.trim_start()) {
-        return false;
+struct Parsed<'a> {
+    raw: &'a str,
+    value: Option<Option<Value>>,
+}
+
+impl<'a> Parsed<'a> {
+    fn new(raw: &'a str) -> Self {
+        Self { raw, value: None }
     }
-    let Some(structured) = parsed
-        .get_or_insert_with(|| serde_json::from_str(structured).ok())
-        .as_ref()
-    else {
-        return false;
-    };
-    serde_json::from_str::<Value>(text).is_ok_and(|value| &value == structured)
+
+    fn value(&mut self) -> Option<&Value> {
+        let raw = self.raw.trim_start();
+        let container = raw.starts_with('{') || raw.starts_with('[');
+        self.value
+            .get_or_insert_with(|| container.then(|| serde_json::from_str(raw).ok()).flatten())
+            .as_ref()
+    }
+
+    fn equals(&mut self, other: &mut Parsed<'_>) -> bool {
+        // Cheap refusals first: different kinds of container, or nothing to parse.
+        let kind = |raw: &str| raw.trim_start().chars().next();
+        if kind(self.raw) != kind(other.raw) {
+            return false;
+        }
+        match (self.value(), other.value()) {
+            (Some(mine), Some(theirs)) => mine == theirs,
+            _ => false,
+        }
+    }
 }
 
 fn ingest_table(

@@ -279,3 +279,19 @@ proptest::proptest! {
         proptest::prop_assert_eq!(read_by_skim(&raw), read_by_serde(&raw), "{}", raw);
     }
 }
+
+/// server-memory's `create_entities`: the created entities pretty-printed as the text block, and
+/// `{"entities": [...]}` compact as `structuredContent` — the text is a copy of the table.
+#[tokio::test]
+async fn a_pretty_printed_copy_of_a_table_is_recognised() {
+    let store = store();
+    let entities: Vec<Value> = (0..300)
+        .map(|i| json!({"name": format!("e{i}"), "entityType": "person", "observations": ["x"]}))
+        .collect();
+    let result = raw(json!({
+        "content": [{"type": "text", "text": serde_json::to_string_pretty(&entities).expect("pretty")}],
+        "structuredContent": {"entities": entities},
+    }));
+    let value = replaced(intercept(result, &origin(), &store, 2000));
+    assert_eq!(value["structuredContent"]["rows"], 300, "{value}");
+}

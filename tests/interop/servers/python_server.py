@@ -29,6 +29,48 @@ def weather(city: str) -> Weather:
     return Weather(temperature=21.5, conditions=f"sunny in {city}")
 
 
+class StockItem(BaseModel):
+    sku: str
+    name: str
+    quantity: int
+    price: float
+    warehouse: str
+
+
+class Inventory(BaseModel):
+    total: int = Field(description="Number of items")
+    items: list[StockItem]
+
+
+WAREHOUSES = ["north", "south", "east", "west"]
+
+
+@app.tool(title="Inventory", annotations=ToolAnnotations(read_only_hint=True))
+def inventory(count: int) -> Inventory:
+    """`count` made-up stock items, as structured content (the tool has an outputSchema)."""
+    items = [
+        StockItem(
+            sku=f"SKU-{i:05d}",
+            name=f"item {i}",
+            quantity=(i * 7) % 100,
+            price=round(1.25 + i % 50, 2),
+            warehouse=WAREHOUSES[i % len(WAREHOUSES)],
+        )
+        for i in range(count)
+    ]
+    return Inventory(total=count, items=items)
+
+
+@app.tool(annotations=ToolAnnotations(read_only_hint=True))
+def sales_report(weeks: int) -> str:
+    """A markdown report: a heading line and a GFM table of `weeks` weekly sales rows."""
+    lines = ["Weekly sales:", "", "| week | region | orders | revenue |", "|---:|---|---:|---:|"]
+    for week in range(1, weeks + 1):
+        region = WAREHOUSES[week % len(WAREHOUSES)]
+        lines.append(f"| {week} | {region} | {week * 3 % 97} | {week * 12.5:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 @app.tool()
 def fail(reason: str) -> str:
     """Always fails with the given reason."""

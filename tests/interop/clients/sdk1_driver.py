@@ -1,0 +1,96 @@
+"""Drives one MCP server through the official Python SDK's 1.x line (`mcp==1.30.0`), for the
+interop suite.
+
+The 1.x and 2.x SDKs are both the `mcp` package, so they cannot share an interpreter: pytest runs
+under .ci/venv (2.x) and starts this script under .ci/venv1 (1.x, tests/interop/requirements-1x.txt).
+
+    .ci/venv1/bin/python sdk1_driver.py '{"command": ..., "args": [...], "env": {...}, "patience": 30}'
+
+It starts the server, runs the `initialize` handshake with `mcp.ClientSession` (the only lifecycle
+1.x has), and then answers requests read from stdin, one JSON object per line, in order:
+
+    {"op": "list_tools"}                                   -> result: [Tool, ...]
+    {"op": "call_tool", "name": ..., "arguments": {...}}   -> result: CallToolResult
+
+Every answer is one JSON line on stdout: {"ok": true, "result": ...} with the SDK's models dumped
+as their wire JSON (camelCase), or {"ok": false, "error": {"type", "message", "traceback"}} when
+the SDK raised (the session stays usable when it can). The first line is the handshake's outcome:
+{"ok": true, "result": {"protocolVersion", "serverInfo"}}. The script ends at EOF on stdin.
+Nothing else is written to stdout; the server's stderr and this script's logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from datetime import timedelta
+from typing import Any
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+
+def _wire(model: Any) -> Any:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _failure(exc: BaseException) -> dict[str, Any]:
+    return {
+        "ok": False,
+        "error": {
+            "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+            "message": str(exc),
+            "traceback": "".join(traceback.format_exception(exc)),
+        },
+    }
+
+
+def _say(answer: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(answer) + "\n")
+    sys.stdout.flush()
+
+
+async def _serve(session: ClientSession) -> None:
+    stdin = anyio.wrap_file(sys.stdin)
+    while line := await stdin.readline():
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+            op = request["op"]
+            if op == "list_tools":
+                answer = [_wire(tool) for tool in (await session.list_tools()).tools]
+            elif op == "call_tool":
+                answer = _wire(await session.call_tool(request["name"], request.get("arguments") or {}))
+            else:
+                raise ValueError(f"unknown op {op!r}")
+        except Exception as exc:  # every failure is reported; the test decides
+            _say(_failure(exc))
+        else:
+            _say({"ok": True, "result": answer})
+
+
+async def main(spec: dict[str, Any]) -> None:
+    params = StdioServerParameters(command=spec["command"], args=spec.get("args", []), env=spec.get("env"))
+    patience = timedelta(seconds=float(spec.get("patience", 30)))
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, read_timeout_seconds=patience) as session:
+            try:
+                with anyio.fail_after(patience.total_seconds()):
+                    init = await session.initialize()
+            except BaseException as exc:
+                _say(_failure(exc))
+                raise
+            _say({"ok": True, "result": {"protocolVersion": init.protocolVersion, "serverInfo": _wire(init.serverInfo)}})
+            await _serve(session)
+
+
+if __name__ == "__main__":
+    try:
+        anyio.run(main, json.loads(sys.argv[1]))
+    except BaseException as exc:  # noqa: BLE001 - reported on stderr, exit status says it failed
+        print(f"sdk1_driver: {type(exc).__name__}: {exc}", file=sys.stderr)
+        traceback.print_exception(exc, file=sys.stderr)
+        sys.exit(1)
