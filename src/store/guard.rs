@@ -19,6 +19,18 @@ use datafusion::logical_expr::{Expr, LogicalPlan};
 /// The largest string or list a size-taking function may be asked to build.
 pub const MAX_BUILT_VALUE: i64 = 100_000;
 
+/// SQL text longer than this is refused before it is parsed (a model writes queries, not data:
+/// a long `VALUES` list or a generated expression is how a query is made to allocate).
+pub const MAX_SQL_BYTES: usize = 64 * 1024;
+
+/// Table references a statement may stand for once every CTE reference is expanded in place
+/// (which is what planning does): a CTE chain that joins each level to itself doubles this at
+/// every level and would plan for minutes into gigabytes (issue 12).
+pub const MAX_EXPANDED_RELATIONS: u64 = 1_000;
+
+/// Nodes a logical plan may have, subqueries included.
+pub const MAX_PLAN_NODES: usize = 20_000;
+
 /// Why a statement was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -33,6 +45,13 @@ fn refuse<T>(reason: impl Into<String>) -> Result<T, Refusal> {
 pub fn check_statement(sql: &str) -> Result<(), Refusal> {
     use datafusion::sql::parser::{DFParser, Statement};
     use datafusion::sql::sqlparser::ast::Statement as Sql;
+    if sql.len() > MAX_SQL_BYTES {
+        return refuse(format!(
+            "the SQL is {} bytes long; loom takes at most {MAX_SQL_BYTES} (query the datasets \
+             instead of writing data into the statement)",
+            sql.len()
+        ));
+    }
     let statements = DFParser::parse_sql(sql).map_err(|e| {
         Refusal(format!(
             "the SQL does not parse: {}",
@@ -45,7 +64,7 @@ pub fn check_statement(sql: &str) -> Result<(), Refusal> {
     };
     let kind = match &first {
         Statement::Statement(statement) => match statement.as_ref() {
-            Sql::Query(_) => return Ok(()),
+            Sql::Query(_) => return check_expansion(statement),
             other => other
                 .to_string()
                 .split_whitespace()
@@ -58,7 +77,10 @@ pub fn check_statement(sql: &str) -> Result<(), Refusal> {
         // EXPLAIN shows a plan; the plan it explains is walked like any query.
         Statement::Explain(explain) if matches!(explain.statement.as_ref(), Statement::Statement(s) if matches!(s.as_ref(), Sql::Query(_))) =>
         {
-            return Ok(());
+            return match explain.statement.as_ref() {
+                Statement::Statement(statement) => check_expansion(statement),
+                _ => Ok(()),
+            };
         }
         Statement::Explain(_) => "EXPLAIN of a non-query".to_string(),
         Statement::Reset(_) => "RESET".to_string(),
@@ -66,6 +88,70 @@ pub fn check_statement(sql: &str) -> Result<(), Refusal> {
     refuse(format!(
         "only read-only queries are allowed (SELECT, WITH … SELECT, VALUES); `{kind}` is not"
     ))
+}
+
+/// Refuse a statement whose CTE references expand to more than [`MAX_EXPANDED_RELATIONS`]
+/// table references, before the planner does that expansion.
+fn check_expansion(statement: &datafusion::sql::sqlparser::ast::Statement) -> Result<(), Refusal> {
+    let expanded = expanded_relations(statement);
+    if expanded > MAX_EXPANDED_RELATIONS {
+        return refuse(format!(
+            "the query stands for {} table references once its CTEs are expanded (at most \
+             {MAX_EXPANDED_RELATIONS}); a CTE used twice at every level doubles its work at every \
+             level — materialize an intermediate result with loom_materialize instead",
+            if expanded == u64::MAX {
+                "astronomically many".to_string()
+            } else {
+                expanded.to_string()
+            }
+        ));
+    }
+    Ok(())
+}
+
+/// How many table references `statement` stands for with every CTE reference replaced by the
+/// CTE's own expansion. CTEs are weighed after everything nested in them (post-order), each
+/// against the names defined before it; a name that is no CTE counts 1. References inside CTE
+/// bodies are also counted where they are written, so this errs on the high side, never low.
+pub fn expanded_relations(statement: &datafusion::sql::sqlparser::ast::Statement) -> u64 {
+    use datafusion::sql::sqlparser::ast::{ObjectName, Query, Visit, Visitor, visit_relations};
+    use std::collections::HashMap;
+    use std::ops::ControlFlow;
+
+    fn key(name: &ObjectName) -> String {
+        name.0
+            .last()
+            .map(|part| part.to_string().trim_matches('"').to_lowercase())
+            .unwrap_or_default()
+    }
+
+    fn weight(node: &impl Visit, ctes: &HashMap<String, u64>) -> u64 {
+        let mut total: u64 = 0;
+        let _ = visit_relations(node, |name| {
+            let w = ctes.get(&key(name)).copied().unwrap_or(1);
+            total = total.saturating_add(w);
+            ControlFlow::<()>::Continue(())
+        });
+        total
+    }
+
+    struct Ctes(HashMap<String, u64>);
+    impl Visitor for Ctes {
+        type Break = ();
+        fn post_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+            if let Some(with) = &query.with {
+                for cte in &with.cte_tables {
+                    let w = weight(cte.query.as_ref(), &self.0).max(1);
+                    self.0.insert(cte.alias.name.value.to_lowercase(), w);
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+
+    let mut ctes = Ctes(HashMap::new());
+    let _ = statement.visit(&mut ctes);
+    weight(statement, &ctes.0)
 }
 
 /// The options every guarded plan must satisfy.
@@ -187,6 +273,21 @@ pub fn check(
             strip_prefix(&e.to_string())
         ))
     })?;
+    let mut nodes = 0usize;
+    let _ = plan.apply_with_subqueries(|_| {
+        nodes += 1;
+        Ok(if nodes > MAX_PLAN_NODES {
+            TreeNodeRecursion::Stop
+        } else {
+            TreeNodeRecursion::Continue
+        })
+    });
+    if nodes > MAX_PLAN_NODES {
+        return refuse(format!(
+            "the query's plan has more than {MAX_PLAN_NODES} nodes; split it, or materialize an \
+             intermediate result with loom_materialize"
+        ));
+    }
     let mut outcome = Ok(());
     let mut scanned = Vec::new();
     let _ = plan.apply_with_subqueries(|node| {

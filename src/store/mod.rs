@@ -1,6 +1,7 @@
 //! The dataset store: one DataFusion `SessionContext` per loom process, each dataset a
 //! `MemTable` named by its ref, a catalog of what is held, and the sealed query path.
 
+pub mod bounded;
 pub mod guard;
 pub mod profile;
 pub mod values;
@@ -185,6 +186,7 @@ impl Store {
             .with_information_schema(false)
             .with_target_partitions(2);
         let ctx = SessionContext::new_with_config_rt(config, runtime);
+        bounded::install(&ctx);
         Ok(Self {
             ctx,
             catalog: Mutex::new(Catalog::default()),

@@ -1,0 +1,271 @@
+//! Functions that build large values out of small inputs (`repeat`, `lpad`, `rpad`,
+//! `array_repeat`, `array_resize`, `range`, `generate_series`, `replace`, `regexp_replace`),
+//! wrapped so that what they would build is measured from their actual arguments before they
+//! build it (SPEC §10.3).
+//!
+//! Their allocations happen outside DataFusion's memory pool, in one step that no timeout can
+//! interrupt: `repeat('<20,000 characters>', 100000)` is 2 GB in one value, and the same
+//! `repeat('x', 100000)` over a 100,000-row dataset is 10 GB in one batch. The wrappers replace
+//! the built-ins under the same names, so the bound also holds where the optimizer folds a
+//! constant call at planning time — folding calls the same function.
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::{DataType, FieldRef, Int64Type};
+use datafusion::common::{DataFusionError, Result, ScalarValue};
+use datafusion::logical_expr::{
+    ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
+    Signature,
+};
+use datafusion::prelude::SessionContext;
+
+/// The most one call may build in one value.
+pub const MAX_VALUE_BYTES: u64 = 1024 * 1024;
+/// The most one call may build for one batch of rows, all values together.
+pub const MAX_BATCH_BYTES: u64 = 64 * 1024 * 1024;
+
+/// How a function's output size follows from its arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Growth {
+    /// `repeat(text, n)`: the text's bytes times n.
+    Repeat,
+    /// `lpad/rpad(text, n[, fill])`: n characters of at most 4 bytes.
+    Pad,
+    /// `array_repeat(element, n)`, `array_resize(list, n[, fill])`: n elements.
+    Elements,
+    /// `range/generate_series([start,] stop[, step])` as scalar functions: the span over the step.
+    Series,
+    /// `replace(text, from, to)`: every occurrence of `from` may become `to`.
+    Replace,
+    /// `regexp_replace(text, pattern, replacement[, flags])`: every position may match.
+    RegexpReplace,
+}
+
+/// The functions bounded here, by name (aliases follow their function).
+const BOUNDED: &[(&str, Growth)] = &[
+    ("repeat", Growth::Repeat),
+    ("lpad", Growth::Pad),
+    ("rpad", Growth::Pad),
+    ("array_repeat", Growth::Elements),
+    ("array_resize", Growth::Elements),
+    ("range", Growth::Series),
+    ("generate_series", Growth::Series),
+    ("replace", Growth::Replace),
+    ("regexp_replace", Growth::RegexpReplace),
+];
+
+/// Replace every bounded built-in of `ctx` with its bounded wrapper.
+pub fn install(ctx: &SessionContext) {
+    for (name, growth) in BOUNDED {
+        if let Some(inner) = ctx.state().scalar_functions().get(*name).cloned() {
+            ctx.register_udf(ScalarUDF::new_from_impl(Bounded {
+                inner: inner.as_ref().clone(),
+                growth: *growth,
+            }));
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Bounded {
+    inner: ScalarUDF,
+    growth: Growth,
+}
+
+/// Per-row byte lengths of a text argument (a scalar stands for every row); `None` if it is not
+/// text.
+fn text_lengths(value: &ColumnarValue, rows: usize) -> Option<Vec<u64>> {
+    let len = |s: Option<&str>| s.map_or(0, |s| s.len() as u64);
+    match value {
+        ColumnarValue::Scalar(scalar) => {
+            let one = match scalar {
+                ScalarValue::Utf8(s) | ScalarValue::LargeUtf8(s) | ScalarValue::Utf8View(s) => {
+                    len(s.as_deref())
+                }
+                _ => return None,
+            };
+            Some(vec![one; rows.max(1)])
+        }
+        ColumnarValue::Array(array) => Some(match array.data_type() {
+            DataType::Utf8 => array.as_string::<i32>().iter().map(len).collect(),
+            DataType::LargeUtf8 => array.as_string::<i64>().iter().map(len).collect(),
+            DataType::Utf8View => array.as_string_view().iter().map(len).collect(),
+            _ => return None,
+        }),
+    }
+}
+
+/// Per-row integers of a count argument (NULL and non-integers count 0; negative ones too).
+fn counts(value: &ColumnarValue, rows: usize) -> Vec<i64> {
+    let array: ArrayRef = match value {
+        ColumnarValue::Scalar(scalar) => match scalar.to_array_of_size(1) {
+            Ok(array) => array,
+            Err(_) => return vec![0; rows.max(1)],
+        },
+        ColumnarValue::Array(array) => array.clone(),
+    };
+    let Ok(ints) = arrow::compute::cast(&array, &DataType::Int64) else {
+        return vec![0; rows.max(1)];
+    };
+    let ints = ints.as_primitive::<Int64Type>();
+    let values: Vec<i64> = (0..ints.len())
+        .map(|i| if ints.is_null(i) { 0 } else { ints.value(i) })
+        .collect();
+    match (value, values.first()) {
+        (ColumnarValue::Scalar(_), Some(one)) => vec![*one; rows.max(1)],
+        _ => values,
+    }
+}
+
+/// Bytes of one element of `value` at `row`, for list-building functions (text: its length;
+/// anything else: 16).
+fn element_bytes(value: &ColumnarValue, rows: usize) -> Vec<u64> {
+    text_lengths(value, rows)
+        .map(|lengths| lengths.into_iter().map(|l| l.max(16)).collect())
+        .unwrap_or_else(|| vec![16; rows.max(1)])
+}
+
+impl Bounded {
+    /// Bytes each row's value would take, from the actual arguments.
+    fn sizes(&self, args: &[ColumnarValue], rows: usize) -> Vec<u64> {
+        let arg = |i: usize| args.get(i);
+        let positive = |n: i64| u64::try_from(n.max(0)).unwrap_or(0);
+        match self.growth {
+            Growth::Repeat => match (arg(0), arg(1)) {
+                (Some(text), Some(n)) => {
+                    let lengths = text_lengths(text, rows).unwrap_or_else(|| vec![0; rows.max(1)]);
+                    lengths
+                        .iter()
+                        .zip(counts(n, rows))
+                        .map(|(l, n)| l.saturating_mul(positive(n)))
+                        .collect()
+                }
+                _ => Vec::new(),
+            },
+            Growth::Pad => match arg(1) {
+                Some(n) => counts(n, rows)
+                    .into_iter()
+                    .map(|n| positive(n).saturating_mul(4))
+                    .collect(),
+                None => Vec::new(),
+            },
+            Growth::Elements => match (arg(0), arg(1)) {
+                (Some(element), Some(n)) => element_bytes(element, rows)
+                    .into_iter()
+                    .zip(counts(n, rows))
+                    .map(|(e, n)| e.saturating_mul(positive(n)))
+                    .collect(),
+                _ => Vec::new(),
+            },
+            Growth::Series => {
+                let ints: Vec<Vec<i64>> = args.iter().map(|a| counts(a, rows)).collect();
+                let width = ints.iter().map(Vec::len).max().unwrap_or(0);
+                (0..width)
+                    .map(|row| {
+                        let at = |i: usize| ints.get(i).and_then(|v| v.get(row)).copied();
+                        let (start, stop, step) = match ints.len() {
+                            1 => (0, at(0).unwrap_or(0), 1),
+                            _ => (at(0).unwrap_or(0), at(1).unwrap_or(0), at(2).unwrap_or(1)),
+                        };
+                        let span = i128::from(stop) - i128::from(start);
+                        let steps = span.abs() / i128::from(step).abs().max(1) + 1;
+                        u64::try_from(steps).unwrap_or(u64::MAX).saturating_mul(8)
+                    })
+                    .collect()
+            }
+            Growth::Replace | Growth::RegexpReplace => {
+                let (Some(text), Some(replacement)) = (
+                    arg(0).and_then(|a| text_lengths(a, rows)),
+                    arg(2).and_then(|a| text_lengths(a, rows)),
+                ) else {
+                    return Vec::new();
+                };
+                let pattern = arg(1).and_then(|a| text_lengths(a, rows));
+                (0..text.len().max(replacement.len()))
+                    .map(|row| {
+                        let at = |v: &Vec<u64>| v.get(row).or(v.first()).copied().unwrap_or(0);
+                        let (t, r) = (at(&text), at(&replacement));
+                        let occurrences = match (self.growth, &pattern) {
+                            // A literal pattern of n bytes occurs at most t / n times.
+                            (Growth::Replace, Some(p)) if at(p) > 0 => t / at(p),
+                            // An empty or regular pattern may match at every position.
+                            _ => t + 1,
+                        };
+                        t.saturating_add(occurrences.saturating_mul(r))
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    fn check(&self, args: &[ColumnarValue], rows: usize) -> Result<()> {
+        let name = self.inner.name();
+        let sizes = self.sizes(args, rows);
+        if let Some(largest) = sizes.iter().copied().max()
+            && largest > MAX_VALUE_BYTES
+        {
+            return Err(DataFusionError::ResourcesExhausted(format!(
+                "`{name}` would build a value of {largest} bytes; loom allows at most \
+                 {MAX_VALUE_BYTES} bytes per value"
+            )));
+        }
+        let total = sizes.iter().fold(0u64, |sum, s| sum.saturating_add(*s));
+        if total > MAX_BATCH_BYTES {
+            return Err(DataFusionError::ResourcesExhausted(format!(
+                "`{name}` would build {total} bytes for {rows} rows at once; loom allows at most \
+                 {MAX_BATCH_BYTES} bytes per call"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl ScalarUDFImpl for Bounded {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.inner.return_type(arg_types)
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        self.inner.return_field_from_args(args)
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.inner.coerce_types(arg_types)
+    }
+
+    fn is_strict(&self) -> bool {
+        self.inner.inner().is_strict()
+    }
+
+    fn short_circuits(&self) -> bool {
+        self.inner.short_circuits()
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        self.inner.documentation()
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        self.check(&args.args, args.number_rows)?;
+        self.inner.invoke_with_args(args)
+    }
+}
+
+/// For tests and the self-test: whether `ctx`'s function `name` is bounded here.
+pub fn is_bounded(ctx: &SessionContext, name: &str) -> bool {
+    ctx.state()
+        .scalar_functions()
+        .get(name)
+        .is_some_and(|udf| udf.inner().downcast_ref::<Bounded>().is_some())
+}
