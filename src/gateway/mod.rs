@@ -90,6 +90,7 @@ impl Gateway {
                 memory_budget_bytes: config.memory_budget_bytes,
                 engine_memory_limit_bytes: config.engine_memory_limit_bytes,
                 query_timeout: Duration::from_millis(config.query_timeout_ms),
+                ..StoreSettings::default()
             })
             .map_err(StartError::Engine)?,
         );
@@ -244,19 +245,32 @@ impl Gateway {
         }
     }
 
+    /// One of loom's own tools. It runs on the engine's threads — queries, but also profiling
+    /// a result, building its envelope and writing an export — never on the threads that carry
+    /// passthrough traffic (SPEC §10.2).
     pub(crate) async fn call_synthetic(
         &self,
         name: &str,
         arguments: &Option<serde_json::Map<String, serde_json::Value>>,
     ) -> rmcp::model::CallToolResult {
-        match name {
-            synthetic::QUERY => {
-                synthetic::query(&self.store, self.config.token_threshold, arguments).await
+        let store = self.store.clone();
+        let config = self.config.clone();
+        let name = name.to_string();
+        let arguments = arguments.clone();
+        let work = async move {
+            match name.as_str() {
+                synthetic::QUERY => {
+                    synthetic::query(&store, config.token_threshold, &arguments).await
+                }
+                synthetic::LIST => synthetic::list(&store),
+                synthetic::MATERIALIZE => synthetic::materialize(&store, &arguments).await,
+                synthetic::EXPORT => synthetic::export(&store, &config, &arguments),
+                _ => synthetic::describe(&store, &arguments),
             }
-            synthetic::LIST => synthetic::list(&self.store),
-            synthetic::MATERIALIZE => synthetic::materialize(&self.store, arguments).await,
-            synthetic::EXPORT => synthetic::export(&self.store, &self.config, arguments),
-            _ => synthetic::describe(&self.store, arguments),
+        };
+        match self.store.on_engine(work).await {
+            Ok(result) => result,
+            Err(error) => synthetic::error_result(format!("loom: {error}")),
         }
     }
 

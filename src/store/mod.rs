@@ -2,6 +2,7 @@
 //! `MemTable` named by its ref, a catalog of what is held, and the sealed query path.
 
 pub mod bounded;
+pub mod engine;
 pub mod guard;
 pub mod profile;
 pub mod values;
@@ -87,8 +88,11 @@ pub struct NewDataset {
 #[derive(Debug, Clone)]
 pub struct StoreSettings {
     pub memory_budget_bytes: u64,
+    /// The engine's memory pool; `None`: [`engine::default_memory_limit`].
     pub engine_memory_limit_bytes: Option<u64>,
     pub query_timeout: Duration,
+    /// A query result with more rows than this is not read further (SPEC §10.2).
+    pub max_result_rows: usize,
 }
 
 impl Default for StoreSettings {
@@ -97,9 +101,13 @@ impl Default for StoreSettings {
             memory_budget_bytes: 256 * 1024 * 1024,
             engine_memory_limit_bytes: None,
             query_timeout: Duration::from_secs(30),
+            max_result_rows: MAX_RESULT_ROWS,
         }
     }
 }
+
+/// Rows a query result may have (more: the query stops reading and fails).
+pub const MAX_RESULT_ROWS: usize = 1_000_000;
 
 /// Why a query produced no rows.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -110,6 +118,11 @@ pub enum QueryError {
     Sql(String),
     #[error("the query ran longer than {0} ms and was cancelled (queryTimeoutMs)")]
     Timeout(u128),
+    #[error(
+        "the result has more than {limit} {what}; loom stopped reading it (add a LIMIT, filter or \
+         aggregate)"
+    )]
+    TooLarge { limit: u64, what: &'static str },
 }
 
 /// What a query returned.
@@ -133,6 +146,9 @@ pub type Listener = Box<dyn Fn(Arc<Dataset>) + Send + Sync>;
 /// The store.
 pub struct Store {
     ctx: SessionContext,
+    /// Where planning, checking and running queries happen: never on the threads that carry
+    /// passthrough traffic.
+    engine: engine::Engine,
     catalog: Mutex<Catalog>,
     listener: Mutex<Option<Listener>>,
     settings: StoreSettings,
@@ -164,6 +180,23 @@ fn ref_base(server: &str, tool: &str) -> String {
     format!("ds_{}_{}", part(server, 16), part(tool, 24))
 }
 
+/// The sealed path up to a checked plan: statement check, planning, plan walk. Returns the plan
+/// and the datasets it reads.
+async fn plan_checked_in(
+    ctx: &SessionContext,
+    sql: &str,
+    datasets: &std::collections::HashSet<String>,
+) -> Result<(datafusion::logical_expr::LogicalPlan, Vec<String>), QueryError> {
+    guard::check_statement(sql)?;
+    let plan = ctx
+        .state()
+        .create_logical_plan(sql)
+        .await
+        .map_err(|e| QueryError::Sql(guard::strip_prefix(&e.to_string()).to_string()))?;
+    let scanned = guard::check(&plan, &|name| datasets.contains(name))?;
+    Ok((plan, scanned))
+}
+
 impl Store {
     pub fn new(settings: StoreSettings) -> Result<Self, String> {
         let spill = tempfile::Builder::new()
@@ -175,10 +208,12 @@ impl Store {
                 spill.path().to_path_buf(),
             ])),
         );
-        if let Some(limit) = settings.engine_memory_limit_bytes {
-            let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-            runtime = runtime.with_memory_limit(limit, 1.0);
-        }
+        // Always a pool: joins, sorts and aggregations spill or fail cleanly instead of
+        // growing without bound.
+        let limit = settings
+            .engine_memory_limit_bytes
+            .unwrap_or_else(engine::default_memory_limit);
+        runtime = runtime.with_memory_limit(usize::try_from(limit).unwrap_or(usize::MAX), 1.0);
         let runtime = runtime
             .build_arc()
             .map_err(|e| format!("cannot start the query engine: {e}"))?;
@@ -189,6 +224,7 @@ impl Store {
         bounded::install(&ctx);
         Ok(Self {
             ctx,
+            engine: engine::Engine::start()?,
             catalog: Mutex::new(Catalog::default()),
             listener: Mutex::new(None),
             settings,
@@ -224,9 +260,35 @@ impl Store {
             name,
         } = new;
         let rows = batches.iter().map(RecordBatch::num_rows).sum();
-        let bytes = batches.iter().map(RecordBatch::get_array_memory_size).sum();
         let profile = profile::profile(&schema, &batches);
+        // What holding it costs: its Arrow arrays and the value hashes kept for join hints.
+        let arrow_bytes: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();
+        let hash_bytes: usize = profile
+            .iter()
+            .map(|p| (p.distinct_hashes.capacity() + p.sketch.capacity()) * size_of::<u64>())
+            .sum();
+        let bytes = arrow_bytes.saturating_add(hash_bytes);
         let mut catalog = self.lock();
+        // A dataset that cannot fit beside the pinned ones is refused, instead of evicting
+        // everything else and still being over the budget.
+        let budget = usize::try_from(self.settings.memory_budget_bytes).unwrap_or(usize::MAX);
+        let held_pinned: usize = catalog
+            .datasets
+            .iter()
+            .filter(|d| d.pinned)
+            .map(|d| d.bytes)
+            .sum();
+        if bytes.saturating_add(held_pinned) > budget {
+            return Err(format!(
+                "it needs {bytes} bytes (Arrow arrays and join-hint hashes) and memoryBudgetBytes \
+                 is {budget}{}",
+                if held_pinned > 0 {
+                    format!(", {held_pinned} of which pinned views hold")
+                } else {
+                    String::new()
+                }
+            ));
+        }
         let reference = match name {
             Some(name) => {
                 if catalog.datasets.iter().any(|d| d.reference == name) {
@@ -340,90 +402,174 @@ impl Store {
             .collect()
     }
 
-    fn is_dataset(&self, name: &str) -> bool {
-        self.lock().datasets.iter().any(|d| d.reference == name)
-    }
-
-    /// Check the statement, plan it and walk the plan (§10.3), without running anything.
+    /// Check the statement, plan it and walk the plan (§10.3), without running anything (on the
+    /// caller's thread: for benches and tests; queries plan on the engine).
     pub async fn plan_checked(
         &self,
         sql: &str,
     ) -> Result<datafusion::logical_expr::LogicalPlan, QueryError> {
-        guard::check_statement(sql)?;
-        let plan = self
-            .ctx
-            .state()
-            .create_logical_plan(sql)
+        let datasets = self.references().into_iter().collect();
+        plan_checked_in(&self.ctx, sql, &datasets)
             .await
-            .map_err(|e| QueryError::Sql(guard::strip_prefix(&e.to_string()).to_string()))?;
-        let scanned = guard::check(&plan, &|name| self.is_dataset(name))?;
+            .map(|(plan, _)| plan)
+    }
+
+    /// Plan `sql`, check it with the guard, run it: all of it on the engine's threads and under
+    /// `queryTimeoutMs`, the result read as a stream and capped (SPEC §10.2).
+    pub async fn query(&self, sql: &str) -> Result<QueryOutput, QueryError> {
+        let ctx = self.ctx.clone();
+        let sql = sql.to_string();
+        let datasets: std::collections::HashSet<String> = self.references().into_iter().collect();
+        let max_rows = self.settings.max_result_rows;
+        let max_bytes = usize::try_from(self.settings.memory_budget_bytes).unwrap_or(usize::MAX);
+        let work = async move {
+            let (plan, scanned) = plan_checked_in(&ctx, &sql, &datasets).await?;
+            let frame = ctx
+                .execute_logical_plan(plan)
+                .await
+                .map_err(|e| QueryError::Sql(e.to_string()))?;
+            let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+            let stream = frame
+                .execute_stream()
+                .await
+                .map_err(|e| QueryError::Sql(e.to_string()))?;
+            let (batches, rows) = engine::collect_capped(stream, max_rows, max_bytes).await?;
+            Ok::<_, QueryError>((
+                QueryOutput {
+                    schema,
+                    batches,
+                    rows,
+                },
+                scanned,
+            ))
+        };
+        let timeout = self.settings.query_timeout;
+        let (output, scanned) = self.engine.run_within(timeout, work).await?;
         for name in scanned {
             // `get` marks the dataset as used, which is what eviction orders by.
             let _ = self.get(&name);
         }
-        Ok(plan)
+        Ok(output)
     }
 
-    /// Plan `sql`, check it with the guard, run it with the timeout.
-    pub async fn query(&self, sql: &str) -> Result<QueryOutput, QueryError> {
-        let plan = self.plan_checked(sql).await?;
-        let frame = self
-            .ctx
-            .execute_logical_plan(plan)
-            .await
-            .map_err(|e| QueryError::Sql(e.to_string()))?;
-        let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-        let mut task = tokio::spawn(frame.collect());
-        let timeout = self.settings.query_timeout;
-        let batches = match tokio::time::timeout(timeout, &mut task).await {
-            Ok(Ok(Ok(batches))) => batches,
-            Ok(Ok(Err(e))) => return Err(QueryError::Sql(e.to_string())),
-            Ok(Err(join)) => return Err(QueryError::Sql(format!("the query failed: {join}"))),
-            Err(_) => {
-                task.abort();
-                return Err(QueryError::Timeout(timeout.as_millis()));
-            }
-        };
-        let rows = batches.iter().map(RecordBatch::num_rows).sum();
-        Ok(QueryOutput {
-            schema,
-            batches,
-            rows,
-        })
+    /// Run `work` on the engine's threads (profiling, envelopes and exports of loom's own
+    /// tools), off the threads that carry passthrough traffic.
+    pub async fn on_engine<T: Send + 'static>(
+        &self,
+        work: impl std::future::Future<Output = T> + Send + 'static,
+    ) -> Result<T, String> {
+        self.engine.run(work).await
     }
 
-    /// Statements that must never run. loom refuses to start if any of them does.
-    pub const FORBIDDEN: &'static [&'static str] = &[
-        "COPY (SELECT 1) TO '/tmp/loom-selftest.csv'",
-        "CREATE EXTERNAL TABLE loom_selftest STORED AS CSV LOCATION '/etc/passwd'",
-        "CREATE TABLE loom_selftest AS SELECT 1",
-        "CREATE VIEW loom_selftest AS SELECT 1",
-        "DROP TABLE loom_selftest",
-        "INSERT INTO loom_selftest VALUES (1)",
-        "SET datafusion.execution.batch_size = 1",
-        "PREPARE loom_selftest AS SELECT 1",
-        "SELECT * FROM '/etc/passwd'",
-        "SELECT * FROM 'https://example.com/data.csv'",
-        "SELECT * FROM range(10)",
-        "SELECT * FROM generate_series(1, 10)",
-        "SELECT 1; SELECT 2",
-        "SELECT repeat('a', 300000000)",
-        "SELECT lpad('a', 300000000)",
-        "SELECT array_repeat(1, 300000000)",
-        "SELECT array_resize(make_array(1), 1000000000, 0)",
-        "SELECT array_repeat(array_repeat(1, 100000), 100000)",
-        "SELECT range(300000000)",
-        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT * FROM r",
+    /// Statements that must never run, each with the words of the refusal that must stop it:
+    /// the guard's (`refused: …`), the run-time bound of a value-building function, or — for
+    /// quoted paths and URLs, which are no table at all — the planner's. loom refuses to start
+    /// if any of them runs, or is stopped by anything else.
+    pub const FORBIDDEN: &'static [(&'static str, &'static str)] = &[
+        (
+            "COPY (SELECT 1) TO '/tmp/loom-selftest.csv'",
+            "refused: only read-only queries",
+        ),
+        (
+            "CREATE EXTERNAL TABLE loom_selftest STORED AS CSV LOCATION '/etc/passwd'",
+            "refused: only read-only queries",
+        ),
+        (
+            "CREATE TABLE loom_selftest AS SELECT 1",
+            "refused: only read-only queries",
+        ),
+        (
+            "CREATE VIEW loom_selftest AS SELECT 1",
+            "refused: only read-only queries",
+        ),
+        (
+            "DROP TABLE loom_selftest",
+            "refused: only read-only queries",
+        ),
+        (
+            "INSERT INTO loom_selftest VALUES (1)",
+            "refused: only read-only queries",
+        ),
+        (
+            "SET datafusion.execution.batch_size = 1",
+            "refused: only read-only queries",
+        ),
+        (
+            "PREPARE loom_selftest AS SELECT 1",
+            "refused: only read-only queries",
+        ),
+        ("SELECT * FROM '/etc/passwd'", "not found"),
+        ("SELECT * FROM 'https://example.com/data.csv'", "not found"),
+        ("SELECT * FROM range(10)", "refused: `range"),
+        (
+            "SELECT * FROM generate_series(1, 10)",
+            "refused: `generate_series",
+        ),
+        ("SELECT 1; SELECT 2", "refused: exactly one statement"),
+        (
+            "SELECT repeat('a', 300000000)",
+            "refused: `repeat` would build",
+        ),
+        ("SELECT lpad('a', 300000000)", "refused: `lpad` would build"),
+        (
+            "SELECT array_repeat(1, 300000000)",
+            "refused: `array_repeat` would build",
+        ),
+        (
+            "SELECT array_resize(make_array(1), 1000000000, 0)",
+            "refused: `array_resize` would build",
+        ),
+        (
+            "SELECT array_repeat(array_repeat(1, 100000), 100000)",
+            "refused: at most one of",
+        ),
+        ("SELECT range(300000000)", "refused: `range` would build"),
+        (
+            "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT * FROM r",
+            "refused: recursive CTEs",
+        ),
+        // A long literal times an allowed count: bounded by the bytes it would build.
+        (
+            "SELECT length(repeat('aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 100000))",
+            "loom allows at most",
+        ),
+        (
+            "SELECT length(replace(repeat('a', 100000), 'a', 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb'))",
+            "loom allows at most",
+        ),
+        // A CTE chain joining each level to itself: refused before planning.
+        (
+            "WITH a AS (SELECT 1 AS x), b AS (SELECT p.x FROM a p JOIN a q ON p.x = q.x), \
+             c AS (SELECT p.x FROM b p JOIN b q ON p.x = q.x), d AS (SELECT p.x FROM c p JOIN c q ON p.x = q.x), \
+             e AS (SELECT p.x FROM d p JOIN d q ON p.x = q.x), f AS (SELECT p.x FROM e p JOIN e q ON p.x = q.x), \
+             g AS (SELECT p.x FROM f p JOIN f q ON p.x = q.x), h AS (SELECT p.x FROM g p JOIN g q ON p.x = q.x), \
+             i AS (SELECT p.x FROM h p JOIN h q ON p.x = q.x), j AS (SELECT p.x FROM i p JOIN i q ON p.x = q.x), \
+             k AS (SELECT p.x FROM j p JOIN j q ON p.x = q.x) SELECT count(*) FROM k",
+            "refused: the query stands for",
+        ),
     ];
 
-    /// Run every [`Store::FORBIDDEN`] statement; an error if any of them was not refused.
+    /// Run every [`Store::FORBIDDEN`] statement; an error if any of them ran, or was stopped by
+    /// something other than what must stop it. SQL text over the size limit is checked too.
     pub async fn self_test(&self) -> Result<(), String> {
-        for sql in Self::FORBIDDEN {
-            if let Ok(output) = self.query(sql).await {
-                return Err(format!(
-                    "the sealed engine ran `{sql}` ({} rows); refusing to start",
-                    output.rows
-                ));
+        let oversized = format!("SELECT 1 AS x{}", " ".repeat(guard::MAX_SQL_BYTES));
+        let long = [(oversized.as_str(), "refused: the SQL is")];
+        for (sql, must_say) in Self::FORBIDDEN.iter().chain(long.iter()) {
+            let shown = values::cut(sql, 80);
+            match self.query(sql).await {
+                Ok(output) => {
+                    return Err(format!(
+                        "the sealed engine ran `{shown}` ({} rows); refusing to start",
+                        output.rows
+                    ));
+                }
+                Err(error) if error.to_string().contains(must_say) => {}
+                Err(error) => {
+                    return Err(format!(
+                        "`{shown}` was stopped by `{error}`, not by what must stop it \
+                         (`{must_say}`); refusing to start"
+                    ));
+                }
             }
         }
         Ok(())

@@ -59,9 +59,11 @@ async fn the_self_test_refuses_everything_forbidden() {
     let store = Store::new(StoreSettings::default()).expect("store");
     store.self_test().await.expect("sealed");
     add_rows(&store, "s", "t", &rows(3));
-    for sql in Store::FORBIDDEN {
+    // With a dataset held, each is still stopped by what must stop it.
+    store.self_test().await.expect("sealed with a dataset");
+    for (sql, must_say) in Store::FORBIDDEN {
         let error = store.query(sql).await.expect_err(sql);
-        assert!(!error.to_string().is_empty());
+        assert!(error.to_string().contains(must_say), "{sql}: {error}");
     }
 }
 
@@ -93,14 +95,21 @@ async fn refusals_name_the_reason() {
 
 #[tokio::test]
 async fn eviction_drops_least_recently_used_but_never_pinned_or_new() {
+    let one = add_rows(
+        &Store::new(StoreSettings::default()).expect("probe"),
+        "s",
+        "t",
+        &rows(100),
+    )
+    .bytes;
     let store = Store::new(StoreSettings {
-        memory_budget_bytes: 1,
+        memory_budget_bytes: (one + one / 2) as u64,
         ..StoreSettings::default()
     })
     .expect("store");
     let first = add_rows(&store, "s", "t", &rows(100));
     let second = add_rows(&store, "s", "t", &rows(100));
-    // Budget of one byte: only the newest survives.
+    // Room for one and a half: only the newest survives.
     assert_eq!(store.references(), vec![second.reference.clone()]);
     assert!(store.was_evicted(&first.reference));
     let error = store
@@ -266,4 +275,35 @@ async fn value_building_functions_are_bounded_by_bytes() {
         .await
         .expect("ordinary calls run");
     assert_eq!(out.rows, 2);
+}
+
+/// `memoryBudgetBytes` is a real bound: a dataset that alone (beside what pinned views hold)
+/// exceeds it is refused, instead of evicting everything else and being kept anyway.
+#[tokio::test]
+async fn a_dataset_over_the_budget_alone_is_refused() {
+    let store = Store::new(StoreSettings {
+        memory_budget_bytes: 64 * 1024,
+        ..StoreSettings::default()
+    })
+    .expect("store");
+    let small = add_rows(&store, "s", "t", &rows(10));
+    let ingested = ingest_json_array(&rows(5_000)).expect("ingest");
+    let refused = store.add(NewDataset {
+        server: "s".into(),
+        tool: "big".into(),
+        schema: ingested.batch.schema(),
+        batches: vec![ingested.batch],
+        columns: ingested.columns,
+        provenance: provenance(),
+        pinned: false,
+        implicit: false,
+        name: None,
+    });
+    let why = refused.expect_err("over the budget");
+    assert!(why.contains("memoryBudgetBytes is 65536"), "{why}");
+    assert_eq!(
+        store.references(),
+        vec![small.reference.clone()],
+        "nothing was evicted for it"
+    );
 }

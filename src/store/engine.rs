@@ -1,0 +1,164 @@
+//! The engine's own threads, its memory pool size, and reading a query's result without ever
+//! holding more than the caps (SPEC §10.2).
+//!
+//! A query can be CPU-heavy for as long as `queryTimeoutMs` allows (planning included, which is
+//! synchronous work no timeout interrupts while it runs): it must never run on the threads that
+//! carry every other server's traffic. So planning, the plan check and execution run on a
+//! runtime of their own, and the caller's timeout — on the gateway's runtime — answers on time
+//! and aborts the query task.
+
+use std::future::Future;
+use std::time::Duration;
+
+use arrow::array::RecordBatch;
+use datafusion::execution::SendableRecordBatchStream;
+use futures::StreamExt;
+
+use super::QueryError;
+
+/// The engine's runtime. Dropped without blocking (a runtime dropped inside another one's task
+/// would panic otherwise).
+pub struct Engine {
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Engine {
+    /// One worker thread per core (what DataFusion's partitions can use), named so they show
+    /// in a profile.
+    pub fn start() -> Result<Self, String> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(crate::parallel::cores().max(1))
+            .thread_name("loom-engine")
+            .enable_time()
+            .build()
+            .map_err(|e| format!("cannot start the query engine's threads: {e}"))?;
+        Ok(Self {
+            runtime: Some(runtime),
+        })
+    }
+
+    fn handle(&self) -> Result<&tokio::runtime::Handle, String> {
+        self.runtime
+            .as_ref()
+            .map(tokio::runtime::Runtime::handle)
+            .ok_or_else(|| "the query engine has stopped".to_string())
+    }
+
+    /// Run `work` on the engine and wait for it.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T, String> {
+        self.handle()?
+            .spawn(work)
+            .await
+            .map_err(|e| format!("the engine task failed: {e}"))
+    }
+
+    /// Run a query on the engine; after `timeout` the caller gets
+    /// [`QueryError::Timeout`] at once and the task is aborted (it stops at its next await
+    /// point; DataFusion's operators yield between batches).
+    pub async fn run_within<T: Send + 'static>(
+        &self,
+        timeout: Duration,
+        work: impl Future<Output = Result<T, QueryError>> + Send + 'static,
+    ) -> Result<T, QueryError> {
+        let mut task = self.handle().map_err(QueryError::Sql)?.spawn(work);
+        match tokio::time::timeout(timeout, &mut task).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(join)) => Err(QueryError::Sql(format!("the query failed: {join}"))),
+            Err(_) => {
+                task.abort();
+                Err(QueryError::Timeout(timeout.as_millis()))
+            }
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Read `stream` to the end, failing as soon as the result has more than `max_rows` rows or
+/// `max_bytes` bytes of Arrow arrays: a `SELECT *` over a cross join stops where it passes the
+/// cap, never after a process-sized collect.
+pub async fn collect_capped(
+    mut stream: SendableRecordBatchStream,
+    max_rows: usize,
+    max_bytes: usize,
+) -> Result<(Vec<RecordBatch>, usize), QueryError> {
+    let (mut batches, mut rows, mut bytes) = (Vec::new(), 0usize, 0usize);
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(|e| QueryError::Sql(e.to_string()))?;
+        rows = rows.saturating_add(batch.num_rows());
+        bytes = bytes.saturating_add(batch.get_array_memory_size());
+        if rows > max_rows {
+            return Err(QueryError::TooLarge {
+                limit: max_rows as u64,
+                what: "rows",
+            });
+        }
+        if bytes > max_bytes {
+            return Err(QueryError::TooLarge {
+                limit: max_bytes as u64,
+                what: "bytes (memoryBudgetBytes)",
+            });
+        }
+        batches.push(batch);
+    }
+    Ok((batches, rows))
+}
+
+/// The engine's memory pool when `engineMemoryLimit` is not set: a quarter of the machine's
+/// memory, at least 256 MiB and at most 8 GiB (2 GiB when the machine's memory is unknown).
+pub fn default_memory_limit() -> u64 {
+    const MIB: u64 = 1024 * 1024;
+    match total_memory() {
+        Some(total) => (total / 4).clamp(256 * MIB, 8 * 1024 * MIB),
+        None => 2 * 1024 * MIB,
+    }
+}
+
+/// Physical memory, from `/proc/meminfo` (Linux); `None` elsewhere.
+fn total_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_pool_is_a_quarter_of_memory_within_bounds() {
+        let limit = default_memory_limit();
+        assert!((256 << 20..=8 << 30).contains(&limit), "{limit}");
+        if let Some(total) = total_memory() {
+            assert!(
+                limit <= total / 4 || limit == 256 << 20,
+                "{limit} of {total}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_query_past_its_time_is_answered_on_time_and_stopped() {
+        let engine = Engine::start().expect("engine");
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let outcome = engine
+            .run_within(Duration::from_millis(50), async move {
+                // Holds `tx` until aborted: dropping it is how the test sees the abort.
+                let _tx = tx;
+                std::future::pending::<Result<(), QueryError>>().await
+            })
+            .await;
+        assert_eq!(outcome, Err(QueryError::Timeout(50)));
+        assert!(rx.await.is_err(), "the task was not stopped");
+    }
+}
