@@ -7,6 +7,9 @@
 //!   spawn → first `tools/list` answer through loom, against spawn → `initialize` answer of the
 //!   fixture alone (loom starts its children in parallel, so the gap is loom's own start-up).
 //!
+//! * Under load: the same p50/p99 through loom while 4 heavy `loom_query` calls (a 3-way cross
+//!   join of a 5,000-row dataset, far beyond `queryTimeoutMs`) run on the engine, against idle.
+//!
 //! Run: `cargo bench --bench passthrough`. Figures go in `benches/README.md`.
 
 use std::io::{BufRead, BufReader, Write};
@@ -104,9 +107,17 @@ fn loom() -> PathBuf {
 }
 
 fn config_file() -> tempfile::NamedTempFile {
+    config_with(json!({}))
+}
+
+/// A config with the fixture as `fx` and `settings` at the top level.
+fn config_with(settings: Value) -> tempfile::NamedTempFile {
     let mut file = tempfile::NamedTempFile::new().expect("temp");
-    let config =
+    let mut config =
         json!({"servers": [{"name": "fx", "command": fixture(), "args": ["--name", "fx"]}]});
+    if let (Some(config), Some(settings)) = (config.as_object_mut(), settings.as_object()) {
+        config.extend(settings.clone());
+    }
     write!(file, "{config}").expect("write");
     file
 }
@@ -222,10 +233,51 @@ fn report() {
     );
 }
 
+/// Passthrough latency while heavy queries run, against idle, on one loom.
+fn report_under_load() {
+    const N: usize = 2000;
+    const HEAVY: usize = 4;
+    let config = config_with(json!({"queryTimeoutMs": 60_000}));
+    let mut l = via_loom(&config);
+    let envelope = l.call("tools/call", json!({"name": "fx_rows", "arguments": {"count": 5000}}));
+    let reference = envelope["result"]["structuredContent"]["ref"]
+        .as_str()
+        .expect("an envelope")
+        .to_string();
+    let idle = timed(&mut l, "fx_echo", N);
+    // Fire the heavy queries without waiting: their answers are skipped by `call` while the
+    // echoes are timed (each runs to the 60 s timeout, longer than the timed calls take).
+    let sql = format!(
+        "SELECT count(*) AS n FROM {reference} a, {reference} b, {reference} c \
+         WHERE a.id + b.id + c.id = 7"
+    );
+    for i in 0..HEAVY {
+        let message = json!({"jsonrpc": "2.0", "id": format!("heavy-{i}"), "method": "tools/call",
+                             "params": {"name": "loom_query", "arguments": {"sql": sql}}});
+        writeln!(l.stdin, "{message}").expect("write");
+    }
+    l.stdin.flush().expect("flush");
+    std::thread::sleep(Duration::from_millis(500));
+    let loaded = timed(&mut l, "fx_echo", N);
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    println!("\npassthrough through loom, {N} calls (µs), idle vs {HEAVY} heavy queries running");
+    println!(
+        "  idle    p50 {:8.1}  p99 {:8.1}",
+        us(percentile(&idle, 0.5)),
+        us(percentile(&idle, 0.99))
+    );
+    println!(
+        "  loaded  p50 {:8.1}  p99 {:8.1}",
+        us(percentile(&loaded, 0.5)),
+        us(percentile(&loaded, 0.99))
+    );
+}
+
 criterion_group!(benches, bench_calls);
 
 fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
     report();
+    report_under_load();
 }
