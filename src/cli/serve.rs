@@ -50,13 +50,17 @@ async fn serve(config: crate::config::Config) -> ExitCode {
     .with_initialize_patch({
         // rmcp's typed capabilities have no 2025-11-25 `tasks` member; loom declares it when a
         // server behind it offers task-augmented tools (SPEC §5.10).
-        let gateway = gateway.clone();
+        // Weak: the transport may outlive `serve` for a moment at exit, and the gateway (its
+        // store, its private spill directory) must be dropped when `serve` ends.
+        let gateway = std::sync::Arc::downgrade(&gateway);
         std::sync::Arc::new(move |result: &mut serde_json::Value| {
             let version = result
                 .get("protocolVersion")
                 .and_then(serde_json::Value::as_str);
             if crate::gateway::era::Era::has_tasks(version)
-                && gateway.offers_tasks()
+                && gateway
+                    .upgrade()
+                    .is_some_and(|gateway| gateway.offers_tasks())
                 && let Some(capabilities) = result
                     .get_mut("capabilities")
                     .and_then(serde_json::Value::as_object_mut)

@@ -31,6 +31,90 @@ pub const MAX_EXPANDED_RELATIONS: u64 = 1_000;
 /// Nodes a logical plan may have, subqueries included.
 pub const MAX_PLAN_NODES: usize = 20_000;
 
+/// Row pairs a join without an equality condition (a cross join, or a nested-loop join on an
+/// inequality) may have to consider, by the engine's row counts of its inputs.
+pub const MAX_JOIN_PAIRS: u128 = 100_000_000;
+
+/// After physical planning: refuse a join that pairs every row with every row of inputs too
+/// large for that. A key join, a filter or an aggregate first is what such a query needs.
+pub fn check_physical(
+    plan: &std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) -> Result<(), Refusal> {
+    let mut pending = vec![plan];
+    while let Some(node) = pending.pop() {
+        if pairs_every_row(node.as_ref()) {
+            let rows: Option<Vec<u128>> = node
+                .children()
+                .iter()
+                .map(|c| row_bound(c.as_ref(), 0))
+                .collect();
+            if let Some(rows) = rows {
+                let pairs = rows.iter().fold(1u128, |p, n| p.saturating_mul(*n));
+                if pairs > MAX_JOIN_PAIRS {
+                    let sides: Vec<String> = rows.iter().map(u128::to_string).collect();
+                    return refuse(format!(
+                        "a join without an equality condition would pair {} rows ({pairs} \
+                         pairs, at most {MAX_JOIN_PAIRS}); join on a key, or filter or aggregate \
+                         the inputs first",
+                        sides.join(" × ")
+                    ));
+                }
+            }
+        }
+        pending.extend(node.children());
+    }
+    Ok(())
+}
+
+fn pairs_every_row(node: &dyn datafusion::physical_plan::ExecutionPlan) -> bool {
+    matches!(node.name(), "CrossJoinExec" | "NestedLoopJoinExec")
+}
+
+/// How many rows `node` can produce at most: the engine's exact count where it has one (loom's
+/// datasets), the product of the inputs for joins that pair every row, the input's bound for
+/// operators that never add rows; an estimate for key joins (the engine's, else the larger
+/// input); `None` when unknown.
+fn row_bound(node: &dyn datafusion::physical_plan::ExecutionPlan, depth: usize) -> Option<u128> {
+    use datafusion::common::stats::Precision;
+    use datafusion::physical_plan::{StatisticsArgs, StatisticsContext};
+    // Plans are bounded in size (MAX_PLAN_NODES); depth only guards the stack.
+    if depth > 256 {
+        return None;
+    }
+    let stats = StatisticsContext::new()
+        .compute(node, &StatisticsArgs::new())
+        .ok();
+    let rows = stats.as_ref().map(|s| s.num_rows);
+    if let Some(Precision::Exact(n)) = rows {
+        return Some(n as u128);
+    }
+    let children = node.children();
+    let bounds = || -> Option<Vec<u128>> {
+        children
+            .iter()
+            .map(|c| row_bound(c.as_ref(), depth + 1))
+            .collect()
+    };
+    if pairs_every_row(node) {
+        return bounds().map(|b| b.iter().fold(1u128, |p, n| p.saturating_mul(*n)));
+    }
+    match node.name() {
+        "HashJoinExec" | "SortMergeJoinExec" | "SymmetricHashJoinExec" => match rows {
+            Some(Precision::Inexact(n)) => Some(n as u128),
+            _ => bounds().and_then(|b| b.into_iter().max()),
+        },
+        "UnionExec" | "InterleaveExec" => {
+            bounds().map(|b| b.iter().fold(0u128, |s, n| s.saturating_add(*n)))
+        }
+        "UnnestExec" => None,
+        _ if children.len() == 1 => row_bound(children[0].as_ref(), depth + 1),
+        _ => match rows {
+            Some(Precision::Inexact(n)) => Some(n as u128),
+            _ => None,
+        },
+    }
+}
+
 /// Why a statement was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

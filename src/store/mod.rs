@@ -429,9 +429,13 @@ impl Store {
                 .await
                 .map_err(|e| QueryError::Sql(e.to_string()))?;
             let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-            let stream = frame
-                .execute_stream()
+            let task = frame.task_ctx();
+            let physical = frame
+                .create_physical_plan()
                 .await
+                .map_err(|e| QueryError::Sql(e.to_string()))?;
+            guard::check_physical(&physical)?;
+            let stream = datafusion::physical_plan::execute_stream(physical, Arc::new(task))
                 .map_err(|e| QueryError::Sql(e.to_string()))?;
             let (batches, rows) = engine::collect_capped(stream, max_rows, max_bytes).await?;
             Ok::<_, QueryError>((

@@ -307,3 +307,42 @@ async fn a_dataset_over_the_budget_alone_is_refused() {
         "nothing was evicted for it"
     );
 }
+
+/// A join that pairs every row with every row is refused when the inputs are too large for
+/// that (by the engine's row counts), while key joins over the same data and small cross joins
+/// run.
+#[tokio::test]
+async fn cross_joins_of_large_inputs_are_refused() {
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let d = add_rows(&store, "s", "t", &rows(5_000));
+    let r = &d.reference;
+    for sql in [
+        format!("SELECT count(*) FROM {r} a, {r} b, {r} c WHERE a.id + b.id + c.id = 7"),
+        format!("SELECT sum(a.id * b.id) FROM {r} a CROSS JOIN {r} b CROSS JOIN {r} c"),
+        format!("SELECT count(*) FROM {r} a JOIN {r} b ON a.id < b.id JOIN {r} c ON b.id < c.id"),
+        format!("SELECT a.name, b.name FROM {r} a, {r} b, {r} c WHERE a.score > 1"),
+    ] {
+        match store.query(&sql).await {
+            Err(QueryError::Refused(Refusal(why))) => {
+                assert!(
+                    why.contains("join without an equality condition"),
+                    "{sql}: {why}"
+                )
+            }
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+    for sql in [
+        format!("SELECT count(*) AS n FROM {r} a JOIN {r} b ON a.id = b.id"),
+        format!("SELECT count(*) AS n FROM {r} a, {r} b WHERE a.id = b.id"),
+        format!("SELECT sum(a.id * b.id) AS n FROM {r} a, (SELECT * FROM {r} LIMIT 10) b"),
+        // Answered from the row counts alone, without pairing anything.
+        format!("SELECT count(*) AS n FROM {r} a, {r} b, {r} c"),
+    ] {
+        let out = store
+            .query(&sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        assert_eq!(out.rows, 1, "{sql}");
+    }
+}
