@@ -239,7 +239,10 @@ fn report_under_load() {
     const HEAVY: usize = 4;
     let config = config_with(json!({"queryTimeoutMs": 60_000}));
     let mut l = via_loom(&config);
-    let envelope = l.call("tools/call", json!({"name": "fx_rows", "arguments": {"count": 5000}}));
+    let envelope = l.call(
+        "tools/call",
+        json!({"name": "fx_rows", "arguments": {"count": 5000}}),
+    );
     let reference = envelope["result"]["structuredContent"]["ref"]
         .as_str()
         .expect("an envelope")
