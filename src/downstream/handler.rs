@@ -13,7 +13,7 @@ use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     CustomNotification, ElicitRequestParams, ElicitResult, ErrorCode, Implementation,
     ListRootsResult, LoggingMessageNotificationParam, ProgressNotificationParam, ProtocolVersion,
-    ResourceUpdatedNotificationParam,
+    RequestParamsMeta, ResourceUpdatedNotificationParam,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
 use rmcp::{ClientHandler, ServiceError};
@@ -91,6 +91,17 @@ impl UpstreamLink {
     }
 }
 
+/// The `_meta` a server put on its request, to travel on with it (e.g. 2025-11-25's
+/// `io.modelcontextprotocol/related-task`, which ties an elicitation to its task); the progress
+/// token is the downstream connection's own and is left behind.
+fn carried_meta<P: RequestParamsMeta>(params: &mut P, context: &RequestContext<RoleClient>) {
+    let mut meta = context.meta.clone();
+    meta.0.0.remove("progressToken");
+    if !meta.0.0.is_empty() {
+        *params.meta_mut() = Some(meta);
+    }
+}
+
 fn upstream_error(what: &str, error: ServiceError) -> McpError {
     match error {
         ServiceError::McpError(error) => error,
@@ -135,9 +146,10 @@ impl ClientHandler for DownstreamHandler {
 
     async fn create_message(
         &self,
-        params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
+        mut params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
+        carried_meta(&mut params, &context);
         let peer = self
             .upstream
             .capable("sampling", |c| c.sampling.is_some())?;
@@ -158,9 +170,10 @@ impl ClientHandler for DownstreamHandler {
 
     async fn create_elicitation(
         &self,
-        params: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        mut params: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
+        carried_meta(&mut params, &context);
         let peer = self
             .upstream
             .capable("elicitation", |c| c.elicitation.is_some())?;

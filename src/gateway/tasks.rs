@@ -12,6 +12,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -51,16 +52,67 @@ struct TaskRoute {
     origin: Option<Origin>,
 }
 
-/// Task id → route, oldest forgotten first.
+/// Task id → route, oldest forgotten first; and status notifications of ids not routed yet.
 #[derive(Default)]
 pub struct TaskRoutes {
     inner: Mutex<(HashMap<String, TaskRoute>, VecDeque<String>)>,
+    parked: Mutex<Vec<Parked>>,
 }
 
+/// A status notification for a task id loom does not route yet: a server may send a task's
+/// first status before its `CreateTaskResult` (server-everything does), and a status read right
+/// after that result may be handled before the result is.
+struct Parked {
+    at: Instant,
+    server: usize,
+    id: String,
+    notification: CustomNotification,
+}
+
+/// How long a status for an unknown task id is held, and how many are held at most.
+const PARKED_FOR: Duration = Duration::from_secs(5);
+const MAX_PARKED: usize = 256;
+
+/// How long parked statuses wait after their task's `CreateTaskResult` was handed to rmcp, so
+/// they reach the client after it.
+const AFTER_CREATED: Duration = Duration::from_millis(20);
+
 impl TaskRoutes {
-    fn record(&self, id: &str, server: usize, origin: Option<Origin>) {
+    /// Route `id` to `server`; returns the statuses that were parked for it (taken under the
+    /// same lock [`TaskRoutes::route_status`] parks under, so none is parked after this).
+    fn record(&self, id: &str, server: usize, origin: Option<Origin>) -> Vec<CustomNotification> {
         let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let (routes, order) = &mut *guard;
+        self.insert(&mut guard, id, server, origin);
+        self.unpark(server, id)
+    }
+
+    /// What to do with a status for `id` from `server`: forward it, or nothing (it was parked
+    /// for a task not routed yet, or it is another server's task).
+    fn route_status(
+        &self,
+        server: usize,
+        id: String,
+        notification: CustomNotification,
+    ) -> Option<CustomNotification> {
+        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        match guard.0.get(&id) {
+            Some(route) if route.server == server => Some(notification),
+            Some(_) => None,
+            None => {
+                self.park(server, id, notification);
+                None
+            }
+        }
+    }
+
+    fn insert(
+        &self,
+        guard: &mut (HashMap<String, TaskRoute>, VecDeque<String>),
+        id: &str,
+        server: usize,
+        origin: Option<Origin>,
+    ) {
+        let (routes, order) = guard;
         match routes.get_mut(id) {
             Some(route) => {
                 route.server = server;
@@ -83,6 +135,33 @@ impl TaskRoutes {
     fn get(&self, id: &str) -> Option<TaskRoute> {
         let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         guard.0.get(id).cloned()
+    }
+
+    fn park(&self, server: usize, id: String, notification: CustomNotification) {
+        let mut parked = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
+        parked.retain(|p| p.at.elapsed() < PARKED_FOR);
+        if parked.len() >= MAX_PARKED {
+            parked.remove(0);
+        }
+        parked.push(Parked {
+            at: Instant::now(),
+            server,
+            id,
+            notification,
+        });
+    }
+
+    /// The statuses parked for `id` of `server`, in the order they came.
+    fn unpark(&self, server: usize, id: &str) -> Vec<CustomNotification> {
+        let mut parked = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mine, rest): (Vec<Parked>, Vec<Parked>) = std::mem::take(&mut *parked)
+            .into_iter()
+            .partition(|p| p.server == server && p.id == id);
+        *parked = rest;
+        mine.into_iter()
+            .filter(|p| p.at.elapsed() < PARKED_FOR)
+            .map(|p| p.notification)
+            .collect()
     }
 }
 
@@ -243,7 +322,8 @@ impl Gateway {
         match self.forward(route.server, request, context).await {
             Ok(Forwarded::Raw(raw)) => match created_task_id(raw.get()) {
                 Some(id) => {
-                    self.task_routes.record(&id, route.server, Some(origin));
+                    let parked = self.task_routes.record(&id, route.server, Some(origin));
+                    self.release_parked(parked, AFTER_CREATED);
                     Ok(self.pass_on(Forwarded::Raw(raw), context, false))
                 }
                 // The server ran the call at once (task support is its choice): a tool result.
@@ -284,7 +364,8 @@ impl Gateway {
                 if let Some(Value::Array(listed)) = page.get_mut("tasks").map(Value::take) {
                     for task in listed {
                         if let Some(id) = task.get("taskId").and_then(Value::as_str) {
-                            self.task_routes.record(id, server.index, None);
+                            let parked = self.task_routes.record(id, server.index, None);
+                            self.release_parked(parked, Duration::ZERO);
                         }
                         tasks.push(task);
                     }
@@ -310,18 +391,35 @@ impl Gateway {
             .and_then(Value::as_str)
             .map(str::to_string);
         let Some(id) = id else { return };
-        match self.task_routes.get(&id) {
-            Some(route) if route.server == server => {}
-            _ => {
-                tracing::debug!(task = %id, "status of a task loom does not route; not forwarded");
-                return;
-            }
-        }
+        // A status of a task not routed yet is held until it is (its CreateTaskResult is being
+        // handled, or comes next), then sent; dropped after a few seconds if it never is.
+        let Some(notification) = self.task_routes.route_status(server, id, notification) else {
+            return;
+        };
         if let Some(peer) = self.upstream.get() {
             let _ = peer
                 .send_notification(ServerNotification::CustomNotification(notification))
                 .await;
         }
+    }
+
+    /// Send the statuses parked for a task that is now routed, `after` a moment (so that the
+    /// answer being handed to rmcp right now goes out first).
+    fn release_parked(&self, parked: Vec<CustomNotification>, after: Duration) {
+        if parked.is_empty() {
+            return;
+        }
+        let Some(peer) = self.upstream.get() else {
+            return;
+        };
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            for notification in parked {
+                let _ = peer
+                    .send_notification(ServerNotification::CustomNotification(notification))
+                    .await;
+            }
+        });
     }
 }
 

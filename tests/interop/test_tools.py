@@ -28,13 +28,25 @@ from conftest import (
 
 pytestmark = pytest.mark.anyio
 
-# Fields of a listed tool that loom does not carry over (it offers no tasks, see
-# test_task_only_tool_is_not_offered_as_a_plain_tool).
-NOT_COMPARED = {"name", "execution"}
+# Fields of a listed tool that loom does not carry over: the name gets its prefix.
+NOT_COMPARED = {"name"}
 
 
 def _comparable(listed: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in listed.items() if key not in NOT_COMPARED}
+
+
+def _task_required(tool) -> bool:
+    return bool(tool.execution and tool.execution.task_support == "required")
+
+
+def _as_offered(own: dict[str, Any], mode: str) -> dict[str, Any]:
+    """A server's own tool as loom should list it in `mode`: as it is for handshake-era clients
+    (tasks exist there, so `execution` stays), without `execution` for 2026-07-28 clients (`auto`
+    negotiates it with loom), which have no tasks (see test_task_tools_follow_the_clients_era)."""
+    if mode == "auto":
+        own = {key: value for key, value in own.items() if key != "execution"}
+    return own
 
 
 @pytest.mark.parametrize("server", [EVERYTHING, FS, MEMORY, PY])
@@ -52,32 +64,50 @@ async def test_tools_list_matches_the_servers_own(setup, mode, server):
     assert all(name.startswith(prefixes) for name in names), names
 
     mine = {tool.name.removeprefix(f"{server}_"): tool for tool in exposed if tool.name.startswith(f"{server}_")}
-    # Tools that only run as tasks are not offered (loom runs no tasks; SPEC §5.3).
-    offered = [tool for tool in own if not (tool.execution and tool.execution.task_support == "required")]
+    # Tools that only run as tasks are offered where the protocol has tasks (the handshake era),
+    # not to 2026-07-28 clients (SPEC §5.3).
+    offered = [tool for tool in own if mode == "legacy" or not _task_required(tool)]
     assert sorted(mine) == sorted(tool.name for tool in offered)
     for tool in offered:
         through = mine[tool.name]
-        # Title, description, inputSchema, outputSchema, annotations, icons, _meta: all of it
-        # (an outputSchema may sit under loom's `_meta` key instead, SPEC §5.3).
-        assert _comparable(as_the_server_listed_it(through)) == _comparable(dump(tool)), (
+        # Title, description, inputSchema, outputSchema, annotations, icons, execution, _meta: all
+        # of it (an outputSchema may sit under loom's `_meta` key instead, SPEC §5.3).
+        assert _comparable(as_the_server_listed_it(through)) == _comparable(_as_offered(dump(tool), mode)), (
             f"tool {tool.name} differs through loom"
         )
 
 
-async def test_task_only_tool_is_not_offered_as_a_plain_tool(setup):
+@pytest.mark.parametrize("mode", PASSTHROUGH_MODES)
+async def test_task_tools_follow_the_clients_era(setup, mode):
+    """Handshake-era clients (2025-11-25 has tasks) get the task tools with their `execution`
+    as the server wrote it, and loom declares the tasks capability; 2026-07-28 clients (no tasks
+    in that revision) get no task-only tool and no `execution` at all (tests/interop/test_tasks.py
+    runs the tasks themselves)."""
     setup.use(EVERYTHING)
     async with connect_direct(setup, EVERYTHING) as direct:
         own = {tool.name: tool for tool in (await direct.list_tools()).tools}
-    required = [name for name, tool in own.items() if tool.execution and tool.execution.task_support == "required"]
+    required = [name for name, tool in own.items() if _task_required(tool)]
     assert required, "the pinned server-everything has no task-only tool any more; pick another check"
-    async with connect_loom(setup, "legacy") as client:
+    async with connect_loom(setup, mode) as client:
         exposed = {tool.name: tool for tool in (await client.list_tools()).tools}
-    for name in required:
-        through = exposed.get(f"{EVERYTHING}_{name}")
-        # Either hidden, or listed with the marker that tells the client it needs a task.
-        assert through is None or (through.execution and through.execution.task_support == "required"), (
-            f"{name} is offered without execution.taskSupport='required'"
-        )
+        capabilities = client.server_capabilities
+    if mode == "legacy":
+        for name in required:
+            through = exposed.get(f"{EVERYTHING}_{name}")
+            assert through is not None, f"task-only tool {name} is not offered to a 2025-11-25 client"
+            assert dump(through).get("execution") == dump(own[name])["execution"], (
+                f"{name} is offered without the server's execution {dump(own[name])['execution']}"
+            )
+        tasks = capabilities.tasks
+        assert tasks is not None, "loom offers task tools but declares no tasks capability"
+        assert tasks.requests is not None and tasks.requests.tools is not None and tasks.requests.tools.call is not None
+        assert tasks.list is not None and tasks.cancel is not None
+    else:
+        offered = [name for name in required if f"{EVERYTHING}_{name}" in exposed]
+        assert not offered, f"task-only tools offered to a 2026-07-28 client: {offered}"
+        with_execution = [name for name, tool in exposed.items() if tool.execution is not None]
+        assert not with_execution, f"tools listed with `execution` to a 2026-07-28 client: {with_execution}"
+        assert capabilities.tasks is None, "loom declares tasks to a 2026-07-28 client"
 
 
 # Calls whose results must come through loom exactly as the server gives them.
