@@ -9,6 +9,8 @@
 //! the built-ins under the same names, so the bound also holds where the optimizer folds a
 //! constant call at planning time — folding calls the same function.
 
+use std::sync::Arc;
+
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, FieldRef, Int64Type};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
@@ -38,6 +40,12 @@ enum Growth {
     Replace,
     /// `regexp_replace(text, pattern, replacement[, flags])`: every position may match.
     RegexpReplace,
+    /// `concat(…)`, `concat_ws(sep, …)`, and the `||` operator on text: the sum of the parts
+    /// (each separator counted as a part). Small alone, but a CTE chain that doubles a value at
+    /// every level reaches gigabytes in 30 levels.
+    Concat,
+    /// `array_concat(…)`, `array_append`, `array_prepend`: the sum of the parts.
+    ArrayConcat,
 }
 
 /// The functions bounded here, by name (aliases follow their function).
@@ -51,9 +59,15 @@ const BOUNDED: &[(&str, Growth)] = &[
     ("generate_series", Growth::Series),
     ("replace", Growth::Replace),
     ("regexp_replace", Growth::RegexpReplace),
+    ("concat", Growth::Concat),
+    ("concat_ws", Growth::Concat),
+    ("array_concat", Growth::ArrayConcat),
+    ("array_append", Growth::ArrayConcat),
+    ("array_prepend", Growth::ArrayConcat),
 ];
 
-/// Replace every bounded built-in of `ctx` with its bounded wrapper.
+/// Replace every bounded built-in of `ctx` with its bounded wrapper, and the `||` operator on
+/// text with [`STRING_CONCAT`] (an optimizer rule, run after type coercion).
 pub fn install(ctx: &SessionContext) {
     for (name, growth) in BOUNDED {
         if let Some(inner) = ctx.state().scalar_functions().get(*name).cloned() {
@@ -63,7 +77,13 @@ pub fn install(ctx: &SessionContext) {
             }));
         }
     }
+    let concat = Arc::new(ScalarUDF::new_from_impl(StringConcat::new()));
+    ctx.register_udf(concat.as_ref().clone());
+    ctx.add_optimizer_rule(Arc::new(BoundStringConcat { concat }));
 }
+
+/// The name `||` on text runs under in loom's plans.
+pub const STRING_CONCAT: &str = "loom_string_concat";
 
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct Bounded {
@@ -116,12 +136,20 @@ fn counts(value: &ColumnarValue, rows: usize) -> Vec<i64> {
     }
 }
 
-/// Bytes of one element of `value` at `row`, for list-building functions (text: its length;
-/// anything else: 16).
+/// Bytes of one element of `value` per row, for list-building functions: a text's length, a
+/// scalar's own size (a list scalar: all its elements), an array's average bytes per row; 16 at
+/// least.
 fn element_bytes(value: &ColumnarValue, rows: usize) -> Vec<u64> {
-    text_lengths(value, rows)
-        .map(|lengths| lengths.into_iter().map(|l| l.max(16)).collect())
-        .unwrap_or_else(|| vec![16; rows.max(1)])
+    if let Some(lengths) = text_lengths(value, rows) {
+        return lengths.into_iter().map(|l| l.max(16)).collect();
+    }
+    let per_row = match value {
+        ColumnarValue::Scalar(scalar) => scalar.size() as u64,
+        ColumnarValue::Array(array) => {
+            (array.get_array_memory_size() as u64) / (array.len().max(1) as u64)
+        }
+    };
+    vec![per_row.max(16); rows.max(1)]
 }
 
 impl Bounded {
@@ -172,6 +200,35 @@ impl Bounded {
                     })
                     .collect()
             }
+            Growth::Concat | Growth::ArrayConcat => {
+                let parts: Vec<Vec<u64>> = args
+                    .iter()
+                    .map(|a| match self.growth {
+                        Growth::Concat => {
+                            text_lengths(a, rows).unwrap_or_else(|| vec![16; rows.max(1)])
+                        }
+                        _ => element_bytes(a, rows),
+                    })
+                    .collect();
+                // concat_ws repeats its separator between the parts.
+                let separators = match self.inner.name() {
+                    "concat_ws" => args.len().saturating_sub(2) as u64,
+                    _ => 0,
+                };
+                let width = parts.iter().map(Vec::len).max().unwrap_or(0);
+                (0..width)
+                    .map(|row| {
+                        let at = |v: &Vec<u64>| v.get(row).or(v.first()).copied().unwrap_or(0);
+                        let sum = parts.iter().fold(0u64, |s, p| s.saturating_add(at(p)));
+                        match parts.first() {
+                            Some(sep) if separators > 0 => {
+                                sum.saturating_add(at(sep).saturating_mul(separators))
+                            }
+                            _ => sum,
+                        }
+                    })
+                    .collect()
+            }
             Growth::Replace | Growth::RegexpReplace => {
                 let (Some(text), Some(replacement)) = (
                     arg(0).and_then(|a| text_lengths(a, rows)),
@@ -197,26 +254,40 @@ impl Bounded {
         }
     }
 
-    fn check(&self, args: &[ColumnarValue], rows: usize) -> Result<()> {
-        let name = self.inner.name();
-        let sizes = self.sizes(args, rows);
-        if let Some(largest) = sizes.iter().copied().max()
-            && largest > MAX_VALUE_BYTES
+    fn check(&self, args: &[ColumnarValue], rows: usize, batch_rows: usize) -> Result<()> {
+        let mut sizes = self.sizes(args, rows);
+        // A call whose arguments are all constants is folded once, at planning, and its value
+        // is then copied into every row of every batch it meets: bound it as that many copies.
+        if !args.is_empty()
+            && args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)))
+            && let Some(one) = sizes.first().copied()
         {
-            return Err(DataFusionError::ResourcesExhausted(format!(
-                "`{name}` would build a value of {largest} bytes; loom allows at most \
-                 {MAX_VALUE_BYTES} bytes per value"
-            )));
+            sizes = vec![one; batch_rows.max(1)];
         }
-        let total = sizes.iter().fold(0u64, |sum, s| sum.saturating_add(*s));
-        if total > MAX_BATCH_BYTES {
-            return Err(DataFusionError::ResourcesExhausted(format!(
-                "`{name}` would build {total} bytes for {rows} rows at once; loom allows at most \
-                 {MAX_BATCH_BYTES} bytes per call"
-            )));
-        }
-        Ok(())
+        check_sizes(self.inner.name(), &sizes)
     }
+}
+
+/// Fail when one value of `sizes` (bytes per row) is over [`MAX_VALUE_BYTES`] or all of them
+/// together are over [`MAX_BATCH_BYTES`].
+fn check_sizes(name: &str, sizes: &[u64]) -> Result<()> {
+    if let Some(largest) = sizes.iter().copied().max()
+        && largest > MAX_VALUE_BYTES
+    {
+        return Err(DataFusionError::ResourcesExhausted(format!(
+            "`{name}` would build a value of {largest} bytes; loom allows at most \
+             {MAX_VALUE_BYTES} bytes per value"
+        )));
+    }
+    let total = sizes.iter().fold(0u64, |sum, s| sum.saturating_add(*s));
+    if total > MAX_BATCH_BYTES {
+        return Err(DataFusionError::ResourcesExhausted(format!(
+            "`{name}` would build {total} bytes for {} rows at once; loom allows at most \
+             {MAX_BATCH_BYTES} bytes per call (a constant value counts once per row of a batch)",
+            sizes.len()
+        )));
+    }
+    Ok(())
 }
 
 impl ScalarUDFImpl for Bounded {
@@ -257,7 +328,8 @@ impl ScalarUDFImpl for Bounded {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        self.check(&args.args, args.number_rows)?;
+        let batch_rows = usize::from(args.config_options.execution.batch_size);
+        self.check(&args.args, args.number_rows, batch_rows)?;
         self.inner.invoke_with_args(args)
     }
 }
@@ -268,4 +340,146 @@ pub fn is_bounded(ctx: &SessionContext, name: &str) -> bool {
         .scalar_functions()
         .get(name)
         .is_some_and(|udf| udf.inner().downcast_ref::<Bounded>().is_some())
+}
+
+/// `left || right` on text, with the operator's semantics (NULL if either side is NULL) and the
+/// bound of [`Growth::Concat`].
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct StringConcat {
+    signature: Signature,
+}
+
+impl StringConcat {
+    fn new() -> Self {
+        Self {
+            signature: Signature::any(2, datafusion::logical_expr::Volatility::Immutable),
+        }
+    }
+}
+
+/// The text type both sides of `||` are brought to: the widest of them.
+fn concat_type(types: &[DataType]) -> DataType {
+    if types.contains(&DataType::LargeUtf8) {
+        DataType::LargeUtf8
+    } else if types.contains(&DataType::Utf8View) {
+        DataType::Utf8View
+    } else {
+        DataType::Utf8
+    }
+}
+
+impl ScalarUDFImpl for StringConcat {
+    fn name(&self) -> &str {
+        STRING_CONCAT
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        Ok(concat_type(arg_types))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let sizes: Vec<Vec<u64>> = args
+            .args
+            .iter()
+            .map(|a| text_lengths(a, rows).unwrap_or_else(|| vec![0; rows.max(1)]))
+            .collect();
+        let constant = args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let width = if constant {
+            usize::from(args.config_options.execution.batch_size)
+        } else {
+            sizes.iter().map(Vec::len).max().unwrap_or(0)
+        };
+        let at = |v: &Vec<u64>, row: usize| v.get(row).or(v.first()).copied().unwrap_or(0);
+        let per_row: Vec<u64> = (0..width)
+            .map(|row| sizes.iter().fold(0u64, |s, v| s.saturating_add(at(v, row))))
+            .collect();
+        check_sizes("||", &per_row)?;
+        let target = args.return_field.data_type().clone();
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let cast = |a: &ArrayRef| arrow::compute::cast(a, &target);
+        let (Some(left), Some(right)) = (arrays.first(), arrays.get(1)) else {
+            return Err(DataFusionError::Internal("`||` takes two arguments".into()));
+        };
+        let joined = arrow::compute::kernels::concat_elements::concat_elements_dyn(
+            cast(left)?.as_ref(),
+            cast(right)?.as_ref(),
+        )?;
+        if constant {
+            let value = ScalarValue::try_from_array(&joined, 0)?;
+            return Ok(ColumnarValue::Scalar(value));
+        }
+        Ok(ColumnarValue::Array(joined))
+    }
+}
+
+/// Rewrites `a || b` on text into [`STRING_CONCAT`], so that its growth is bounded like
+/// `concat`'s. Runs after type coercion (an optimizer rule), where both sides are text.
+#[derive(Debug)]
+struct BoundStringConcat {
+    concat: Arc<ScalarUDF>,
+}
+
+impl datafusion::optimizer::OptimizerRule for BoundStringConcat {
+    fn name(&self) -> &str {
+        "loom_bound_string_concat"
+    }
+
+    fn rewrite(
+        &self,
+        plan: datafusion::logical_expr::LogicalPlan,
+        _config: &dyn datafusion::optimizer::OptimizerConfig,
+    ) -> Result<datafusion::common::tree_node::Transformed<datafusion::logical_expr::LogicalPlan>>
+    {
+        use datafusion::common::tree_node::{Transformed, TreeNode};
+        use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, Operator};
+        let concat = self.concat.clone();
+        plan.transform_up_with_subqueries(|node| {
+            let schema = node
+                .inputs()
+                .first()
+                .map(|input| input.schema().clone())
+                .unwrap_or_else(|| node.schema().clone());
+            // The rewritten expression keeps the name the operator gave it (a projection's
+            // column is named after its expression).
+            let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);
+            node.map_expressions(|expr| {
+                let saved = names.save(&expr);
+                let rewritten = expr.transform_up(|e| match e {
+                    Expr::BinaryExpr(BinaryExpr {
+                        left,
+                        op: Operator::StringConcat,
+                        right,
+                    }) => {
+                        let text = |x: &Expr| {
+                            x.get_type(schema.as_ref()).is_ok_and(|t| {
+                                matches!(
+                                    t,
+                                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+                                )
+                            })
+                        };
+                        if text(&left) && text(&right) {
+                            Ok(Transformed::yes(concat.call(vec![*left, *right])))
+                        } else {
+                            Ok(Transformed::no(Expr::BinaryExpr(BinaryExpr {
+                                left,
+                                op: Operator::StringConcat,
+                                right,
+                            })))
+                        }
+                    }
+                    other => Ok(Transformed::no(other)),
+                })?;
+                Ok(rewritten.update_data(|e| saved.restore(e)))
+            })
+        })
+    }
 }

@@ -16,6 +16,11 @@ use futures::StreamExt;
 
 use super::QueryError;
 
+/// The stack of each engine thread. Planning and optimizing recurse once per level of a plan or
+/// an expression; the statement check bounds those levels ([`super::guard::MAX_EXPRESSION_DEPTH`],
+/// the CTE expansion), and this leaves a wide margin above them. Only touched pages cost memory.
+pub const STACK_BYTES: usize = 64 * 1024 * 1024;
+
 /// The engine's runtime. Dropped without blocking (a runtime dropped inside another one's task
 /// would panic otherwise).
 pub struct Engine {
@@ -29,6 +34,7 @@ impl Engine {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(crate::parallel::cores().max(1))
             .thread_name("loom-engine")
+            .thread_stack_size(STACK_BYTES)
             .enable_time()
             .build()
             .map_err(|e| format!("cannot start the query engine's threads: {e}"))?;

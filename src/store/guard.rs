@@ -23,10 +23,16 @@ pub const MAX_BUILT_VALUE: i64 = 100_000;
 /// a long `VALUES` list or a generated expression is how a query is made to allocate).
 pub const MAX_SQL_BYTES: usize = 64 * 1024;
 
-/// Table references a statement may stand for once every CTE reference is expanded in place
-/// (which is what planning does): a CTE chain that joins each level to itself doubles this at
-/// every level and would plan for minutes into gigabytes (issue 12).
-pub const MAX_EXPANDED_RELATIONS: u64 = 1_000;
+/// The size a statement may stand for — queries, table references and expressions — once every
+/// CTE reference is expanded in place (which is what planning does): a CTE chain that joins each
+/// level to itself doubles it at every level and would plan for minutes into gigabytes, and a
+/// CTE with a large body referenced many times multiplies it (issue 12).
+pub const MAX_EXPANDED_SIZE: u64 = 20_000;
+
+/// How deep expressions may nest: planning recurses once per level (a chain of 250 `+` terms
+/// overflowed a 2 MiB thread stack in a debug build; the engine's threads have
+/// [`super::engine::STACK_BYTES`]).
+pub const MAX_EXPRESSION_DEPTH: usize = 500;
 
 /// Nodes a logical plan may have, subqueries included.
 pub const MAX_PLAN_NODES: usize = 20_000;
@@ -174,33 +180,74 @@ pub fn check_statement(sql: &str) -> Result<(), Refusal> {
     ))
 }
 
-/// Refuse a statement whose CTE references expand to more than [`MAX_EXPANDED_RELATIONS`]
-/// table references, before the planner does that expansion.
+/// Refuse a statement whose CTE references expand to more than [`MAX_EXPANDED_SIZE`] parts,
+/// or whose expressions nest deeper than [`MAX_EXPRESSION_DEPTH`], before the planner (which
+/// does that expansion, and recurses that deep) sees it.
 fn check_expansion(statement: &datafusion::sql::sqlparser::ast::Statement) -> Result<(), Refusal> {
-    let expanded = expanded_relations(statement);
-    if expanded > MAX_EXPANDED_RELATIONS {
+    let measured = measure(statement);
+    if measured.depth > MAX_EXPRESSION_DEPTH {
         return refuse(format!(
-            "the query stands for {} table references once its CTEs are expanded (at most \
-             {MAX_EXPANDED_RELATIONS}); a CTE used twice at every level doubles its work at every \
-             level — materialize an intermediate result with loom_materialize instead",
-            if expanded == u64::MAX {
+            "expressions nest {} levels deep (at most {MAX_EXPRESSION_DEPTH}); write a long chain \
+             of `OR x = …` as `x IN (…)`, and split long `+` or `||` chains",
+            measured.depth
+        ));
+    }
+    // Only what expansion adds is limited here: a long statement without CTE references is
+    // bounded by its text (MAX_SQL_BYTES) and may be long (an `IN` list of thousands).
+    if measured.size > MAX_EXPANDED_SIZE && measured.size > measured.written {
+        return refuse(format!(
+            "the query stands for {} parts (queries, table references and expressions) once its \
+             CTEs are expanded (at most {MAX_EXPANDED_SIZE}); a CTE used twice at every level \
+             doubles its work at every level — materialize an intermediate result with \
+             loom_materialize instead",
+            if measured.size == u64::MAX {
                 "astronomically many".to_string()
             } else {
-                expanded.to_string()
+                measured.size.to_string()
             }
         ));
     }
     Ok(())
 }
 
-/// How many table references `statement` stands for with every CTE reference replaced by the
-/// CTE's own expansion. CTEs are weighed after everything nested in them (post-order), each
-/// against the names defined before it; a name that is no CTE counts 1. References inside CTE
-/// bodies are also counted where they are written, so this errs on the high side, never low.
-pub fn expanded_relations(statement: &datafusion::sql::sqlparser::ast::Statement) -> u64 {
-    use datafusion::sql::sqlparser::ast::{ObjectName, Query, Visit, Visitor, visit_relations};
-    use std::collections::HashMap;
+/// What [`measure`] finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Measured {
+    /// Queries, table references and expressions, with every CTE reference counted as the
+    /// CTE's own size.
+    pub size: u64,
+    /// The same parts counted as written: every CTE reference 1, every CTE body once.
+    pub written: u64,
+    /// The deepest nesting of expressions.
+    pub depth: usize,
+}
+
+/// Measure a parsed statement. Scopes are kept as SQL keeps them: a CTE is visible in the rest
+/// of its `WITH`, in its query's body and in everything nested there, and a name defined in one
+/// subquery does not leak into a sibling. A CTE's body is counted where it is referenced, never
+/// where it is written.
+pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measured {
+    use datafusion::sql::sqlparser::ast::{Expr, ObjectName, Query, Visit, Visitor};
     use std::ops::ControlFlow;
+
+    struct Frame {
+        /// CTEs of this query's `WITH` measured so far.
+        ctes: Vec<(String, u64)>,
+        /// The bodies of this query's CTEs, by address, with their names.
+        bodies: Vec<(*const Query, String)>,
+        /// Set when this frame is a CTE body: the name it defines in its parent.
+        defines: Option<String>,
+        size: u64,
+    }
+
+    #[derive(Default)]
+    struct Measure {
+        frames: Vec<Frame>,
+        top: u64,
+        written: u64,
+        depth: usize,
+        deepest: usize,
+    }
 
     fn key(name: &ObjectName) -> String {
         name.0
@@ -209,33 +256,98 @@ pub fn expanded_relations(statement: &datafusion::sql::sqlparser::ast::Statement
             .unwrap_or_default()
     }
 
-    fn weight(node: &impl Visit, ctes: &HashMap<String, u64>) -> u64 {
-        let mut total: u64 = 0;
-        let _ = visit_relations(node, |name| {
-            let w = ctes.get(&key(name)).copied().unwrap_or(1);
-            total = total.saturating_add(w);
-            ControlFlow::<()>::Continue(())
-        });
-        total
+    impl Measure {
+        fn add(&mut self, amount: u64) {
+            match self.frames.last_mut() {
+                Some(frame) => frame.size = frame.size.saturating_add(amount),
+                None => self.top = self.top.saturating_add(amount),
+            }
+        }
     }
 
-    struct Ctes(HashMap<String, u64>);
-    impl Visitor for Ctes {
+    impl Visitor for Measure {
         type Break = ();
-        fn post_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
-            if let Some(with) = &query.with {
-                for cte in &with.cte_tables {
-                    let w = weight(cte.query.as_ref(), &self.0).max(1);
-                    self.0.insert(cte.alias.name.value.to_lowercase(), w);
-                }
+
+        fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+            let address: *const Query = query;
+            let defines = self.frames.last().and_then(|parent| {
+                parent
+                    .bodies
+                    .iter()
+                    .find(|(body, _)| *body == address)
+                    .map(|(_, name)| name.clone())
+            });
+            let bodies = query
+                .with
+                .iter()
+                .flat_map(|with| &with.cte_tables)
+                .map(|cte| {
+                    let body: *const Query = cte.query.as_ref();
+                    (body, cte.alias.name.value.to_lowercase())
+                })
+                .collect();
+            self.frames.push(Frame {
+                ctes: Vec::new(),
+                bodies,
+                defines,
+                size: 1,
+            });
+            self.written = self.written.saturating_add(1);
+            ControlFlow::Continue(())
+        }
+
+        fn post_visit_query(&mut self, _query: &Query) -> ControlFlow<()> {
+            let Some(frame) = self.frames.pop() else {
+                return ControlFlow::Continue(());
+            };
+            match (frame.defines, self.frames.last_mut()) {
+                (Some(name), Some(parent)) => parent.ctes.push((name, frame.size.max(1))),
+                _ => self.add(frame.size),
             }
+            ControlFlow::Continue(())
+        }
+
+        fn pre_visit_relation(&mut self, relation: &ObjectName) -> ControlFlow<()> {
+            let name = key(relation);
+            let size = self
+                .frames
+                .iter()
+                .rev()
+                .find_map(|frame| {
+                    frame
+                        .ctes
+                        .iter()
+                        .rev()
+                        .find(|(cte, _)| *cte == name)
+                        .map(|(_, size)| *size)
+                })
+                .unwrap_or(1);
+            self.add(size);
+            self.written = self.written.saturating_add(1);
+            ControlFlow::Continue(())
+        }
+
+        fn pre_visit_expr(&mut self, _expr: &Expr) -> ControlFlow<()> {
+            self.add(1);
+            self.written = self.written.saturating_add(1);
+            self.depth += 1;
+            self.deepest = self.deepest.max(self.depth);
+            ControlFlow::Continue(())
+        }
+
+        fn post_visit_expr(&mut self, _expr: &Expr) -> ControlFlow<()> {
+            self.depth = self.depth.saturating_sub(1);
             ControlFlow::Continue(())
         }
     }
 
-    let mut ctes = Ctes(HashMap::new());
-    let _ = statement.visit(&mut ctes);
-    weight(statement, &ctes.0)
+    let mut measured = Measure::default();
+    let _ = statement.visit(&mut measured);
+    Measured {
+        size: measured.top,
+        written: measured.written,
+        depth: measured.deepest,
+    }
 }
 
 /// The options every guarded plan must satisfy.

@@ -541,23 +541,33 @@ impl Store {
             "SELECT length(replace(repeat('a', 100000), 'a', 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb'))",
             "loom allows at most",
         ),
-        // A CTE chain joining each level to itself: refused before planning.
+        // A 14-level CTE chain joining each level to itself: refused before planning.
         (
             "WITH a AS (SELECT 1 AS x), b AS (SELECT p.x FROM a p JOIN a q ON p.x = q.x), \
              c AS (SELECT p.x FROM b p JOIN b q ON p.x = q.x), d AS (SELECT p.x FROM c p JOIN c q ON p.x = q.x), \
              e AS (SELECT p.x FROM d p JOIN d q ON p.x = q.x), f AS (SELECT p.x FROM e p JOIN e q ON p.x = q.x), \
              g AS (SELECT p.x FROM f p JOIN f q ON p.x = q.x), h AS (SELECT p.x FROM g p JOIN g q ON p.x = q.x), \
              i AS (SELECT p.x FROM h p JOIN h q ON p.x = q.x), j AS (SELECT p.x FROM i p JOIN i q ON p.x = q.x), \
-             k AS (SELECT p.x FROM j p JOIN j q ON p.x = q.x) SELECT count(*) FROM k",
+             k AS (SELECT p.x FROM j p JOIN j q ON p.x = q.x), l AS (SELECT p.x FROM k p JOIN k q ON p.x = q.x), \
+             m AS (SELECT p.x FROM l p JOIN l q ON p.x = q.x), n AS (SELECT p.x FROM m p JOIN m q ON p.x = q.x), \
+             o AS (SELECT p.x FROM n p JOIN n q ON p.x = q.x) SELECT count(*) FROM o",
             "refused: the query stands for",
         ),
     ];
 
     /// Run every [`Store::FORBIDDEN`] statement; an error if any of them ran, or was stopped by
-    /// something other than what must stop it. SQL text over the size limit is checked too.
+    /// something other than what must stop it. SQL text over the size limit and expressions
+    /// nested too deep are checked too.
     pub async fn self_test(&self) -> Result<(), String> {
         let oversized = format!("SELECT 1 AS x{}", " ".repeat(guard::MAX_SQL_BYTES));
-        let long = [(oversized.as_str(), "refused: the SQL is")];
+        let deep = format!(
+            "SELECT {}1 AS x",
+            "1 + ".repeat(guard::MAX_EXPRESSION_DEPTH + 1)
+        );
+        let long = [
+            (oversized.as_str(), "refused: the SQL is"),
+            (deep.as_str(), "refused: expressions nest"),
+        ];
         for (sql, must_say) in Self::FORBIDDEN.iter().chain(long.iter()) {
             let shown = values::cut(sql, 80);
             match self.query(sql).await {
