@@ -185,6 +185,12 @@ pub fn check_statement(sql: &str) -> Result<(), Refusal> {
 /// does that expansion, and recurses that deep) sees it.
 fn check_expansion(statement: &datafusion::sql::sqlparser::ast::Statement) -> Result<(), Refusal> {
     let measured = measure(statement);
+    if let Some(kind) = measured.writes {
+        return refuse(format!(
+            "only read-only queries are allowed (SELECT, WITH … SELECT, VALUES); `{kind}` inside \
+             a query is not"
+        ));
+    }
     if measured.depth > MAX_EXPRESSION_DEPTH {
         return refuse(format!(
             "expressions nest {} levels deep (at most {MAX_EXPRESSION_DEPTH}); write a long chain \
@@ -220,6 +226,9 @@ pub struct Measured {
     pub written: u64,
     /// The deepest nesting of expressions.
     pub depth: usize,
+    /// A data-modifying statement inside the query (`WITH x AS (…) INSERT …`, a `DELETE … RETURNING`
+    /// CTE), by its keyword.
+    pub writes: Option<&'static str>,
 }
 
 /// Measure a parsed statement. Scopes are kept as SQL keeps them: a CTE is visible in the rest
@@ -245,6 +254,7 @@ pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measur
         frames: Vec<Frame>,
         top: u64,
         written: u64,
+        writes: Option<&'static str>,
         depth: usize,
         deepest: usize,
     }
@@ -269,6 +279,15 @@ pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measur
         type Break = ();
 
         fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+            use datafusion::sql::sqlparser::ast::SetExpr;
+            let writes = match query.body.as_ref() {
+                SetExpr::Insert(_) => Some("INSERT"),
+                SetExpr::Update(_) => Some("UPDATE"),
+                SetExpr::Delete(_) => Some("DELETE"),
+                SetExpr::Merge(_) => Some("MERGE"),
+                _ => None,
+            };
+            self.writes = self.writes.or(writes);
             let address: *const Query = query;
             let defines = self.frames.last().and_then(|parent| {
                 parent
@@ -347,6 +366,7 @@ pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measur
         size: measured.top,
         written: measured.written,
         depth: measured.deepest,
+        writes: measured.writes,
     }
 }
 
