@@ -442,11 +442,17 @@ impl datafusion::optimizer::OptimizerRule for BoundStringConcat {
         use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, Operator};
         let concat = self.concat.clone();
         plan.transform_up_with_subqueries(|node| {
-            let schema = node
-                .inputs()
-                .first()
-                .map(|input| input.schema().clone())
-                .unwrap_or_else(|| node.schema().clone());
+            // Expressions are typed against the node's inputs (a join's filter sees both).
+            let schema = match node.inputs().as_slice() {
+                [] => node.schema().as_ref().clone(),
+                [input, rest @ ..] => {
+                    let mut merged = input.schema().as_ref().clone();
+                    for other in rest {
+                        merged.merge(other.schema());
+                    }
+                    merged
+                }
+            };
             // The rewritten expression keeps the name the operator gave it (a projection's
             // column is named after its expression).
             let names = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&node);
@@ -459,7 +465,7 @@ impl datafusion::optimizer::OptimizerRule for BoundStringConcat {
                         right,
                     }) => {
                         let text = |x: &Expr| {
-                            x.get_type(schema.as_ref()).is_ok_and(|t| {
+                            x.get_type(&schema).is_ok_and(|t| {
                                 matches!(
                                     t,
                                     DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View

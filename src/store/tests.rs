@@ -472,3 +472,22 @@ async fn holes_found_in_review_are_closed() {
         .expect_err("array_repeat of a list");
     assert!(bounded(&e), "{e}");
 }
+
+/// `||` is bounded wherever it is written: a projection, a filter, a join condition.
+#[tokio::test]
+async fn string_concatenation_is_bounded_in_every_clause() {
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let d = add_rows(&store, "s", "t", &rows(50));
+    let r = &d.reference;
+    let plan = store
+        .plan_checked(&format!(
+            "SELECT a.name || b.name AS x FROM {r} a JOIN {r} b ON a.name || 'x' = b.name || 'x' \
+             WHERE a.name || b.name <> ''"
+        ))
+        .await
+        .expect("plan");
+    let optimized = store.ctx.state().optimize(&plan).expect("optimize");
+    let shown = optimized.display_indent().to_string();
+    assert!(!shown.contains(" || "), "an unbounded || is left: {shown}");
+    assert!(shown.contains(bounded::STRING_CONCAT), "{shown}");
+}
