@@ -255,10 +255,10 @@ impl Gateway {
     ) -> rmcp::model::CallToolResult {
         let store = self.store.clone();
         let config = self.config.clone();
-        let name = name.to_string();
+        let tool = name.to_string();
         let arguments = arguments.clone();
         let work = async move {
-            match name.as_str() {
+            match tool.as_str() {
                 synthetic::QUERY => {
                     synthetic::query(&store, config.token_threshold, &arguments).await
                 }
@@ -268,8 +268,16 @@ impl Gateway {
                 _ => synthetic::describe(&store, &arguments),
             }
         };
+        let timeout = self.store.settings().query_timeout;
         match self.store.on_engine(work).await {
-            Ok(result) => result,
+            Ok(Some(result)) => result,
+            // Timed on this runtime: answered on time even when the engine's threads are busy
+            // in work that cannot be interrupted at once.
+            Ok(None) => synthetic::error_result(format!(
+                "{}: {}",
+                name,
+                crate::store::QueryError::Timeout(timeout.as_millis())
+            )),
             Err(error) => synthetic::error_result(format!("loom: {error}")),
         }
     }

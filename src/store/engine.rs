@@ -50,15 +50,25 @@ impl Engine {
             .ok_or_else(|| "the query engine has stopped".to_string())
     }
 
-    /// Run `work` on the engine and wait for it.
+    /// Run `work` on the engine and wait for it at most `timeout`, on the caller's runtime: when
+    /// the engine's threads are all inside synchronous work (a long sort, an optimizer pass),
+    /// a timer on the engine itself could not fire. Past the timeout the task is aborted and
+    /// `None` is returned.
     pub async fn run<T: Send + 'static>(
         &self,
+        timeout: Duration,
         work: impl Future<Output = T> + Send + 'static,
-    ) -> Result<T, String> {
-        self.handle()?
-            .spawn(work)
-            .await
-            .map_err(|e| format!("the engine task failed: {e}"))
+    ) -> Result<Option<T>, String> {
+        let mut task = self.handle()?.spawn(work);
+        match tokio::time::timeout(timeout, &mut task).await {
+            Ok(done) => done
+                .map(Some)
+                .map_err(|e| format!("the engine task failed: {e}")),
+            Err(_) => {
+                task.abort();
+                Ok(None)
+            }
+        }
     }
 
     /// Run a query on the engine; after `timeout` the caller gets

@@ -39,7 +39,11 @@ pub const MAX_PLAN_NODES: usize = 20_000;
 
 /// Row pairs a join without an equality condition (a cross join, or a nested-loop join on an
 /// inequality) may have to consider, by the engine's row counts of its inputs.
-pub const MAX_JOIN_PAIRS: u128 = 100_000_000;
+pub const MAX_JOIN_PAIRS: u128 = 10_000_000;
+
+/// SELECTs a statement may have, as written: the optimizer's work on a long `UNION ALL` grows
+/// with the square of its legs (1,000 legs kept an engine thread busy for 20 s), synchronously.
+pub const MAX_SELECTS: usize = 300;
 
 /// After physical planning: refuse a join that pairs every row with every row of inputs too
 /// large for that. A key join, a filter or an aggregate first is what such a query needs.
@@ -81,6 +85,19 @@ fn pairs_every_row(node: &dyn datafusion::physical_plan::ExecutionPlan) -> bool 
 /// operators that never add rows; an estimate for key joins (the engine's, else the larger
 /// input); `None` when unknown.
 fn row_bound(node: &dyn datafusion::physical_plan::ExecutionPlan, depth: usize) -> Option<u128> {
+    // A LIMIT (or any operator that stops after `fetch` rows) caps what comes out of it.
+    let bound = unlimited_row_bound(node, depth);
+    match (bound, node.fetch()) {
+        (Some(bound), Some(fetch)) => Some(bound.min(fetch as u128)),
+        (None, Some(fetch)) => Some(fetch as u128),
+        (bound, None) => bound,
+    }
+}
+
+fn unlimited_row_bound(
+    node: &dyn datafusion::physical_plan::ExecutionPlan,
+    depth: usize,
+) -> Option<u128> {
     use datafusion::common::stats::Precision;
     use datafusion::physical_plan::{StatisticsArgs, StatisticsContext};
     // Plans are bounded in size (MAX_PLAN_NODES); depth only guards the stack.
@@ -213,6 +230,13 @@ fn check_expansion(statement: &datafusion::sql::sqlparser::ast::Statement) -> Re
             }
         ));
     }
+    if measured.selects > MAX_SELECTS {
+        return refuse(format!(
+            "the query has {} SELECTs (at most {MAX_SELECTS}); a long UNION ALL of constants or \
+             copies is better written as one SELECT over VALUES or over a dataset",
+            measured.selects
+        ));
+    }
     Ok(())
 }
 
@@ -226,6 +250,8 @@ pub struct Measured {
     pub written: u64,
     /// The deepest nesting of expressions.
     pub depth: usize,
+    /// SELECTs as written (set operations add one per leg).
+    pub selects: usize,
     /// A data-modifying statement inside the query (`WITH x AS (…) INSERT …`, a `DELETE … RETURNING`
     /// CTE), by its keyword.
     pub writes: Option<&'static str>,
@@ -255,6 +281,7 @@ pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measur
         top: u64,
         written: u64,
         writes: Option<&'static str>,
+        selects: usize,
         depth: usize,
         deepest: usize,
     }
@@ -346,6 +373,14 @@ pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measur
             ControlFlow::Continue(())
         }
 
+        fn pre_visit_select(
+            &mut self,
+            _select: &datafusion::sql::sqlparser::ast::Select,
+        ) -> ControlFlow<()> {
+            self.selects += 1;
+            ControlFlow::Continue(())
+        }
+
         fn pre_visit_expr(&mut self, _expr: &Expr) -> ControlFlow<()> {
             self.add(1);
             self.written = self.written.saturating_add(1);
@@ -366,6 +401,7 @@ pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measur
         size: measured.top,
         written: measured.written,
         depth: measured.deepest,
+        selects: measured.selects,
         writes: measured.writes,
     }
 }

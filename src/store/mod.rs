@@ -456,13 +456,14 @@ impl Store {
         Ok(output)
     }
 
-    /// Run `work` on the engine's threads (profiling, envelopes and exports of loom's own
-    /// tools), off the threads that carry passthrough traffic.
+    /// Run `work` on the engine's threads (loom's own tools: queries, profiling, envelopes,
+    /// exports), off the threads that carry passthrough traffic, for at most `queryTimeoutMs`
+    /// timed from the caller's runtime; `Ok(None)` when that passed (the work is aborted).
     pub async fn on_engine<T: Send + 'static>(
         &self,
         work: impl std::future::Future<Output = T> + Send + 'static,
-    ) -> Result<T, String> {
-        self.engine.run(work).await
+    ) -> Result<Option<T>, String> {
+        self.engine.run(self.settings.query_timeout, work).await
     }
 
     /// Statements that must never run, each with the words of the refusal that must stop it:
