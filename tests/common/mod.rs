@@ -196,6 +196,27 @@ impl RawClient {
         }
     }
 
+    /// The first response to any of `ids` that arrives within `within` (other lines are kept
+    /// for later); `None` if none does. Unlike [`Self::arrives_within`], the line is returned.
+    pub fn response_within(&mut self, ids: &[i64], within: Duration) -> Option<Line> {
+        let is_one = |v: &Value| {
+            ids.iter().any(|id| v["id"] == json!(id))
+                && (v.get("result").is_some() || v.get("error").is_some())
+        };
+        if let Some(pos) = self.pending.iter().position(|l| is_one(&l.value)) {
+            return self.pending.remove(pos);
+        }
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if is_one(&line.value) => return Some(line),
+                Ok(line) => self.pending.push_back(line),
+                Err(_) => return None,
+            }
+        }
+    }
+
     pub fn response(&mut self, id: i64) -> Line {
         self.wait_for(&format!("the response to request {id}"), |v| {
             v["id"] == json!(id) && (v.get("result").is_some() || v.get("error").is_some())
