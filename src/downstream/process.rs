@@ -171,7 +171,9 @@ impl Drop for ChildProcess {
     /// A child dropped without [`ChildProcess::terminate`] (a start abandoned at shutdown) takes
     /// its whole process group with it: `kill_on_drop` alone would spare what it started.
     fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() || self.group_alive() {
+        // Only while the leader is not reaped: after that its pid, and so the group id, may be
+        // reused by an unrelated process group.
+        if self.child.try_wait().ok().flatten().is_none() {
             self.signal_group(Signal::Kill);
         }
     }

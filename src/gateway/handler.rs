@@ -393,8 +393,8 @@ impl GatewayHandler {
     /// Where a `resources/subscribe` (or `unsubscribe`) for `uri` goes (SPEC §5.4): the server
     /// that lists the URI or whose template matches it; a URI no server lists goes to every
     /// server that declared `resources.subscribe` (a server may publish updates for resources it
-    /// does not list, e.g. ones it creates later). The request succeeds when one of them
-    /// accepts it.
+    /// does not list, e.g. ones it creates later), all of them at once, each within its
+    /// `callTimeoutMs`. The request succeeds when one of them accepts it.
     async fn on_subscribers<F, Fut>(
         &self,
         uri: &str,
@@ -430,17 +430,31 @@ impl GatewayHandler {
                 None,
             ));
         }
-        let mut failures = Vec::new();
-        for index in targets {
+        // Every target gets it, at once, each within its callTimeoutMs.
+        let attempts = targets.into_iter().map(|index| {
             let server = &servers[index];
-            match server.live() {
-                Ok(live) => match send(live.peer.clone()).await {
-                    Ok(()) => return Ok(()),
-                    Err(e) => failures.push(format!("server `{}` {refused}: {e}", server.name())),
-                },
-                Err(state) => failures.push(format!("server `{}` is {state}", server.name())),
+            let timeout = std::time::Duration::from_millis(server.config.call_timeout_ms);
+            let sent = server.live().map(|live| send(live.peer.clone()));
+            async move {
+                match sent {
+                    Ok(sending) => match tokio::time::timeout(timeout, sending).await {
+                        Ok(Ok(())) => Ok(()),
+                        Ok(Err(e)) => Err(format!("server `{}` {refused}: {e}", server.name())),
+                        Err(_) => Err(format!(
+                            "server `{}` did not answer within {} ms",
+                            server.name(),
+                            timeout.as_millis()
+                        )),
+                    },
+                    Err(state) => Err(format!("server `{}` is {state}", server.name())),
+                }
             }
+        });
+        let outcomes = futures::future::join_all(attempts).await;
+        if outcomes.iter().any(Result::is_ok) {
+            return Ok(());
         }
+        let failures: Vec<String> = outcomes.into_iter().filter_map(Result::err).collect();
         Err(McpError::new(
             ErrorCode::INTERNAL_ERROR,
             format!("loom: {}", failures.join("; ")),

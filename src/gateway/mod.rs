@@ -67,7 +67,7 @@ pub struct Gateway {
     shutdown: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// MCP task id → the server that runs it.
-    task_routes: tasks::TaskRoutes,
+    task_routes: Arc<tasks::TaskRoutes>,
 }
 
 impl Gateway {
@@ -121,7 +121,7 @@ impl Gateway {
             snapshot_task: Mutex::new(snapshot_task),
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
-            task_routes: tasks::TaskRoutes::default(),
+            task_routes: Arc::new(tasks::TaskRoutes::default()),
         });
 
         let mut firsts = Vec::new();

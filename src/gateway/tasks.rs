@@ -10,7 +10,7 @@
 //! Task ids are the servers' own, never rewritten (they travel inside results and `_meta` that
 //! pass through byte-identical). The id → server table is filled from every place an id is seen.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -56,7 +56,15 @@ struct TaskRoute {
 #[derive(Default)]
 pub struct TaskRoutes {
     inner: Mutex<(HashMap<String, TaskRoute>, VecDeque<String>)>,
-    parked: Mutex<Vec<Parked>>,
+    parked: Mutex<Parking>,
+}
+
+/// Held statuses, and the tasks whose held statuses are being sent: a later status of such a
+/// task waits behind them, so the client sees a task's statuses in the order they came.
+#[derive(Default)]
+struct Parking {
+    held: Vec<Parked>,
+    releasing: HashSet<(usize, String)>,
 }
 
 /// A status notification for a task id loom does not route yet: a server may send a task's
@@ -78,12 +86,35 @@ const MAX_PARKED: usize = 256;
 const AFTER_CREATED: Duration = Duration::from_millis(20);
 
 impl TaskRoutes {
-    /// Route `id` to `server`; returns the statuses that were parked for it (taken under the
-    /// same lock [`TaskRoutes::route_status`] parks under, so none is parked after this).
-    fn record(&self, id: &str, server: usize, origin: Option<Origin>) -> Vec<CustomNotification> {
+    /// Route `id` to `server`. Returns whether statuses were held for it; they are then being
+    /// released (under the same locks [`TaskRoutes::route_status`] takes, so a status that
+    /// arrives meanwhile queues behind them) and [`TaskRoutes::take_released`] hands them out.
+    fn record(&self, id: &str, server: usize, origin: Option<Origin>) -> bool {
         let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         self.insert(&mut guard, id, server, origin);
-        self.unpark(server, id)
+        let mut parking = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
+        let held = parking
+            .held
+            .iter()
+            .any(|p| p.server == server && p.id == id && p.at.elapsed() < PARKED_FOR);
+        if held {
+            parking.releasing.insert((server, id.to_string()));
+        }
+        held
+    }
+
+    /// The statuses held for `id` of `server`, in the order they came; when there are none
+    /// left, the task is no longer being released.
+    fn take_released(&self, server: usize, id: &str) -> Vec<CustomNotification> {
+        let mut parking = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mine, rest): (Vec<Parked>, Vec<Parked>) = std::mem::take(&mut parking.held)
+            .into_iter()
+            .partition(|p| p.server == server && p.id == id);
+        parking.held = rest;
+        if mine.is_empty() {
+            parking.releasing.remove(&(server, id.to_string()));
+        }
+        mine.into_iter().map(|p| p.notification).collect()
     }
 
     /// What to do with a status for `id` from `server`: forward it, or nothing (it was parked
@@ -96,7 +127,17 @@ impl TaskRoutes {
     ) -> Option<CustomNotification> {
         let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         match guard.0.get(&id) {
-            Some(route) if route.server == server => Some(notification),
+            Some(route) if route.server == server => {
+                // Checked and queued under one lock: a release that ends meanwhile would
+                // otherwise leave this status behind.
+                let mut parking = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
+                if parking.releasing.contains(&(server, id.clone())) {
+                    parking.hold(server, id, notification);
+                    None
+                } else {
+                    Some(notification)
+                }
+            }
             Some(_) => None,
             None => {
                 self.park(server, id, notification);
@@ -114,6 +155,12 @@ impl TaskRoutes {
     ) {
         let (routes, order) = guard;
         match routes.get_mut(id) {
+            // Task ids are each server's own: two servers may use the same one. A task created
+            // through loom keeps its route; a sighting elsewhere (another server's list) does not
+            // take it over.
+            Some(route) if route.server != server && origin.is_none() => {
+                tracing::warn!(task = %id, "two servers use this task id; it stays routed to the server that created it through loom");
+            }
             Some(route) => {
                 route.server = server;
                 if origin.is_some() {
@@ -138,30 +185,29 @@ impl TaskRoutes {
     }
 
     fn park(&self, server: usize, id: String, notification: CustomNotification) {
-        let mut parked = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
-        parked.retain(|p| p.at.elapsed() < PARKED_FOR);
-        if parked.len() >= MAX_PARKED {
-            parked.remove(0);
+        self.parked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .hold(server, id, notification);
+    }
+}
+
+impl Parking {
+    fn hold(&mut self, server: usize, id: String, notification: CustomNotification) {
+        let Parking { held, releasing } = self;
+        // Statuses of tasks being released are kept whatever their age: they go out next.
+        held.retain(|p| {
+            p.at.elapsed() < PARKED_FOR || releasing.contains(&(p.server, p.id.clone()))
+        });
+        if held.len() >= MAX_PARKED {
+            held.remove(0);
         }
-        parked.push(Parked {
+        held.push(Parked {
             at: Instant::now(),
             server,
             id,
             notification,
         });
-    }
-
-    /// The statuses parked for `id` of `server`, in the order they came.
-    fn unpark(&self, server: usize, id: &str) -> Vec<CustomNotification> {
-        let mut parked = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
-        let (mine, rest): (Vec<Parked>, Vec<Parked>) = std::mem::take(&mut *parked)
-            .into_iter()
-            .partition(|p| p.server == server && p.id == id);
-        *parked = rest;
-        mine.into_iter()
-            .filter(|p| p.at.elapsed() < PARKED_FOR)
-            .map(|p| p.notification)
-            .collect()
     }
 }
 
@@ -322,8 +368,9 @@ impl Gateway {
         match self.forward(route.server, request, context).await {
             Ok(Forwarded::Raw(raw)) => match created_task_id(raw.get()) {
                 Some(id) => {
-                    let parked = self.task_routes.record(&id, route.server, Some(origin));
-                    self.release_parked(parked, AFTER_CREATED);
+                    if self.task_routes.record(&id, route.server, Some(origin)) {
+                        self.release_parked(route.server, id.clone(), AFTER_CREATED);
+                    }
                     Ok(self.pass_on(Forwarded::Raw(raw), context, false))
                 }
                 // The server ran the call at once (task support is its choice): a tool result.
@@ -363,9 +410,10 @@ impl Gateway {
                 let Some(mut page) = page else { break };
                 if let Some(Value::Array(listed)) = page.get_mut("tasks").map(Value::take) {
                     for task in listed {
-                        if let Some(id) = task.get("taskId").and_then(Value::as_str) {
-                            let parked = self.task_routes.record(id, server.index, None);
-                            self.release_parked(parked, Duration::ZERO);
+                        if let Some(id) = task.get("taskId").and_then(Value::as_str)
+                            && self.task_routes.record(id, server.index, None)
+                        {
+                            self.release_parked(server.index, id.to_string(), Duration::ZERO);
                         }
                         tasks.push(task);
                     }
@@ -405,19 +453,24 @@ impl Gateway {
 
     /// Send the statuses parked for a task that is now routed, `after` a moment (so that the
     /// answer being handed to rmcp right now goes out first).
-    fn release_parked(&self, parked: Vec<CustomNotification>, after: Duration) {
-        if parked.is_empty() {
-            return;
-        }
-        let Some(peer) = self.upstream.get() else {
-            return;
-        };
+    fn release_parked(&self, server: usize, id: String, after: Duration) {
+        let routes = self.task_routes.clone();
+        let peer = self.upstream.get();
         tokio::spawn(async move {
             tokio::time::sleep(after).await;
-            for notification in parked {
-                let _ = peer
-                    .send_notification(ServerNotification::CustomNotification(notification))
-                    .await;
+            // Until none is left: statuses that came meanwhile queued behind these.
+            loop {
+                let batch = routes.take_released(server, &id);
+                if batch.is_empty() {
+                    return;
+                }
+                for notification in batch {
+                    if let Some(peer) = &peer {
+                        let _ = peer
+                            .send_notification(ServerNotification::CustomNotification(notification))
+                            .await;
+                    }
+                }
             }
         });
     }

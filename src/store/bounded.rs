@@ -352,7 +352,13 @@ struct StringConcat {
 impl StringConcat {
     fn new() -> Self {
         Self {
-            signature: Signature::any(2, datafusion::logical_expr::Volatility::Immutable),
+            // Text only: called by name from SQL with anything else, it is a planning error
+            // rather than a concatenation whose growth goes unmeasured.
+            signature: Signature::uniform(
+                2,
+                vec![DataType::Utf8, DataType::LargeUtf8, DataType::Utf8View],
+                datafusion::logical_expr::Volatility::Immutable,
+            ),
         }
     }
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use arrow::array::RecordBatch;
 use datafusion::execution::SendableRecordBatchStream;
 use futures::StreamExt;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::QueryError;
 
@@ -59,15 +60,14 @@ impl Engine {
         timeout: Duration,
         work: impl Future<Output = T> + Send + 'static,
     ) -> Result<Option<T>, String> {
-        let mut task = self.handle()?.spawn(work);
+        // Aborted when dropped: a caller that gives up (its own timeout, a cancelled request)
+        // stops the work instead of detaching it.
+        let mut task = AbortOnDropHandle::new(self.handle()?.spawn(work));
         match tokio::time::timeout(timeout, &mut task).await {
             Ok(done) => done
                 .map(Some)
                 .map_err(|e| format!("the engine task failed: {e}")),
-            Err(_) => {
-                task.abort();
-                Ok(None)
-            }
+            Err(_) => Ok(None),
         }
     }
 
@@ -79,14 +79,11 @@ impl Engine {
         timeout: Duration,
         work: impl Future<Output = Result<T, QueryError>> + Send + 'static,
     ) -> Result<T, QueryError> {
-        let mut task = self.handle().map_err(QueryError::Sql)?.spawn(work);
+        let mut task = AbortOnDropHandle::new(self.handle().map_err(QueryError::Sql)?.spawn(work));
         match tokio::time::timeout(timeout, &mut task).await {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(join)) => Err(QueryError::Sql(format!("the query failed: {join}"))),
-            Err(_) => {
-                task.abort();
-                Err(QueryError::Timeout(timeout.as_millis()))
-            }
+            Err(_) => Err(QueryError::Timeout(timeout.as_millis())),
         }
     }
 }

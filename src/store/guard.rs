@@ -41,8 +41,9 @@ pub const MAX_PLAN_NODES: usize = 20_000;
 /// inequality) may have to consider, by the engine's row counts of its inputs.
 pub const MAX_JOIN_PAIRS: u128 = 10_000_000;
 
-/// SELECTs a statement may have, as written: the optimizer's work on a long `UNION ALL` grows
-/// with the square of its legs (1,000 legs kept an engine thread busy for 20 s), synchronously.
+/// SELECTs a statement may stand for, CTE references expanded: the optimizer's work on a long
+/// `UNION ALL` grows with the square of its legs (1,000 legs kept an engine thread busy for
+/// 20 s), synchronously.
 pub const MAX_SELECTS: usize = 300;
 
 /// After physical planning: refuse a join that pairs every row with every row of inputs too
@@ -250,7 +251,8 @@ pub struct Measured {
     pub written: u64,
     /// The deepest nesting of expressions.
     pub depth: usize,
-    /// SELECTs as written (set operations add one per leg).
+    /// SELECTs, with every CTE reference counted as the CTE's own (a set operation adds one
+    /// per leg; planning copies a CTE into each reference).
     pub selects: usize,
     /// A data-modifying statement inside the query (`WITH x AS (…) INSERT …`, a `DELETE … RETURNING`
     /// CTE), by its keyword.
@@ -266,13 +268,14 @@ pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measur
     use std::ops::ControlFlow;
 
     struct Frame {
-        /// CTEs of this query's `WITH` measured so far.
-        ctes: Vec<(String, u64)>,
+        /// CTEs of this query's `WITH` measured so far: name, size, SELECTs.
+        ctes: Vec<(String, u64, usize)>,
         /// The bodies of this query's CTEs, by address, with their names.
         bodies: Vec<(*const Query, String)>,
         /// Set when this frame is a CTE body: the name it defines in its parent.
         defines: Option<String>,
         size: u64,
+        selects: usize,
     }
 
     #[derive(Default)]
@@ -286,10 +289,20 @@ pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measur
         deepest: usize,
     }
 
+    // Names as DataFusion resolves them: an unquoted identifier is lowercased, a quoted one
+    // (`"N"`, `` `N` ``, `[N]`) kept as written.
+    fn ident_key(ident: &datafusion::sql::sqlparser::ast::Ident) -> String {
+        match ident.quote_style {
+            Some(_) => ident.value.clone(),
+            None => ident.value.to_lowercase(),
+        }
+    }
+
     fn key(name: &ObjectName) -> String {
         name.0
             .last()
-            .map(|part| part.to_string().trim_matches('"').to_lowercase())
+            .and_then(|part| part.as_ident())
+            .map(ident_key)
             .unwrap_or_default()
     }
 
@@ -298,6 +311,13 @@ pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measur
             match self.frames.last_mut() {
                 Some(frame) => frame.size = frame.size.saturating_add(amount),
                 None => self.top = self.top.saturating_add(amount),
+            }
+        }
+
+        fn add_selects(&mut self, amount: usize) {
+            match self.frames.last_mut() {
+                Some(frame) => frame.selects = frame.selects.saturating_add(amount),
+                None => self.selects = self.selects.saturating_add(amount),
             }
         }
     }
@@ -329,7 +349,7 @@ pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measur
                 .flat_map(|with| &with.cte_tables)
                 .map(|cte| {
                     let body: *const Query = cte.query.as_ref();
-                    (body, cte.alias.name.value.to_lowercase())
+                    (body, ident_key(&cte.alias.name))
                 })
                 .collect();
             self.frames.push(Frame {
@@ -337,6 +357,7 @@ pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measur
                 bodies,
                 defines,
                 size: 1,
+                selects: 0,
             });
             self.written = self.written.saturating_add(1);
             ControlFlow::Continue(())
@@ -347,15 +368,20 @@ pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measur
                 return ControlFlow::Continue(());
             };
             match (frame.defines, self.frames.last_mut()) {
-                (Some(name), Some(parent)) => parent.ctes.push((name, frame.size.max(1))),
-                _ => self.add(frame.size),
+                (Some(name), Some(parent)) => {
+                    parent.ctes.push((name, frame.size.max(1), frame.selects))
+                }
+                _ => {
+                    self.add(frame.size);
+                    self.add_selects(frame.selects);
+                }
             }
             ControlFlow::Continue(())
         }
 
         fn pre_visit_relation(&mut self, relation: &ObjectName) -> ControlFlow<()> {
             let name = key(relation);
-            let size = self
+            let (size, selects) = self
                 .frames
                 .iter()
                 .rev()
@@ -364,11 +390,12 @@ pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measur
                         .ctes
                         .iter()
                         .rev()
-                        .find(|(cte, _)| *cte == name)
-                        .map(|(_, size)| *size)
+                        .find(|(cte, _, _)| *cte == name)
+                        .map(|(_, size, selects)| (*size, *selects))
                 })
-                .unwrap_or(1);
+                .unwrap_or((1, 0));
             self.add(size);
+            self.add_selects(selects);
             self.written = self.written.saturating_add(1);
             ControlFlow::Continue(())
         }
@@ -377,7 +404,7 @@ pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measur
             &mut self,
             _select: &datafusion::sql::sqlparser::ast::Select,
         ) -> ControlFlow<()> {
-            self.selects += 1;
+            self.add_selects(1);
             ControlFlow::Continue(())
         }
 

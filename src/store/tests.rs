@@ -411,6 +411,30 @@ async fn holes_found_in_review_are_closed() {
         Err(Refusal(why)) if why.contains("once its CTEs are expanded")
     ));
 
+    // Quoted or backquoted references resolve to the CTE as DataFusion resolves them.
+    let mut quoted = "WITH c0 AS (SELECT 1 AS x)".to_string();
+    for i in 1..=16 {
+        quoted.push_str(&format!(
+            ", c{i} AS (SELECT p.x FROM `c{0}` p JOIN \"c{0}\" q ON p.x = q.x)",
+            i - 1
+        ));
+    }
+    quoted.push_str(" SELECT count(*) AS n FROM `c16`");
+    assert!(
+        matches!(
+            guard::check_statement(&quoted),
+            Err(Refusal(why)) if why.contains("once its CTEs are expanded")
+        ),
+        "{quoted}"
+    );
+    // A UNION ALL of constants copied into every reference of its CTE.
+    let legs = vec!["SELECT 1 AS x"; 230].join(" UNION ALL ");
+    let copies = vec!["SELECT * FROM c"; 40].join(" UNION ALL ");
+    assert!(matches!(
+        guard::check_statement(&format!("WITH c AS ({legs}) SELECT count(*) FROM ({copies}) t")),
+        Err(Refusal(why)) if why.contains("SELECTs") || why.contains("once its CTEs are expanded")
+    ));
+
     // A CTE with a large body counted as one table reference.
     let body = vec!["SELECT 1 AS x"; 500].join(" UNION ALL ");
     let uses = vec!["SELECT x FROM c0"; 400].join(" UNION ALL ");

@@ -262,11 +262,21 @@ fn as_task_request(method: &str, line: &str) -> Option<String> {
     if !is_task_method && !may_be_augmented_call {
         return None;
     }
-    let mut message: serde_json::Value = serde_json::from_str(line).ok()?;
-    if !is_task_method && !message["params"]["task"].is_object() {
+    // Only a JSON-RPC object is renamed; anything else (e.g. the array form serde would also
+    // read into `Peek`) goes on to the ordinary decoding and its error.
+    let mut message: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(line).ok()?;
+    let augmented = message
+        .get("params")
+        .and_then(|p| p.get("task"))
+        .is_some_and(serde_json::Value::is_object);
+    if !is_task_method && !augmented {
         return None;
     }
-    message["method"] = serde_json::Value::String(format!("{TASK_METHOD_PREFIX}{method}"));
+    message.insert(
+        "method".into(),
+        serde_json::Value::String(format!("{TASK_METHOD_PREFIX}{method}")),
+    );
     serde_json::to_string(&message).ok()
 }
 
@@ -611,6 +621,11 @@ mod tests {
         let plain = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"t","arguments":{"task":{}}}}"#;
         assert_eq!(as_task_request("tools/call", plain), None);
         assert_eq!(as_task_request("tools/list", get), None);
+        // The array form of a message is not renamed (and does not panic).
+        assert_eq!(
+            as_task_request("tasks/get", r#"[1,null,"tasks/get",null]"#),
+            None
+        );
     }
 
     #[tokio::test]
