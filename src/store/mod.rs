@@ -4,6 +4,7 @@
 pub mod bounded;
 pub mod engine;
 pub mod guard;
+pub mod output;
 pub mod profile;
 pub mod values;
 
@@ -435,6 +436,8 @@ impl Store {
                 .await
                 .map_err(|e| QueryError::Sql(e.to_string()))?;
             guard::check_physical(&physical)?;
+            let physical =
+                output::bound_projections(physical).map_err(|e| QueryError::Sql(e.to_string()))?;
             let stream = datafusion::physical_plan::execute_stream(physical, Arc::new(task))
                 .map_err(|e| QueryError::Sql(e.to_string()))?;
             let (batches, rows) = engine::collect_capped(stream, max_rows, max_bytes).await?;

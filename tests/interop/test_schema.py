@@ -717,11 +717,24 @@ def test_errors_as_results(version: str, tmp_path: Path) -> None:
             {"code": 1},
             "closed the connection before answering tool `crash`",
         ),
-        ("server down", "boom_echo", {"text": "anyone?"}, "tool `echo` cannot run now"),
+        # Right after the crash loom may not have seen the exit yet: the call then meets the
+        # closed connection instead of the down state. Both are §5.6 errors as results.
+        (
+            "server down",
+            "boom_echo",
+            {"text": "anyone?"},
+            ("tool `echo` cannot run now", "closed the connection before answering tool `echo`"),
+        ),
     ]
     for label, tool, arguments, says in cases:
         response = s.tool(label, tool, arguments, expect="isError")
-        s.expect_that(label, says in json.dumps(response), f"the §5.6 text should contain {says!r}", response)
+        texts = says if isinstance(says, tuple) else (says,)
+        s.expect_that(
+            label,
+            any(text in json.dumps(response) for text in texts),
+            f"the §5.6 text should contain one of {texts!r}",
+            response,
+        )
     finish(s, at_least=6)
 
 
