@@ -167,9 +167,6 @@ fn wide_envelopes_keep_three_sample_rows_within_the_target() {
                 "with statistics"
             }
         );
-        if columns == 19 {
-            eprintln!("{envelope}");
-        }
         assert!(
             sample.len() >= MIN_SAMPLE_ROWS,
             "{columns} columns: {envelope}"

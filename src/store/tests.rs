@@ -12,20 +12,28 @@ fn provenance() -> Provenance {
 }
 
 fn add_rows(store: &Store, server: &str, tool: &str, text: &str) -> Arc<Dataset> {
+    try_add_rows(store, server, tool, text).expect("add")
+}
+
+/// What the store answers to holding the rows of `text`.
+fn try_add_rows(
+    store: &Store,
+    server: &str,
+    tool: &str,
+    text: &str,
+) -> Result<Arc<Dataset>, String> {
     let ingested = ingest_json_array(text).expect("ingest");
-    store
-        .add(NewDataset {
-            server: server.into(),
-            tool: tool.into(),
-            schema: ingested.batch.schema(),
-            batches: vec![ingested.batch],
-            columns: ingested.columns,
-            provenance: provenance(),
-            pinned: false,
-            implicit: false,
-            name: None,
-        })
-        .expect("add")
+    store.add(NewDataset {
+        server: server.into(),
+        tool: tool.into(),
+        schema: ingested.batch.schema(),
+        batches: vec![ingested.batch],
+        columns: ingested.columns,
+        provenance: provenance(),
+        pinned: false,
+        implicit: false,
+        name: None,
+    })
 }
 
 fn rows(n: usize) -> String {
@@ -287,19 +295,7 @@ async fn a_dataset_over_the_budget_alone_is_refused() {
     })
     .expect("store");
     let small = add_rows(&store, "s", "t", &rows(10));
-    let ingested = ingest_json_array(&rows(5_000)).expect("ingest");
-    let refused = store.add(NewDataset {
-        server: "s".into(),
-        tool: "big".into(),
-        schema: ingested.batch.schema(),
-        batches: vec![ingested.batch],
-        columns: ingested.columns,
-        provenance: provenance(),
-        pinned: false,
-        implicit: false,
-        name: None,
-    });
-    let why = refused.expect_err("over the budget");
+    let why = try_add_rows(&store, "s", "big", &rows(5_000)).expect_err("over the budget");
     assert!(why.contains("memoryBudgetBytes is 65536"), "{why}");
     assert_eq!(
         store.references(),
