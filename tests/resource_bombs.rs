@@ -990,5 +990,31 @@ fn unbounded_builders_doubling() {
             "CAST(make_array AS VARCHAR) doubling",
             "CAST(make_array(s, s) AS VARCHAR)",
         ),
+        // One reference to `s` per level: the optimizer merges the 24 levels into one nested
+        // expression (each level triples the text: `s` → `[s, ...]` → `[[, s, ...`).
+        bomb(
+            "string_to_array → text, merged into one expression",
+            "CAST(string_to_array(s, NULL) AS VARCHAR)",
+        ),
+        // The same from a constant: folded at planning time, step after step.
+        q(
+            "string_to_array → text, folded from a 5 KB constant",
+            doubling(
+                &format!("SELECT '{}' AS s", "x".repeat(5000)),
+                "CAST(string_to_array(s, NULL) AS VARCHAR)",
+                "length(s)",
+            ),
+            Expect::Error(&[VALUE_BOUND, EXHAUSTED, TIMEOUT, REFUSED]),
+        ),
+        // One step: 110,000 one-character elements joined by 60 KB each is 6.6 GB.
+        q(
+            "array_to_string with a 60 KB delimiter",
+            format!(
+                "SELECT length(array_to_string(string_to_array(s, NULL), '{}')) AS n \
+                 FROM ({EMAILS})",
+                "x".repeat(60_000)
+            ),
+            Expect::Error(&[VALUE_BOUND, EXHAUSTED, TIMEOUT, REFUSED]),
+        ),
     ]);
 }

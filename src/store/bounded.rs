@@ -12,6 +12,7 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::ArrowNativeType as _;
 use arrow::datatypes::{DataType, FieldRef, Int64Type};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{
@@ -50,6 +51,10 @@ enum Growth {
     /// input, so a chain of them is merged into one expression that no output check sees
     /// between steps.
     Encode,
+    /// `array_to_string(list, delimiter[, null_text])`: every element's text and a delimiter
+    /// after each. A list of a million one-character elements joined with a 60 KB delimiter is
+    /// 60 GB in one value.
+    Join,
 }
 
 /// The functions bounded here, by name (aliases follow their function).
@@ -69,6 +74,7 @@ const BOUNDED: &[(&str, Growth)] = &[
     ("array_append", Growth::ArrayConcat),
     ("array_prepend", Growth::ArrayConcat),
     ("encode", Growth::Encode),
+    ("array_to_string", Growth::Join),
 ];
 
 /// Replace every bounded built-in of `ctx` with its bounded wrapper, and the `||` operator on
@@ -157,6 +163,92 @@ fn element_bytes(value: &ColumnarValue, rows: usize) -> Vec<u64> {
     vec![per_row.max(16); rows.max(1)]
 }
 
+/// The text one leaf element may print as when it is not text itself (a number, a date, a
+/// boolean): at most this many bytes.
+const PRINTED_ELEMENT_BYTES: u64 = 40;
+
+/// Per row of a list argument: how many leaf elements it holds (nested lists flattened, as
+/// `array_to_string` prints them) and the bytes of their text.
+fn joined_elements(value: &ColumnarValue, rows: usize) -> Vec<(u64, u64)> {
+    let array = match value {
+        ColumnarValue::Scalar(scalar) => match scalar.to_array_of_size(1) {
+            Ok(array) => array,
+            Err(_) => return vec![(0, 0); rows.max(1)],
+        },
+        ColumnarValue::Array(array) => array.clone(),
+    };
+    (0..array.len())
+        .map(|row| leaf_span(array.as_ref(), row, row + 1))
+        .collect()
+}
+
+/// Leaf elements and their text bytes for rows `start..end` of `array`.
+fn leaf_span(array: &dyn Array, start: usize, end: usize) -> (u64, u64) {
+    let down = |values: &ArrayRef, from: usize, to: usize| leaf_span(values.as_ref(), from, to);
+    let text = |offsets: &[usize]| -> (u64, u64) {
+        let bytes = match (offsets.first(), offsets.last()) {
+            (Some(first), Some(last)) => last.saturating_sub(*first) as u64,
+            _ => 0,
+        };
+        (offsets.len().saturating_sub(1) as u64, bytes)
+    };
+    if start >= end || end > array.len() {
+        return (0, 0);
+    }
+    match array.data_type() {
+        DataType::List(_) => {
+            let list = array.as_list::<i32>();
+            let offsets = list.value_offsets();
+            down(
+                list.values(),
+                offsets[start].as_usize(),
+                offsets[end].as_usize(),
+            )
+        }
+        DataType::LargeList(_) => {
+            let list = array.as_list::<i64>();
+            let offsets = list.value_offsets();
+            down(
+                list.values(),
+                offsets[start].as_usize(),
+                offsets[end].as_usize(),
+            )
+        }
+        DataType::FixedSizeList(_, size) => {
+            let list = array.as_fixed_size_list();
+            let size = usize::try_from(*size).unwrap_or(0);
+            down(list.values(), start * size, end * size)
+        }
+        DataType::Utf8 => {
+            let offsets = array.as_string::<i32>().value_offsets();
+            text(
+                &offsets[start..=end]
+                    .iter()
+                    .map(|o| o.as_usize())
+                    .collect::<Vec<_>>(),
+            )
+        }
+        DataType::LargeUtf8 => {
+            let offsets = array.as_string::<i64>().value_offsets();
+            text(
+                &offsets[start..=end]
+                    .iter()
+                    .map(|o| o.as_usize())
+                    .collect::<Vec<_>>(),
+            )
+        }
+        DataType::Utf8View => {
+            let views = &array.as_string_view().views()[start..end];
+            let bytes = views.iter().map(|v| u64::from(*v as u32)).sum();
+            ((end - start) as u64, bytes)
+        }
+        _ => {
+            let count = (end - start) as u64;
+            (count, count.saturating_mul(PRINTED_ELEMENT_BYTES))
+        }
+    }
+}
+
 impl Bounded {
     /// Bytes each row's value would take, from the actual arguments.
     fn sizes(&self, args: &[ColumnarValue], rows: usize) -> Vec<u64> {
@@ -213,6 +305,26 @@ impl Bounded {
                     .collect(),
                 None => Vec::new(),
             },
+            Growth::Join => {
+                let Some(list) = arg(0) else {
+                    return Vec::new();
+                };
+                let delimiter = arg(1)
+                    .and_then(|a| text_lengths(a, rows))
+                    .unwrap_or_else(|| vec![0; rows.max(1)]);
+                let null_text = arg(2)
+                    .and_then(|a| text_lengths(a, rows))
+                    .unwrap_or_else(|| vec![0; rows.max(1)]);
+                let at = |v: &Vec<u64>, row: usize| v.get(row).or(v.first()).copied().unwrap_or(0);
+                joined_elements(list, rows)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(row, (count, bytes))| {
+                        let per_element = at(&delimiter, row).max(at(&null_text, row));
+                        bytes.saturating_add(count.saturating_mul(per_element))
+                    })
+                    .collect()
+            }
             Growth::Concat | Growth::ArrayConcat => {
                 let parts: Vec<Vec<u64>> = args
                     .iter()

@@ -223,6 +223,7 @@ impl Store {
             .with_target_partitions(2);
         let ctx = SessionContext::new_with_config_rt(config, runtime);
         bounded::install(&ctx);
+        output::install(&ctx);
         Ok(Self {
             ctx,
             engine: engine::Engine::start()?,
@@ -543,6 +544,18 @@ impl Store {
         ),
         (
             "SELECT length(replace(repeat('a', 100000), 'a', 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb'))",
+            "loom allows at most",
+        ),
+        // A chain of functions that each return more than they take, merged into one nested
+        // expression and folded at planning: every step is checked (`loom_checked`).
+        (
+            "WITH a AS (SELECT repeat('x', 8000) AS s), b AS (SELECT CAST(string_to_array(s, NULL) AS VARCHAR) AS s FROM a), \
+             c AS (SELECT CAST(string_to_array(s, NULL) AS VARCHAR) AS s FROM b) SELECT length(s) FROM c",
+            "loom allows at most",
+        ),
+        (
+            "WITH a AS (SELECT repeat('x', 8000) AS s) \
+             SELECT length(array_to_string(string_to_array(s, NULL), s)) FROM a",
             "loom allows at most",
         ),
         // A 14-level CTE chain joining each level to itself: refused before planning.
