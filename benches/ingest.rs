@@ -101,7 +101,13 @@ fn bench(c: &mut Criterion) {
                 println!(
                     "{name}: input {} bytes, envelope {} chars",
                     input.get().len(),
-                    envelope_chars(intercept(input, &origin(), &store, 2000))
+                    envelope_chars(intercept(
+                        input,
+                        &origin(),
+                        &store,
+                        2000,
+                        &loom::config::policy::Policy::default()
+                    ))
                 )
             },
         );
@@ -112,7 +118,15 @@ fn bench(c: &mut Criterion) {
                     &store,
                     iters,
                     || input.clone(),
-                    |input| intercept(input, &origin(), &store, 2000),
+                    |input| {
+                        intercept(
+                            input,
+                            &origin(),
+                            &store,
+                            2000,
+                            &loom::config::policy::Policy::default(),
+                        )
+                    },
                 )
             })
         });

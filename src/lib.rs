@@ -15,6 +15,7 @@ pub mod ingest;
 pub mod intercept;
 pub mod parallel;
 pub mod redact;
+pub mod reduce;
 pub mod snapshot;
 pub mod store;
 pub mod wire;

@@ -194,6 +194,7 @@ impl Config {
         let format = match self.format {
             ConfigFormat::Loom => "loom (`servers` array)",
             ConfigFormat::McpServers => "Claude Desktop / Cursor (`mcpServers` object)",
+            ConfigFormat::ContextFirewall => "Context Firewall (`downstreams` object)",
         };
         lines.push(format!("format: {format}"));
         let disabled = self.servers.iter().filter(|s| s.disabled).count();
@@ -249,10 +250,53 @@ impl Config {
         for (key, value) in settings {
             lines.push(labelled(key, &value));
         }
+        // The resolved reduction policy: every server, then every tool named in `perTool`
+        // (other tools of a server have the server's).
+        lines.push(String::new());
+        lines.push("compression (resolved: default < perServer < perTool)".to_owned());
+        for server in &self.servers {
+            let policy = self.compression.resolve(&server.name, "");
+            lines.push(labelled(
+                &format!("{} (its tools)", server.name),
+                &describe_policy(&policy),
+            ));
+            for (s, tool, _) in &self.compression.per_tool {
+                if s == &server.name {
+                    let policy = self.compression.resolve(s, tool);
+                    lines.push(labelled(&format!("{s}/{tool}"), &describe_policy(&policy)));
+                }
+            }
+        }
         let mut out = lines.join("\n");
         out.push('\n');
         out
     }
+}
+
+fn describe_policy(policy: &super::policy::Policy) -> String {
+    if policy.bypass {
+        return "bypass (results untouched, outputSchema kept)".to_owned();
+    }
+    let stages: Vec<&str> = [
+        (policy.strip_base64, "stripBase64"),
+        (policy.html_to_markdown, "htmlToMarkdown"),
+        (policy.json_summary, "jsonSummary"),
+        (policy.truncate, "truncate"),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, name)| *name)
+    .collect();
+    format!(
+        "maxOutputTokens {} (~{} chars); stages: {}",
+        policy.max_output_tokens,
+        policy.max_output_chars(),
+        if stages.is_empty() {
+            "none".to_owned()
+        } else {
+            stages.join(", ")
+        }
+    )
 }
 
 fn describe_server(server: &ServerConfig, lines: &mut Vec<String>) {

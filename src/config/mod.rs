@@ -14,6 +14,7 @@ mod expand;
 mod json;
 mod mask;
 mod model;
+pub mod policy;
 mod size;
 mod suggest;
 mod validate;

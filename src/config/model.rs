@@ -61,6 +61,8 @@ pub struct Config {
     pub max_tool_name_length: usize,
     /// Session snapshots (off when `None`).
     pub snapshot: Option<SnapshotConfig>,
+    /// How results that are not tables are reduced (SPEC §18.6).
+    pub compression: super::policy::Compression,
     pub format: ConfigFormat,
 }
 
@@ -78,6 +80,8 @@ pub enum ConfigFormat {
     Loom,
     /// Claude Desktop / Cursor: `{"mcpServers": {"<name>": {...}}}`.
     McpServers,
+    /// Context Firewall: `{"downstreams": {"<name>": {...}}, "compression": {...}}`.
+    ContextFirewall,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -169,6 +173,7 @@ impl Config {
             restart: RestartPolicy::default(),
             max_tool_name_length: DEFAULT_MAX_TOOL_NAME_LENGTH,
             snapshot: None,
+            compression: Default::default(),
             format,
         }
     }

@@ -284,7 +284,9 @@ fn no_servers_key_is_a_problem() {
     assert_problem(
         &all,
         "(root)",
-        &["no servers: expected `servers` (array) or `mcpServers` (object)"],
+        &[
+            "no servers: expected `servers` (array), `mcpServers` (object) or `downstreams` (object)",
+        ],
     );
 }
 
@@ -927,4 +929,92 @@ fn problems_are_listed_in_file_order() {
             "exportDir"
         ]
     );
+}
+
+#[test]
+fn compression_block_resolves_per_tool_and_names_bad_entries() {
+    let config = parse(
+        r#"{"servers": [{"name": "web", "command": "x"}, {"name": "gh_api", "command": "y"}],
+            "compression": {
+              "default": {"maxOutputTokens": 1500, "stripBase64": false},
+              "perServer": {"web": {"htmlToMarkdown": false}},
+              "perTool": {"web/fetch": {"maxOutputTokens": 8000}, "gh_api_get_file": {"bypass": true}}
+            }}"#,
+    )
+    .expect("valid");
+    let fetch = config.compression.resolve("web", "fetch");
+    assert_eq!(fetch.max_output_tokens, 8000);
+    assert!(!fetch.html_to_markdown && !fetch.strip_base64 && fetch.json_summary);
+    assert!(
+        config.compression.resolve("gh_api", "get_file").bypass,
+        "exposed name split at the longest server"
+    );
+    assert_eq!(
+        config
+            .compression
+            .resolve("gh_api", "list")
+            .max_output_tokens,
+        1500
+    );
+
+    let all = problems(
+        r#"{"servers": [{"name": "web", "command": "x"}],
+            "compression": {
+              "default": {"maxOutputToken": 10, "llmSummary": true},
+              "perServer": {"webb": {}},
+              "perTool": {"nope_tool": {}, "web/fetch": {"bypass": "yes", "maxOutputTokens": 5}}
+            }}"#,
+    );
+    assert_problem(
+        &all,
+        "compression.default.maxOutputToken",
+        &["did you mean `maxOutputTokens`?"],
+    );
+    assert_problem(
+        &all,
+        "compression.default.llmSummary",
+        &["loom does not have", "remove it"],
+    );
+    assert_problem(
+        &all,
+        "compression.perServer.webb",
+        &["no server is named `webb`", "did you mean `web`?"],
+    );
+    assert_problem(
+        &all,
+        "compression.perTool.nope_tool",
+        &["expected `server/tool`"],
+    );
+    assert_problem(
+        &all,
+        "compression.perTool[\"web/fetch\"].bypass",
+        &["true or false"],
+    );
+    assert_problem(
+        &all,
+        "compression.perTool[\"web/fetch\"].maxOutputTokens",
+        &["at least 100"],
+    );
+}
+
+#[test]
+fn context_firewall_files_are_read_as_they_are() {
+    let config = parse(
+        r#"{"downstreams": {"fs": {"command": "npx", "args": ["-y", "server-filesystem", "/tmp"]}},
+            "callToolTimeoutMs": 30000,
+            "compression": {"default": {"maxOutputTokens": 2000, "htmlToMarkdown": true,
+                            "stripBase64": true, "jsonSummary": true, "llmSummary": false, "bypass": false}}}"#,
+    )
+    .expect("valid");
+    assert_eq!(config.format, ConfigFormat::ContextFirewall);
+    assert_eq!(config.servers[0].name, "fs");
+    assert_eq!(config.servers[0].call_timeout_ms, 30000);
+    let all = problems(
+        r#"{"downstreams": {"remote": {"url": "https://x/mcp", "transport": "streamable-http"}},
+            "llm": {"provider": "openrouter"}, "report": {"enabled": true}, "colour": 1}"#,
+    );
+    assert_problem(&all, "llm", &["loom does not have", "remove it"]);
+    assert_problem(&all, "report", &["not supported by loom yet"]);
+    assert_problem(&all, "colour", &["unknown key `colour`"]);
+    assert_problem(&all, "downstreams.remote.url", &["stdio servers only"]);
 }

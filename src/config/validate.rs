@@ -14,11 +14,19 @@ use super::model::{
     MAX_SERVER_NAME_LENGTH, MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES, MIN_TOKEN_THRESHOLD,
     RESERVED_SERVER_NAME, RestartPolicy, ServerConfig, is_valid_env_name, is_valid_server_name,
 };
+use super::policy::{Compression, PolicyPatch};
 use super::size::{UNIT_LIST, human_bytes, parse_size};
+
+/// The smallest `maxOutputTokens`: below it the header line and a cut marker alone would not
+/// fit.
+const MIN_OUTPUT_TOKENS: u64 = 100;
 use super::suggest::{did_you_mean, key_list};
 
 const SERVERS: &str = "servers";
 const MCP_SERVERS: &str = "mcpServers";
+/// Context Firewall's name for the same map, so its users can point loom at the file they have.
+const DOWNSTREAMS: &str = "downstreams";
+const COMPRESSION: &str = "compression";
 const ENGINE_MEMORY_LIMIT: &str = "engineMemoryLimit";
 const DUCKDB_MEMORY_LIMIT: &str = "duckdbMemoryLimit";
 
@@ -37,7 +45,34 @@ const ROOT_KEYS: &[&str] = &[
     "restart",
     "maxToolNameLength",
     "snapshot",
+    DOWNSTREAMS,
+    COMPRESSION,
+    "callToolTimeoutMs",
 ];
+
+/// Context Firewall keys loom does not take, and what to do instead.
+const UNSUPPORTED_ROOT_KEYS: &[(&str, &str)] = &[
+    (
+        "llm",
+        "is Context Firewall's LLM summary, which loom does not have (its reductions are \
+         deterministic and the original stays readable with loom_read); remove it",
+    ),
+    (
+        "report",
+        "(the session savings report) is not supported by loom yet; remove it",
+    ),
+];
+
+/// Keys of one `compression` entry (`default`, a `perServer` or a `perTool` value).
+const POLICY_KEYS: &[&str] = &[
+    "maxOutputTokens",
+    "bypass",
+    "stripBase64",
+    "htmlToMarkdown",
+    "jsonSummary",
+    "truncate",
+];
+const COMPRESSION_KEYS: &[&str] = &["default", "perServer", "perTool"];
 
 const SNAPSHOT_KEYS: &[&str] = &["url"];
 
@@ -75,6 +110,9 @@ const MCP_SERVER_KEYS: &[&str] = &[
     "cwd",
     "type",
     "url",
+    // Context Firewall marks a remote entry with it: known, so the entry gets the remote-server
+    // message rather than "unknown key".
+    "transport",
 ];
 
 /// The one transport loom can start.
@@ -130,6 +168,7 @@ pub(crate) fn build(
         env,
         problems: Vec::new(),
         keep_missing_vars: false,
+        default_call_timeout_ms: DEFAULT_CALL_TIMEOUT_MS,
     };
     let config = checker.root(root);
     match config {
@@ -223,6 +262,9 @@ struct Checker<'e> {
     problems: Vec<Problem>,
     /// Set while reading a disabled server: a variable it references may legitimately be unset.
     keep_missing_vars: bool,
+    /// `callToolTimeoutMs` at the top (Context Firewall's key): the default of every server's
+    /// `callTimeoutMs`.
+    default_call_timeout_ms: u64,
 }
 
 impl Checker<'_> {
@@ -287,34 +329,76 @@ impl Checker<'_> {
 
     fn root(&mut self, root: &Json) -> Option<Config> {
         let entries = self.object(root, "")?;
-        let has_mcp = entries.iter().any(|(k, _)| k == MCP_SERVERS);
-        let format = if has_mcp {
+        let has = |key: &str| entries.iter().any(|(k, _)| k == key);
+        let format = if has(MCP_SERVERS) {
             ConfigFormat::McpServers
+        } else if has(DOWNSTREAMS) {
+            ConfigFormat::ContextFirewall
         } else {
             ConfigFormat::Loom
         };
         let unknown = match format {
-            ConfigFormat::Loom => Unknown::Reject,
+            ConfigFormat::Loom | ConfigFormat::ContextFirewall => Unknown::Reject,
             ConfigFormat::McpServers => Unknown::Ignore,
         };
-        let fields = self.fields(entries, "", ROOT_KEYS, unknown);
+        // Keys of Context Firewall loom does not take say so, rather than "unknown key".
+        let supported: Vec<(String, Json)> = entries
+            .iter()
+            .filter(
+                |(key, _)| match UNSUPPORTED_ROOT_KEYS.iter().find(|(k, _)| k == key) {
+                    Some((_, why)) if unknown == Unknown::Reject => {
+                        self.report(key, format!("`{key}` {why}"));
+                        false
+                    }
+                    _ => true,
+                },
+            )
+            .cloned()
+            .collect();
+        let fields = self.fields(&supported, "", ROOT_KEYS, unknown);
         let mut config = Config::with_defaults(format);
+        if let Some(v) = fields.get("callToolTimeoutMs")
+            && let Some(n) = self.whole(v, "callToolTimeoutMs", 1, u64::MAX, false)
+        {
+            self.default_call_timeout_ms = n;
+        }
 
-        match (fields.get(SERVERS), fields.get(MCP_SERVERS)) {
-            (Some(_), Some(mcp)) => {
-                self.report(
-                    "",
-                    "both `servers` and `mcpServers` are present; keep one (`servers` is loom's \
-                     own array format, `mcpServers` the Claude Desktop / Cursor object format)",
-                );
-                config.servers = self.mcp_servers(mcp);
-            }
-            (Some(servers), None) => config.servers = self.loom_servers(servers),
-            (None, Some(mcp)) => config.servers = self.mcp_servers(mcp),
-            (None, None) => self.report(
+        let given: Vec<&str> = [SERVERS, MCP_SERVERS, DOWNSTREAMS]
+            .into_iter()
+            .filter(|k| fields.get(k).is_some())
+            .collect();
+        if given.len() > 1 {
+            self.report(
                 "",
-                "no servers: expected `servers` (array) or `mcpServers` (object)",
+                format!(
+                    "{} present; keep one (`servers` is loom's own array format, \
+                     `mcpServers` the Claude Desktop / Cursor object format, `downstreams` \
+                     Context Firewall's)",
+                    match given.as_slice() {
+                        [a, b] => format!("both `{a}` and `{b}` are"),
+                        _ => "`servers`, `mcpServers` and `downstreams` are all".to_string(),
+                    }
+                ),
+            );
+        }
+        match (
+            fields.get(SERVERS),
+            fields.get(MCP_SERVERS),
+            fields.get(DOWNSTREAMS),
+        ) {
+            (_, Some(mcp), _) => config.servers = self.mcp_servers(mcp, MCP_SERVERS),
+            (_, None, Some(downstreams)) => {
+                config.servers = self.mcp_servers(downstreams, DOWNSTREAMS)
+            }
+            (Some(servers), None, None) => config.servers = self.loom_servers(servers),
+            (None, None, None) => self.report(
+                "",
+                "no servers: expected `servers` (array), `mcpServers` (object) or `downstreams` \
+                 (object)",
             ),
+        }
+        if let Some(v) = fields.get(COMPRESSION) {
+            config.compression = self.compression(v, &config.servers);
         }
 
         if let Some(v) = fields.get("tokenThreshold") {
@@ -375,6 +459,135 @@ impl Checker<'_> {
             }
         }
         Some(config)
+    }
+
+    /// The `compression` block (SPEC §18.6): every entry's keys checked, server names in
+    /// `perServer` and `perTool` checked against the servers.
+    fn compression(&mut self, value: &Json, servers: &[ServerConfig]) -> Compression {
+        let mut compression = Compression::default();
+        let Some(entries) = self.object(value, COMPRESSION) else {
+            return compression;
+        };
+        let fields = self.fields(entries, COMPRESSION, COMPRESSION_KEYS, Unknown::Reject);
+        if let Some(v) = fields.get("default") {
+            compression.default = self.policy(v, "compression.default");
+        }
+        let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+        let unknown_server = |name: &str| {
+            let guess = did_you_mean(name, &names)
+                .map(|g| format!("; did you mean `{g}`?"))
+                .unwrap_or_else(|| format!("; servers are {}", key_list(&names)));
+            format!("no server is named `{name}`{guess}")
+        };
+        if let Some(v) = fields.get("perServer")
+            && let Some(entries) = self.object(v, "compression.perServer")
+        {
+            for (name, entry) in entries {
+                let path = child("compression.perServer", name);
+                if !names.contains(&name.as_str()) {
+                    let message = unknown_server(name);
+                    self.report(&path, message);
+                    continue;
+                }
+                let patch = self.policy(entry, &path);
+                compression.per_server.push((name.clone(), patch));
+            }
+        }
+        if let Some(v) = fields.get("perTool")
+            && let Some(entries) = self.object(v, "compression.perTool")
+        {
+            for (name, entry) in entries {
+                let path = child("compression.perTool", name);
+                // `server/tool`, or the exposed name `server_tool` (the longest server name
+                // that prefixes it: server names may contain `_`).
+                let split = match name.split_once('/') {
+                    Some((server, tool)) => Some((server.to_string(), tool.to_string())),
+                    None => names
+                        .iter()
+                        .filter(|s| {
+                            name.len() > s.len() + 1
+                                && name.starts_with(*s)
+                                && name.as_bytes().get(s.len()) == Some(&b'_')
+                        })
+                        .max_by_key(|s| s.len())
+                        .map(|s| (s.to_string(), name[s.len() + 1..].to_string())),
+                };
+                let Some((server, tool)) = split else {
+                    self.report(
+                        &path,
+                        format!(
+                            "expected `server/tool` or an exposed name `server_tool` of a \
+                             configured server ({}), found `{name}`",
+                            key_list(&names)
+                        ),
+                    );
+                    continue;
+                };
+                if !names.contains(&server.as_str()) {
+                    let message = unknown_server(&server);
+                    self.report(&path, message);
+                    continue;
+                }
+                if tool.is_empty() {
+                    self.report(&path, format!("`{name}` names no tool after `{server}/`"));
+                    continue;
+                }
+                let patch = self.policy(entry, &path);
+                compression.per_tool.push((server, tool, patch));
+            }
+        }
+        compression
+    }
+
+    fn policy(&mut self, value: &Json, path: &str) -> PolicyPatch {
+        let mut patch = PolicyPatch::default();
+        let Some(entries) = self.object(value, path) else {
+            return patch;
+        };
+        // `llmSummary` is Context Firewall's: say what it is instead of "unknown key".
+        let known: Vec<(String, Json)> = entries
+            .iter()
+            .filter(|(key, value)| {
+                if key == "llmSummary" {
+                    if !matches!(value, Json::Bool(false)) {
+                        self.report(
+                            &child(path, key),
+                            "`llmSummary` is Context Firewall's LLM summary, which loom does not \
+                             have (its reductions are deterministic and the original stays \
+                             readable with loom_read); remove it",
+                        );
+                    }
+                    return false;
+                }
+                true
+            })
+            .cloned()
+            .collect();
+        let fields = self.fields(&known, path, POLICY_KEYS, Unknown::Reject);
+        if let Some(v) = fields.get("maxOutputTokens") {
+            let max = u64::try_from(usize::MAX).unwrap_or(u64::MAX);
+            patch.max_output_tokens = self
+                .whole(
+                    v,
+                    &child(path, "maxOutputTokens"),
+                    MIN_OUTPUT_TOKENS,
+                    max,
+                    false,
+                )
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        }
+        for (key, slot) in [
+            ("bypass", &mut patch.bypass),
+            ("stripBase64", &mut patch.strip_base64),
+            ("htmlToMarkdown", &mut patch.html_to_markdown),
+            ("jsonSummary", &mut patch.json_summary),
+            ("truncate", &mut patch.truncate),
+        ] {
+            if let Some(v) = fields.get(key) {
+                *slot = self.boolean(v, &child(path, key));
+            }
+        }
+        patch
     }
 
     fn snapshot(&mut self, value: &Json) -> Option<super::model::SnapshotConfig> {
@@ -473,14 +686,14 @@ impl Checker<'_> {
         servers
     }
 
-    fn mcp_servers(&mut self, value: &Json) -> Vec<ServerConfig> {
-        let Some(entries) = self.object(value, MCP_SERVERS) else {
+    fn mcp_servers(&mut self, value: &Json, key: &str) -> Vec<ServerConfig> {
+        let Some(entries) = self.object(value, key) else {
             return Vec::new();
         };
         let mut servers = Vec::new();
         let mut seen: Vec<&str> = Vec::new();
         for (name, item) in entries {
-            let path = child(MCP_SERVERS, name);
+            let path = child(key, name);
             if seen.contains(&name.as_str()) {
                 self.report(
                     &path,
@@ -601,7 +814,7 @@ impl Checker<'_> {
         server.call_timeout_ms = fields
             .get("callTimeoutMs")
             .and_then(|v| self.whole(v, &child(path, "callTimeoutMs"), 1, u64::MAX, false))
-            .unwrap_or(DEFAULT_CALL_TIMEOUT_MS);
+            .unwrap_or(self.default_call_timeout_ms);
         if let Some(v) = fields.get("cwd") {
             server.cwd = self
                 .non_empty_string(v, &child(path, "cwd"))

@@ -143,7 +143,13 @@ fn envelope_with_args(columns: usize, args: Value) -> Value {
     };
     let result = json!({"content": [{"type": "text", "text": table(columns, 842)}]});
     let raw = RawValue::from_string(result.to_string()).expect("raw");
-    match intercept(raw, &origin, &store, 2000) {
+    match intercept(
+        raw,
+        &origin,
+        &store,
+        2000,
+        &crate::config::policy::Policy::tables_only(),
+    ) {
         Outcome::Replaced(value) => value["structuredContent"].clone(),
         Outcome::PassThrough(_, why) => panic!("{columns} columns passed through: {why}"),
     }

@@ -10,6 +10,7 @@ pub mod era;
 mod forward;
 mod handler;
 pub mod naming;
+pub mod read;
 pub mod synthetic;
 pub mod tasks;
 
@@ -211,15 +212,19 @@ impl Gateway {
     ) -> rmcp::model::ServerResult {
         let store = self.store.clone();
         let threshold = self.config.token_threshold;
+        let policy = self
+            .config
+            .compression
+            .resolve(&origin.server, &origin.tool);
         // A result that cannot be over the threshold is decided at once; a large one means
         // parsing and ingesting, CPU work kept off the I/O threads.
         let outcome = if crate::intercept::estimate::upper_bound_tokens(raw.get().len())
             <= threshold
         {
-            crate::intercept::intercept(raw, &origin, &store, threshold)
+            crate::intercept::intercept(raw, &origin, &store, threshold, &policy)
         } else {
             match tokio::task::spawn_blocking(move || {
-                crate::intercept::intercept(raw, &origin, &store, threshold)
+                crate::intercept::intercept(raw, &origin, &store, threshold, &policy)
             })
             .await
             {
@@ -265,6 +270,7 @@ impl Gateway {
                 synthetic::LIST => synthetic::list(&store),
                 synthetic::MATERIALIZE => synthetic::materialize(&store, &arguments).await,
                 synthetic::EXPORT => synthetic::export(&store, &config, &arguments),
+                read::READ => read::read(&store, &arguments),
                 _ => synthetic::describe(&store, &arguments),
             }
         };
@@ -340,7 +346,12 @@ impl Gateway {
             self.config.max_tool_name_length,
             synthetic::NAMES,
         );
-        next.apply_output_schema_policy();
+        let compression = &self.config.compression;
+        next.apply_output_schema_policy(|route| {
+            self.servers
+                .get(route.server)
+                .is_some_and(|s| compression.resolve(s.name(), &route.name).bypass)
+        });
         next.tools.extend(
             synthetic::tools()
                 .iter()

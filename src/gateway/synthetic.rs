@@ -20,7 +20,14 @@ pub const LIST: &str = "loom_list_datasets";
 pub const DESCRIBE: &str = "loom_describe";
 pub const MATERIALIZE: &str = "loom_materialize";
 pub const EXPORT: &str = "loom_export";
-pub const NAMES: &[&str] = &[QUERY, LIST, DESCRIBE, MATERIALIZE, EXPORT];
+pub const NAMES: &[&str] = &[
+    QUERY,
+    LIST,
+    DESCRIBE,
+    MATERIALIZE,
+    EXPORT,
+    super::read::READ,
+];
 
 const QUERY_DESCRIPTION: &str = "Run one read-only SQL query (DataFusion dialect) over the datasets loom holds.\n\
 Workflow: when a tool result is large and tabular, loom returns an envelope with `kind: \"loom_dataset_ref\"` \
@@ -48,7 +55,7 @@ the absolute path, rows and bytes written.";
 const DESCRIBE_DESCRIPTION: &str = "Describe one dataset in full: every column with its type, source key \
 and statistics (null fraction, distinct values, min/max), a 10-row sample, join hints and provenance.";
 
-fn object_schema(properties: Value, required: &[&str]) -> Arc<Map<String, Value>> {
+pub(crate) fn object_schema(properties: Value, required: &[&str]) -> Arc<Map<String, Value>> {
     let schema = json!({"type": "object", "properties": properties, "required": required,
                         "additionalProperties": false});
     Arc::new(schema.as_object().cloned().unwrap_or_default())
@@ -63,7 +70,7 @@ fn annotations(read_only: bool, idempotent: bool) -> ToolAnnotations {
         .open_world(false)
 }
 
-fn read_only() -> ToolAnnotations {
+pub(crate) fn read_only() -> ToolAnnotations {
     annotations(true, true)
 }
 
@@ -121,6 +128,7 @@ pub fn tools() -> Vec<Tool> {
             ),
         )
         .annotate(annotations(false, true)),
+        super::read::tool(),
     ]
 }
 
@@ -415,8 +423,9 @@ pub fn list(store: &Store) -> CallToolResult {
         .list()
         .iter()
         .map(|d| {
-            json!({
+            let mut entry = json!({
                 "ref": d.reference,
+                "kind": d.content.kind(),
                 "rows": d.rows,
                 "columns": d.profile.len(),
                 "bytes": d.bytes,
@@ -427,10 +436,37 @@ pub fn list(store: &Store) -> CallToolResult {
                 "age": age(d.created),
                 "pinned": d.pinned,
                 "implicit": d.implicit,
-            })
+            });
+            kind_details(d, &mut entry);
+            entry
         })
         .collect();
     json_result(json!({"datasets": datasets}))
+}
+
+/// What a document or blob adds to its entry: what it holds and how to read it.
+fn kind_details(d: &Dataset, entry: &mut Value) {
+    use crate::store::document::Content;
+    let Value::Object(entry) = entry else { return };
+    match &d.content {
+        Content::Table => {}
+        Content::Document(doc) => {
+            entry.insert("documentKind".into(), json!(doc.kind.as_str()));
+            entry.insert("chars".into(), json!(doc.chars));
+            entry.insert("lines".into(), json!(doc.lines()));
+            entry.insert(
+                "read".into(),
+                json!(format!("loom_read {{\"ref\": \"{}\"}}", d.reference)),
+            );
+        }
+        Content::Blob(blob) => {
+            entry.insert("mime".into(), json!(blob.mime));
+            entry.insert(
+                "read".into(),
+                json!(format!("loom_read {{\"ref\": \"{}\"}}", d.reference)),
+            );
+        }
+    }
 }
 
 /// The full description `loom_describe` (and `loom query --describe`) shows.
@@ -448,8 +484,9 @@ pub fn describe_dataset(d: &Dataset, held: &[Arc<Dataset>]) -> Value {
             entry.insert("note".into(), json!(note));
         }
     }
-    json!({
+    let mut described = json!({
         "ref": d.reference,
+        "kind": d.content.kind(),
         "rows": d.rows,
         "bytes": d.bytes,
         "schema": schema,
@@ -461,7 +498,9 @@ pub fn describe_dataset(d: &Dataset, held: &[Arc<Dataset>]) -> Value {
         "pinned": d.pinned,
         "implicit": d.implicit,
         "usage": envelope::sql::usage(&[d]),
-    })
+    });
+    kind_details(d, &mut described);
+    described
 }
 
 pub fn describe(store: &Store, arguments: &Option<Map<String, Value>>) -> CallToolResult {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
+use crate::config::policy::Policy;
 use crate::envelope::{self, DatasetView};
 use crate::ingest::cells::string_content_of;
 use crate::ingest::{IngestOptions, ingest_json_array_with, ingest_table_with};
@@ -142,7 +143,11 @@ pub fn intercept(
     origin: &Origin,
     store: &Arc<Store>,
     threshold: usize,
+    policy: &Policy,
 ) -> Outcome {
+    if policy.bypass {
+        return Outcome::PassThrough(raw, "bypass");
+    }
     if upper_bound_tokens(raw.get().len()) <= threshold {
         return Outcome::PassThrough(raw, "small");
     }
@@ -151,6 +156,20 @@ pub fn intercept(
         replace(&raw, origin, store, threshold)
     }));
     match decided {
+        Ok(Ok(Some(result))) => return Outcome::Replaced(result),
+        Ok(Ok(None)) => {}
+        Ok(Err(reason)) => {
+            tracing::warn!(server = %origin.server, tool = %origin.tool, "no envelope: {reason}");
+        }
+        Err(_) => {
+            tracing::error!(server = %origin.server, tool = %origin.tool, "table interception panicked");
+        }
+    }
+    // No table: the context firewall for everything else (SPEC §18).
+    let reduced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::reduce::reduce(raw.get(), origin, store, policy)
+    }));
+    match reduced {
         Ok(Ok(Some(result))) => Outcome::Replaced(result),
         Ok(Ok(None)) => Outcome::PassThrough(raw, "no table"),
         Ok(Err(reason)) => {
@@ -158,7 +177,7 @@ pub fn intercept(
             Outcome::PassThrough(raw, "failed")
         }
         Err(_) => {
-            tracing::error!(server = %origin.server, tool = %origin.tool, "interception panicked; passed through unchanged");
+            tracing::error!(server = %origin.server, tool = %origin.tool, "reduction panicked; passed through unchanged");
             Outcome::PassThrough(raw, "failed")
         }
     }

@@ -40,7 +40,13 @@ async fn a_large_json_text_result_becomes_an_envelope_and_a_dataset() {
     let store = store();
     let result = raw(json!({"content": [{"type": "text", "text": rows_json(1000)}]}));
     let original = result.get().len();
-    let value = replaced(intercept(result, &origin(), &store, 2000));
+    let value = replaced(intercept(
+        result,
+        &origin(),
+        &store,
+        2000,
+        &crate::config::policy::Policy::tables_only(),
+    ));
     let envelope = &value["structuredContent"];
     assert_eq!(envelope["kind"], "loom_dataset_ref");
     assert_eq!(envelope["rows"], 1000);
@@ -75,7 +81,13 @@ async fn several_tables_in_structured_content_with_context() {
         "content": [{"type": "text", "text": "short summary"}],
         "structuredContent": {"entities": rows, "relations": rows, "total": 600, "hasMore": false}
     }));
-    let value = replaced(intercept(result, &origin(), &store, 2000));
+    let value = replaced(intercept(
+        result,
+        &origin(),
+        &store,
+        2000,
+        &crate::config::policy::Policy::tables_only(),
+    ));
     let envelope = &value["structuredContent"];
     assert_eq!(
         envelope["datasets"].as_array().map(Vec::len),
@@ -94,7 +106,13 @@ async fn what_must_pass_through_does() {
     let store = store();
     let small = raw(json!({"content": [{"type": "text", "text": "[{\"a\": 1}]"}]}));
     assert!(matches!(
-        intercept(small, &origin(), &store, 2000),
+        intercept(
+            small,
+            &origin(),
+            &store,
+            2000,
+            &crate::config::policy::Policy::tables_only()
+        ),
         Outcome::PassThrough(_, "small")
     ));
     let big = rows_json(1000);
@@ -107,7 +125,13 @@ async fn what_must_pass_through_does() {
     ];
     for case in cases {
         let text = case.to_string();
-        match intercept(raw(case), &origin(), &store, 2000) {
+        match intercept(
+            raw(case),
+            &origin(),
+            &store,
+            2000,
+            &crate::config::policy::Policy::tables_only(),
+        ) {
             Outcome::PassThrough(bytes, _) => assert_eq!(bytes.get(), text),
             Outcome::Replaced(v) => panic!("replaced: {v}"),
         }
@@ -123,7 +147,13 @@ async fn a_text_copy_of_the_structured_content_is_not_lost_data() {
         "content": [{"type": "text", "text": inner}],
         "structuredContent": {"content": inner}
     }));
-    let value = replaced(intercept(result, &origin(), &store, 2000));
+    let value = replaced(intercept(
+        result,
+        &origin(),
+        &store,
+        2000,
+        &crate::config::policy::Policy::tables_only(),
+    ));
     assert_eq!(
         value["structuredContent"]["context"]["content.preamble"],
         "Contents of /data/users.json:"
@@ -147,7 +177,13 @@ async fn a_pretty_printed_copy_of_the_structured_content_is_recognised() {
         "content": [{"type": "text", "text": pretty}],
         "structuredContent": graph,
     }));
-    let value = replaced(intercept(result, &origin(), &store, 2000));
+    let value = replaced(intercept(
+        result,
+        &origin(),
+        &store,
+        2000,
+        &crate::config::policy::Policy::tables_only(),
+    ));
     let datasets = value["structuredContent"]["datasets"]
         .as_array()
         .expect("two datasets");
@@ -166,7 +202,13 @@ async fn a_pretty_printed_copy_of_the_structured_content_is_recognised() {
         "structuredContent": graph,
     }));
     assert!(matches!(
-        intercept(result, &origin(), &store, 2000),
+        intercept(
+            result,
+            &origin(),
+            &store,
+            2000,
+            &crate::config::policy::Policy::tables_only()
+        ),
         Outcome::PassThrough(..)
     ));
 }
@@ -292,6 +334,12 @@ async fn a_pretty_printed_copy_of_a_table_is_recognised() {
         "content": [{"type": "text", "text": serde_json::to_string_pretty(&entities).expect("pretty")}],
         "structuredContent": {"entities": entities},
     }));
-    let value = replaced(intercept(result, &origin(), &store, 2000));
+    let value = replaced(intercept(
+        result,
+        &origin(),
+        &store,
+        2000,
+        &crate::config::policy::Policy::tables_only(),
+    ));
     assert_eq!(value["structuredContent"]["rows"], 300, "{value}");
 }

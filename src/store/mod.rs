@@ -2,6 +2,7 @@
 //! `MemTable` named by its ref, a catalog of what is held, and the sealed query path.
 
 pub mod bounded;
+pub mod document;
 pub mod engine;
 pub mod guard;
 pub mod output;
@@ -52,6 +53,8 @@ pub struct Dataset {
     pub pinned: bool,
     /// A large `loom_query` result: evicted first.
     pub implicit: bool,
+    /// A table, or the original of a reduced result (a document or a blob) with its table.
+    pub content: document::Content,
     last_access: Mutex<Instant>,
 }
 
@@ -250,6 +253,72 @@ impl Store {
     /// Hold a new dataset. Evicts older datasets if the memory budget is exceeded (never this
     /// one, never pinned ones).
     pub fn add(&self, new: NewDataset) -> Result<Arc<Dataset>, String> {
+        self.add_content(new, document::Content::Table)
+    }
+
+    /// Hold the original of a reduced result as `doc_<n>`: whole, readable by character, line
+    /// and pattern, and a table `(line_no, text)` for SQL.
+    pub fn add_document(
+        &self,
+        kind: document::DocumentKind,
+        text: String,
+        provenance: Provenance,
+    ) -> Result<Arc<Dataset>, String> {
+        let (schema, batch, body) = document::document(kind, text)?;
+        let new = NewDataset {
+            server: provenance.server.clone(),
+            tool: provenance.tool.clone(),
+            batches: vec![batch],
+            schema,
+            columns: Vec::new(),
+            provenance,
+            pinned: false,
+            implicit: false,
+            name: Some(self.next_name("doc")),
+        };
+        self.add_content(new, document::Content::Document(body))
+    }
+
+    /// Hold a binary lifted out of a result as `blob_<n>`.
+    pub fn add_blob(
+        &self,
+        mime: &str,
+        data: Vec<u8>,
+        provenance: Provenance,
+    ) -> Result<Arc<Dataset>, String> {
+        let (schema, batch, body) = document::blob(mime, data)?;
+        let new = NewDataset {
+            server: provenance.server.clone(),
+            tool: provenance.tool.clone(),
+            batches: vec![batch],
+            schema,
+            columns: Vec::new(),
+            provenance,
+            pinned: false,
+            implicit: false,
+            name: Some(self.next_name("blob")),
+        };
+        self.add_content(new, document::Content::Blob(body))
+    }
+
+    /// `<prefix>_<n>`, the next number not taken.
+    fn next_name(&self, prefix: &str) -> String {
+        let mut catalog = self.lock();
+        loop {
+            let n = catalog.counters.entry(prefix.to_string()).or_insert(0);
+            *n += 1;
+            let candidate = format!("{prefix}_{n}");
+            if !catalog.datasets.iter().any(|d| d.reference == candidate) {
+                return candidate;
+            }
+        }
+    }
+
+    fn add_content(
+        &self,
+        new: NewDataset,
+        content: document::Content,
+    ) -> Result<Arc<Dataset>, String> {
         let NewDataset {
             server,
             tool,
@@ -262,7 +331,23 @@ impl Store {
             name,
         } = new;
         let rows = batches.iter().map(RecordBatch::num_rows).sum();
-        let profile = profile::profile(&schema, &batches);
+        let profile = match (&content, batches.first()) {
+            (document::Content::Table, _) | (_, None) => profile::profile(&schema, &batches),
+            (_, Some(batch)) => document::plain_profile(&schema, batch),
+        };
+        let columns = if columns.is_empty() {
+            schema
+                .fields()
+                .iter()
+                .map(|f| ColumnInfo {
+                    name: f.name().clone(),
+                    source: f.name().clone(),
+                    typing: crate::ingest::ColumnType::Text,
+                })
+                .collect()
+        } else {
+            columns
+        };
         // What holding it costs: its Arrow arrays and the value hashes kept for join hints.
         let arrow_bytes: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();
         let hash_bytes: usize = profile
@@ -328,6 +413,7 @@ impl Store {
             batches,
             pinned,
             implicit,
+            content,
             last_access: Mutex::new(Instant::now()),
         });
         catalog.datasets.push(dataset.clone());

@@ -350,7 +350,13 @@ mod tests {
             args: json!({}),
         };
         let raw = serde_json::value::RawValue::from_string(result.to_string()).expect("raw");
-        match intercept(raw, &origin, &store, 500) {
+        match intercept(
+            raw,
+            &origin,
+            &store,
+            500,
+            &crate::config::policy::Policy::tables_only(),
+        ) {
             Outcome::Replaced(value) => Some(value["structuredContent"].clone()),
             Outcome::PassThrough(..) => None,
         }

@@ -1,0 +1,575 @@
+//! `loom_read`: the originals of reduced results, whole, one page, a range of lines or the
+//! lines matching a pattern at a time (SPEC §18.4).
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use rmcp::model::{CallToolResult, ContentBlock, ResourceContents, Tool};
+use serde_json::{Map, Value, json};
+
+use super::synthetic::{error_result, object_schema, read_only};
+use crate::reduce::thousands;
+use crate::store::document::{Blob, Content, Document};
+use crate::store::{Dataset, Store};
+
+pub const READ: &str = "loom_read";
+
+/// Characters one page holds unless `length` says otherwise.
+pub const DEFAULT_PAGE_CHARS: usize = 8_000;
+/// The most one call returns.
+pub const MAX_PAGE_CHARS: usize = 100_000;
+/// Matching lines one pattern search shows (the count covers all of them).
+pub const MAX_MATCHES: usize = 100;
+/// A shown line is cut to this many characters.
+const MAX_LINE_CHARS: usize = 400;
+/// Lines of context around each match unless `context` says otherwise, and the most allowed.
+const DEFAULT_CONTEXT: usize = 2;
+const MAX_CONTEXT: usize = 20;
+/// A pattern compiles to at most this much (the regex crate's own bound: no exponential
+/// blow-up, matching is linear in the text).
+const MAX_REGEX_BYTES: usize = 1 << 20;
+
+const DESCRIPTION: &str = "Read the original of a result loom reduced (a page, a JSON document, a log) \
+or a binary it lifted out. `ref` is the doc_<n> or blob_<n> named in the reduced result. Without other \
+arguments: the first 8,000 characters. `offset`/`length`: that many characters (Unicode code points) \
+from that offset; the second text block says where the page sits and how to read on. `lines`: \
+\"120-180\" (or \"120\") by line number. `pattern`: the lines matching a regular expression, numbered, \
+with `context` lines around them. A blob comes back as an image or resource block. Documents are \
+also tables doc_<n>(line_no, text) for loom_query.";
+
+pub fn tool() -> Tool {
+    Tool::new(
+        READ,
+        DESCRIPTION,
+        object_schema(
+            json!({
+                "ref": {"type": "string", "description": "doc_<n> or blob_<n>, as named in the reduced result."},
+                "offset": {"type": "integer", "minimum": 0, "description": "First character to read (code points from 0)."},
+                "length": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_CHARS, "description": "Characters to read (default 8000)."},
+                "lines": {"type": "string", "description": "A line range, e.g. \"120-180\" or \"42\" (1-based, inclusive)."},
+                "pattern": {"type": "string", "description": "A regular expression (Rust syntax; (?i) for case-insensitive): the matching lines, numbered."},
+                "context": {"type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "description": "Lines shown before and after each match (default 2)."}
+            }),
+            &["ref"],
+        ),
+    )
+    .annotate(read_only())
+}
+
+/// How the call asked to read.
+enum Mode {
+    Chars { offset: usize, length: usize },
+    Lines { first: usize, last: usize },
+    Pattern { regex: regex::Regex, context: usize },
+}
+
+fn number(arguments: &Map<String, Value>, name: &str) -> Result<Option<u64>, String> {
+    match arguments.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(v) => Ok(Some(v)),
+            None => Err(format!(
+                "`{name}` must be a whole number of 0 or more, found {n}"
+            )),
+        },
+        Some(other) => Err(format!("`{name}` must be a whole number, found {other}")),
+    }
+}
+
+/// `"120-180"`, `"120"`, `"120-"` (to the end): 1-based, inclusive.
+fn line_range(text: &str, total: usize) -> Result<(usize, usize), String> {
+    let bad = || {
+        format!(
+            "`lines` must be \"first-last\" or \"n\" with 1 ≤ first ≤ last (1-based line numbers; \
+             this document has {total} lines), found {text:?}"
+        )
+    };
+    let parse = |s: &str| s.trim().parse::<usize>().map_err(|_| bad());
+    let (first, last) = match text.split_once('-') {
+        Some((a, b)) if b.trim().is_empty() => (parse(a)?, total),
+        Some((a, b)) => (parse(a)?, parse(b)?),
+        None => {
+            let n = parse(text)?;
+            (n, n)
+        }
+    };
+    if first == 0 || last < first {
+        return Err(bad());
+    }
+    if first > total {
+        return Err(format!(
+            "`lines` starts at line {first}, past the end: this document has {total} lines"
+        ));
+    }
+    Ok((first, last.min(total)))
+}
+
+fn mode(arguments: &Map<String, Value>, document: &Document) -> Result<Mode, String> {
+    let pattern = match arguments.get("pattern") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(p)) if !p.is_empty() => Some(p.as_str()),
+        Some(other) => {
+            return Err(format!(
+                "`pattern` must be a non-empty string, found {other}"
+            ));
+        }
+    };
+    let lines = match arguments.get("lines") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(l)) => Some(l.as_str()),
+        Some(Value::Number(n)) => {
+            return line_range(&n.to_string(), document.lines())
+                .map(|(first, last)| Mode::Lines { first, last });
+        }
+        Some(other) => {
+            return Err(format!(
+                "`lines` must be a string such as \"120-180\", found {other}"
+            ));
+        }
+    };
+    let offset = number(arguments, "offset")?;
+    let length = number(arguments, "length")?;
+    let context = number(arguments, "context")?;
+    let chosen = [
+        pattern.is_some(),
+        lines.is_some(),
+        offset.is_some() || length.is_some(),
+    ];
+    if chosen.iter().filter(|c| **c).count() > 1 {
+        return Err("give one of `offset`/`length`, `lines` or `pattern`, not several".to_string());
+    }
+    if let Some(pattern) = pattern {
+        let regex = regex::RegexBuilder::new(pattern)
+            .size_limit(MAX_REGEX_BYTES)
+            .build()
+            .map_err(|e| format!("`pattern` is not a valid regular expression: {e}"))?;
+        let context = match context {
+            Some(c) if c as usize > MAX_CONTEXT => {
+                return Err(format!("`context` must be 0–{MAX_CONTEXT}, found {c}"));
+            }
+            Some(c) => c as usize,
+            None => DEFAULT_CONTEXT,
+        };
+        return Ok(Mode::Pattern { regex, context });
+    }
+    if let Some(lines) = lines {
+        let (first, last) = line_range(lines, document.lines())?;
+        return Ok(Mode::Lines { first, last });
+    }
+    let offset = usize::try_from(offset.unwrap_or(0)).unwrap_or(usize::MAX);
+    let length = match length {
+        None => DEFAULT_PAGE_CHARS,
+        Some(0) => {
+            return Err(format!(
+                "`length` must be 1–{MAX_PAGE_CHARS} characters, found 0"
+            ));
+        }
+        Some(l) if l as usize > MAX_PAGE_CHARS => {
+            return Err(format!(
+                "`length` must be 1–{MAX_PAGE_CHARS} characters, found {l}"
+            ));
+        }
+        Some(l) => l as usize,
+    };
+    if offset >= document.chars && !(offset == 0 && document.chars == 0) {
+        return Err(format!(
+            "`offset` {offset} is past the end: this document has {} characters (offsets 0–{})",
+            document.chars,
+            document.chars.saturating_sub(1)
+        ));
+    }
+    Ok(Mode::Chars { offset, length })
+}
+
+/// The page and, in a second block, where it sits; `structuredContent` says the same.
+fn page(reference: &str, document: &Document, offset: usize, length: usize) -> CallToolResult {
+    let text = document.slice(offset, length);
+    let got = if text.len() == length.min(document.chars - offset) {
+        // ASCII fast path: one byte a character.
+        text.len()
+    } else {
+        text.chars().count()
+    };
+    let end = offset + got;
+    let mut position =
+        json!({"ref": reference, "offset": offset, "length": got, "total": document.chars});
+    let first_line = document.line_of(document.byte_at(offset));
+    let last_line = document.line_of(
+        document
+            .byte_at(end)
+            .saturating_sub(1)
+            .max(document.byte_at(offset)),
+    );
+    let mut where_ = format!(
+        "[loom: {reference} characters {}–{} of {} (lines {first_line}–{last_line} of {})",
+        thousands(offset),
+        thousands(end),
+        thousands(document.chars),
+        thousands(document.lines()),
+    );
+    if end < document.chars {
+        position["nextOffset"] = json!(end);
+        where_.push_str(&format!(
+            "; next: loom_read(\"{reference}\", offset: {end}{})]",
+            if length == DEFAULT_PAGE_CHARS {
+                String::new()
+            } else {
+                format!(", length: {length}")
+            }
+        ));
+    } else {
+        where_.push_str("; the end]");
+    }
+    let mut result =
+        CallToolResult::success(vec![ContentBlock::text(text), ContentBlock::text(where_)]);
+    result.structured_content = Some(position);
+    result
+}
+
+fn lines(reference: &str, document: &Document, first: usize, last: usize) -> CallToolResult {
+    let (Some((start, _)), Some((_, end))) =
+        (document.line_range(first), document.line_range(last))
+    else {
+        return error_result(format!(
+            "{READ}: lines {first}–{last} are not in {reference}"
+        ));
+    };
+    let offset = document.char_at(start);
+    let length = document.char_at(end) - offset;
+    if length > MAX_PAGE_CHARS {
+        // Too long for one answer: the first page of it, and how to go on.
+        return page(reference, document, offset, MAX_PAGE_CHARS);
+    }
+    let text = &document.text()[start..end];
+    let where_ = format!(
+        "[loom: {reference} lines {first}–{last} of {} (characters {}–{} of {})]",
+        thousands(document.lines()),
+        thousands(offset),
+        thousands(offset + length),
+        thousands(document.chars),
+    );
+    let mut result =
+        CallToolResult::success(vec![ContentBlock::text(text), ContentBlock::text(where_)]);
+    result.structured_content = Some(json!({
+        "ref": reference, "firstLine": first, "lastLine": last, "totalLines": document.lines(),
+        "offset": offset, "length": length, "total": document.chars,
+    }));
+    result
+}
+
+/// A line cut to [`MAX_LINE_CHARS`] around `at` (a byte offset into it, where the match is).
+fn shown(line: &str, at: usize) -> String {
+    if line.chars().count() <= MAX_LINE_CHARS {
+        return line.to_string();
+    }
+    let before = line[..at.min(line.len())].chars().count();
+    let skip = before.saturating_sub(MAX_LINE_CHARS / 4);
+    let piece: String = line.chars().skip(skip).take(MAX_LINE_CHARS).collect();
+    let rest = line.chars().count() - skip - piece.chars().count();
+    format!(
+        "{}{piece}{}",
+        if skip > 0 { "…" } else { "" },
+        if rest > 0 {
+            format!("… [+{rest} chars]")
+        } else {
+            String::new()
+        }
+    )
+}
+
+fn search(
+    reference: &str,
+    document: &Document,
+    regex: &regex::Regex,
+    context: usize,
+) -> CallToolResult {
+    let text = document.text();
+    // Lines that match, in order, each once, with where the first match sits in the line.
+    let mut matched: Vec<(usize, usize)> = Vec::new();
+    let mut total = 0usize;
+    for found in regex.find_iter(text) {
+        let line = document.line_of(found.start());
+        if matched.last().is_some_and(|(l, _)| *l == line) {
+            continue;
+        }
+        total += 1;
+        if matched.len() < MAX_MATCHES {
+            let (start, _) = document
+                .line_range(line)
+                .unwrap_or((found.start(), found.end()));
+            matched.push((line, found.start() - start));
+        }
+    }
+    if total == 0 {
+        let mut result = CallToolResult::success(vec![ContentBlock::text(format!(
+            "[loom: no line of {reference} matches {:?} ({} lines searched)]",
+            regex.as_str(),
+            thousands(document.lines())
+        ))]);
+        result.structured_content =
+            Some(json!({"ref": reference, "pattern": regex.as_str(), "matches": 0, "lines": []}));
+        return result;
+    }
+    let mut out = String::new();
+    let mut printed_to = 0usize;
+    for (index, (line, _)) in matched.iter().enumerate() {
+        let from = line.saturating_sub(context).max(1).max(printed_to + 1);
+        let to = (line + context).min(document.lines());
+        if index > 0 && from > printed_to + 1 {
+            out.push_str("--\n");
+        }
+        for n in from..=to {
+            let body = document.line(n).unwrap_or_default();
+            match matched.binary_search_by_key(&n, |(l, _)| *l) {
+                Ok(i) => out.push_str(&format!("{n}: {}\n", shown(body, matched[i].1))),
+                Err(_) => out.push_str(&format!("{n}- {}\n", shown(body, 0))),
+            }
+        }
+        printed_to = to;
+    }
+    let numbers: Vec<usize> = matched.iter().map(|(l, _)| *l).collect();
+    let note = if total > matched.len() {
+        format!(
+            "[loom: {} of {} matching lines of {reference} shown; narrow the pattern, or count and filter with loom_query over {reference}(line_no, text)]",
+            matched.len(),
+            thousands(total)
+        )
+    } else {
+        format!(
+            "[loom: {} matching line{} of {reference} ({} lines); `N:` marks a match, `N-` context]",
+            total,
+            if total == 1 { "" } else { "s" },
+            thousands(document.lines())
+        )
+    };
+    let mut result =
+        CallToolResult::success(vec![ContentBlock::text(out), ContentBlock::text(note)]);
+    result.structured_content = Some(json!({
+        "ref": reference, "pattern": regex.as_str(), "matches": total, "lines": numbers,
+    }));
+    result
+}
+
+fn blob(reference: &str, blob: &Blob) -> CallToolResult {
+    let data = base64::engine::general_purpose::STANDARD.encode(blob.bytes.as_slice());
+    let block = if blob.mime.starts_with("image/") {
+        ContentBlock::image(data, blob.mime.clone())
+    } else {
+        ContentBlock::resource(
+            ResourceContents::blob(data, format!("loom://blob/{reference}"))
+                .with_mime_type(blob.mime.clone()),
+        )
+    };
+    CallToolResult::success(vec![block])
+}
+
+fn known(store: &Store) -> String {
+    let refs: Vec<String> = store
+        .list()
+        .iter()
+        .filter(|d| !matches!(d.content, Content::Table))
+        .take(20)
+        .map(|d| d.reference.clone())
+        .collect();
+    if refs.is_empty() {
+        "loom holds no documents or blobs yet: they appear when a large result that is not a table is reduced".to_string()
+    } else {
+        format!("documents and blobs held: {}", refs.join(", "))
+    }
+}
+
+pub fn read(store: &Arc<Store>, arguments: &Option<Map<String, Value>>) -> CallToolResult {
+    let empty = Map::new();
+    let arguments = arguments.as_ref().unwrap_or(&empty);
+    let reference = match arguments.get("ref") {
+        Some(Value::String(r)) if !r.trim().is_empty() => r.trim(),
+        Some(other) => {
+            return error_result(format!(
+                "{READ}: `ref` must be a string such as \"doc_1\", found {other}"
+            ));
+        }
+        None => {
+            return error_result(format!(
+                "{READ}: missing argument `ref` (e.g. \"doc_1\"); {}",
+                known(store)
+            ));
+        }
+    };
+    let Some(held): Option<Arc<Dataset>> = store.get(reference) else {
+        let why = if store.was_evicted(reference) {
+            format!(
+                "`{reference}` was evicted to stay within memoryBudgetBytes; call the tool again to get it back"
+            )
+        } else {
+            format!("no document or blob `{reference}`")
+        };
+        return error_result(format!("{READ}: {why}; {}", known(store)));
+    };
+    match &held.content {
+        Content::Table => error_result(format!(
+            "{READ}: `{reference}` is a dataset, not a document; query it with loom_query (SELECT … FROM {reference})"
+        )),
+        Content::Blob(b) => blob(reference, b),
+        Content::Document(document) => match mode(arguments, document) {
+            Err(e) => error_result(format!("{READ}: {e}")),
+            Ok(Mode::Chars { offset, length }) => page(reference, document, offset, length),
+            Ok(Mode::Lines { first, last }) => lines(reference, document, first, last),
+            Ok(Mode::Pattern { regex, context }) => search(reference, document, &regex, context),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::document::DocumentKind;
+    use crate::store::{Provenance, StoreSettings};
+
+    fn store_with(text: &str) -> (Arc<Store>, String) {
+        let store = Arc::new(Store::new(StoreSettings::default()).expect("store"));
+        let provenance = Provenance {
+            server: "s".into(),
+            tool: "t".into(),
+            args: json!({}),
+            created_at: String::new(),
+            source: "text".into(),
+        };
+        let doc = store
+            .add_document(DocumentKind::Text, text.to_string(), provenance)
+            .expect("document");
+        (store, doc.reference.clone())
+    }
+
+    fn call(store: &Arc<Store>, arguments: Value) -> CallToolResult {
+        read(store, &arguments.as_object().cloned())
+    }
+
+    fn texts(result: &CallToolResult) -> Vec<String> {
+        result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect()
+    }
+
+    fn is_error(result: &CallToolResult) -> bool {
+        result.is_error == Some(true)
+    }
+
+    #[test]
+    fn pages_concatenate_to_the_original_at_every_page_size() {
+        // Multi-byte characters of every width, a CRLF line and a trailing newline.
+        let text =
+            "héllo wörld\r\n日本語のテキスト😀 and more\nz\u{301}\u{1F468}\u{200D}\u{1F469}\n";
+        let (store, doc) = store_with(text);
+        let total = text.chars().count();
+        for length in 1..=total + 1 {
+            let mut offset = 0;
+            let mut joined = String::new();
+            loop {
+                let page = call(
+                    &store,
+                    json!({"ref": doc, "offset": offset, "length": length}),
+                );
+                assert!(!is_error(&page), "{:?}", texts(&page));
+                let blocks = texts(&page);
+                joined.push_str(&blocks[0]);
+                let position = page.structured_content.clone().expect("position");
+                assert_eq!(position["offset"], offset);
+                assert_eq!(position["total"], total);
+                match position.get("nextOffset").and_then(Value::as_u64) {
+                    Some(next) => {
+                        assert_eq!(next as usize, offset + length);
+                        assert!(
+                            blocks[1].contains(&format!("offset: {next}")),
+                            "{}",
+                            blocks[1]
+                        );
+                        offset = next as usize;
+                    }
+                    None => {
+                        assert!(blocks[1].contains("the end"), "{}", blocks[1]);
+                        break;
+                    }
+                }
+            }
+            assert_eq!(joined, text, "page length {length}");
+        }
+    }
+
+    #[test]
+    fn lines_and_patterns() {
+        let text: String = (1..=300)
+            .map(|n| {
+                if n % 50 == 0 {
+                    format!("line {n}: ERROR timeout after {n} ms")
+                } else {
+                    format!("line {n}: ok")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let (store, doc) = store_with(&text);
+        let range = call(&store, json!({"ref": doc, "lines": "120-122"}));
+        assert_eq!(texts(&range)[0], "line 120: ok\nline 121: ok\nline 122: ok");
+        let one = call(&store, json!({"ref": doc, "lines": "300"}));
+        assert_eq!(texts(&one)[0], "line 300: ERROR timeout after 300 ms");
+        let found = call(
+            &store,
+            json!({"ref": doc, "pattern": "(?i)error", "context": 1}),
+        );
+        let shown = &texts(&found)[0];
+        assert!(
+            shown.starts_with("49- line 49: ok\n50: line 50: ERROR"),
+            "{shown}"
+        );
+        assert_eq!(found.structured_content.as_ref().expect("s")["matches"], 6);
+        assert_eq!(
+            found.structured_content.as_ref().expect("s")["lines"],
+            json!([50, 100, 150, 200, 250, 300])
+        );
+        let none = call(&store, json!({"ref": doc, "pattern": "nothing here"}));
+        assert!(texts(&none)[0].contains("no line"));
+    }
+
+    #[test]
+    fn bad_arguments_say_what_is_valid() {
+        let (store, doc) = store_with("short text\nsecond line");
+        let cases = [
+            (json!({"ref": "doc_99"}), "no document or blob `doc_99`"),
+            (
+                json!({"ref": doc, "offset": 500}),
+                "past the end: this document has 22 characters (offsets 0–21)",
+            ),
+            (
+                json!({"ref": doc, "length": -3}),
+                "`length` must be a whole number of 0 or more",
+            ),
+            (
+                json!({"ref": doc, "length": 0}),
+                "`length` must be 1–100000",
+            ),
+            (
+                json!({"ref": doc, "pattern": "(unclosed"}),
+                "`pattern` is not a valid regular expression",
+            ),
+            (json!({"ref": doc, "lines": "9-3"}), "1 ≤ first ≤ last"),
+            (
+                json!({"ref": doc, "lines": "40"}),
+                "past the end: this document has 2 lines",
+            ),
+            (
+                json!({"ref": doc, "lines": "1", "offset": 3}),
+                "give one of",
+            ),
+            (json!({}), "missing argument `ref`"),
+        ];
+        for (arguments, says) in cases {
+            let result = call(&store, arguments.clone());
+            assert!(is_error(&result), "{arguments}");
+            let text = &texts(&result)[0];
+            assert!(text.starts_with("loom_read: "), "{text}");
+            assert!(text.contains(says), "{arguments}: {text}");
+        }
+    }
+}

@@ -1,0 +1,547 @@
+//! The context firewall for results that are not tables (SPEC §18): a large text block is
+//! reduced before the model sees it, one stage per file, and its original is kept whole in the
+//! store as a document (`doc_<n>`), readable with `loom_read` and queryable as a table.
+//!
+//! Stages, in order, each switchable by policy: binary lifted out ([`binary`]), HTML pages to
+//! Markdown main content ([`html`]), JSON documents summarised by structure ([`json`]), and the
+//! budget cut ([`budget`]). Results that look security-relevant ([`security`]) skip the
+//! reductions and are only cut above a hard limit. Never worse than no proxy: any failure leaves
+//! the block (or the whole result) as the server sent it.
+
+pub mod binary;
+pub mod budget;
+pub mod html;
+pub mod json;
+pub mod security;
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::config::policy::Policy;
+use crate::ingest::{IngestOptions, ingest_json_array_with};
+use crate::intercept::Origin;
+use crate::store::document::DocumentKind;
+use crate::store::{Dataset, NewDataset, Provenance, Store};
+
+/// A text block shorter than this (in characters) is never reduced: a header line and a
+/// marker would eat most of what they save.
+pub const MIN_REDUCED_CHARS: usize = 1_000;
+/// A security-relevant block is passed whole up to this many characters, then cut (head and
+/// tail kept, with the marker).
+pub const SECURITY_HARD_LIMIT_CHARS: usize = 50_000;
+/// A base64 run shorter than this stays in the text (see [`binary`]).
+pub const MIN_BASE64_RUN: usize = binary::DEFAULT_MIN_RUN;
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn provenance(origin: &Origin, source: &str) -> Provenance {
+    Provenance {
+        server: origin.server.clone(),
+        tool: origin.tool.clone(),
+        args: origin.args.clone(),
+        created_at: now_rfc3339(),
+        source: source.to_string(),
+    }
+}
+
+/// `12,345`.
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// What was held for one reduced result, removed again if the reduction is given up.
+#[derive(Default)]
+struct Held {
+    refs: Vec<String>,
+}
+
+impl Held {
+    fn keep(&mut self, dataset: &Arc<Dataset>) -> String {
+        self.refs.push(dataset.reference.clone());
+        dataset.reference.clone()
+    }
+
+    fn undo(&self, store: &Store) {
+        for reference in &self.refs {
+            store.remove(reference);
+        }
+    }
+}
+
+/// One text block's way through the stages.
+struct Block<'a> {
+    store: &'a Store,
+    origin: &'a Origin,
+    held: &'a mut Held,
+    /// What was done, for the header line.
+    done: Vec<String>,
+}
+
+impl Block<'_> {
+    fn document(
+        &mut self,
+        kind: DocumentKind,
+        text: String,
+        source: &str,
+    ) -> Result<String, String> {
+        let dataset = self
+            .store
+            .add_document(kind, text, provenance(self.origin, source))?;
+        Ok(self.held.keep(&dataset))
+    }
+
+    /// A table found while reducing (a page's data table, a folded JSON array) as a dataset.
+    fn dataset(&mut self, tool_suffix: &str, rows: &[Value], text_cells: bool) -> Option<String> {
+        let objects: Vec<Value> = rows
+            .iter()
+            .map(|row| match row {
+                Value::Object(_) => row.clone(),
+                other => json!({ "value": other }),
+            })
+            .collect();
+        let text = serde_json::to_string(&objects).ok()?;
+        let ingested = ingest_json_array_with(
+            &text,
+            IngestOptions {
+                decimal_strings: text_cells,
+            },
+        )
+        .ok()?;
+        let tool = match crate::store::ref_part(tool_suffix, 24) {
+            Some(suffix) => format!("{}_{suffix}", self.origin.tool),
+            None => self.origin.tool.clone(),
+        };
+        let dataset = self
+            .store
+            .add(NewDataset {
+                server: self.origin.server.clone(),
+                tool,
+                schema: ingested.batch.schema(),
+                batches: vec![ingested.batch],
+                columns: ingested.columns,
+                provenance: provenance(self.origin, "reduced"),
+                pinned: false,
+                implicit: false,
+                name: None,
+            })
+            .ok()?;
+        Some(self.held.keep(&dataset))
+    }
+}
+
+/// How the budget cut keeps a kind of text: prose keeps its head (the start of a page or a
+/// README says what it is); everything else (logs, command output, JSON) keeps head and tail,
+/// because the first errors and the final summary both matter.
+fn keep_for(kind: DocumentKind, text: &str) -> budget::Keep {
+    match kind {
+        DocumentKind::Page => budget::Keep::HeadOnly,
+        DocumentKind::Json => budget::Keep::HeadAndTail,
+        DocumentKind::Text if looks_like_prose(text) => budget::Keep::HeadOnly,
+        DocumentKind::Text => budget::Keep::HeadAndTail,
+    }
+}
+
+/// Markdown or prose: a heading at the top, or mostly long lines of words with few of the
+/// marks of a log (timestamps, levels).
+fn looks_like_prose(text: &str) -> bool {
+    let head: Vec<&str> = text.lines().take(200).collect();
+    if head
+        .iter()
+        .find(|l| !l.trim().is_empty())
+        .is_some_and(|l| l.starts_with("# ") || l.starts_with("## "))
+    {
+        return true;
+    }
+    let log_like = head
+        .iter()
+        .filter(|l| {
+            let t = l.trim_start();
+            t.starts_with(|c: char| c.is_ascii_digit())
+                || t.starts_with('[')
+                || ["ERROR", "WARN", "INFO", "DEBUG", "TRACE", "FATAL"]
+                    .iter()
+                    .any(|level| t.contains(level))
+        })
+        .count();
+    let headings = head.iter().filter(|l| l.starts_with('#')).count();
+    headings >= 3 && log_like * 4 < head.len().max(1)
+}
+
+/// The cut marker: what was left out and the exact call that reads it.
+fn cut_marker(reference: &str, omitted: &budget::Omitted) -> String {
+    format!(
+        "[loom: {} chars (lines {}–{}) left out here; loom_read(\"{reference}\", offset: {}, length: {})]",
+        thousands(omitted.length),
+        omitted.first_line,
+        omitted.last_line,
+        omitted.offset,
+        omitted.length
+    )
+}
+
+/// Reduce one text block; `None` leaves it as it is.
+fn reduce_text(
+    block: &mut Block<'_>,
+    text: &str,
+    policy: &Policy,
+    security: bool,
+) -> Result<Option<String>, String> {
+    let original_chars = text.chars().count();
+    if original_chars < MIN_REDUCED_CHARS {
+        return Ok(None);
+    }
+    if security {
+        // Never shortened in silence: whole up to the hard limit, then head and tail with the
+        // marker, so the model sees how the message starts and knows there is more.
+        if original_chars <= SECURITY_HARD_LIMIT_CHARS {
+            return Ok(None);
+        }
+        let reference = block.document(DocumentKind::Text, text.to_string(), "security")?;
+        let cut = budget::cut_to_budget(
+            text,
+            SECURITY_HARD_LIMIT_CHARS,
+            budget::Keep::HeadAndTail,
+            &|omitted| cut_marker(&reference, omitted),
+        );
+        return Ok(cut.map(|cut| {
+            format!(
+                "[loom: security-relevant output cut at the hard limit, {} → {} chars; full original: loom_read(\"{reference}\")]\n{cut}",
+                thousands(original_chars),
+                thousands(SECURITY_HARD_LIMIT_CHARS)
+            )
+        }));
+    }
+
+    let is_html = policy.html_to_markdown && html::looks_like_html(text);
+    let trimmed = text.trim_start();
+    let is_json = !is_html && (trimmed.starts_with('{') || trimmed.starts_with('['));
+    let kind = if is_html {
+        DocumentKind::Page
+    } else if is_json {
+        DocumentKind::Json
+    } else {
+        DocumentKind::Text
+    };
+    let budget_chars = policy.max_output_chars();
+    let original_ref = block.document(kind, text.to_string(), kind.as_str())?;
+
+    // Stage 1: binary lifted out.
+    let mut current: std::borrow::Cow<'_, str> = std::borrow::Cow::Borrowed(text);
+    if policy.strip_base64 {
+        let mut lifted = 0usize;
+        let mut lifted_bytes = 0usize;
+        let store = block.store;
+        let origin = block.origin;
+        let mut refs: Vec<Arc<Dataset>> = Vec::new();
+        let replaced = binary::lift_binary(&current, MIN_BASE64_RUN, &mut |found| {
+            let size = found.bytes.len();
+            let dataset = store
+                .add_blob(&found.mime, found.bytes, provenance(origin, "blob"))
+                .ok()?;
+            lifted += 1;
+            lifted_bytes += size;
+            let reference = dataset.reference.clone();
+            refs.push(dataset);
+            Some(reference)
+        });
+        for dataset in &refs {
+            block.held.keep(dataset);
+        }
+        if let Some(replaced) = replaced {
+            block.done.push(format!(
+                "{lifted} base64 blob{} ({} bytes) lifted out",
+                if lifted == 1 { "" } else { "s" },
+                thousands(lifted_bytes)
+            ));
+            current = std::borrow::Cow::Owned(replaced);
+        }
+    }
+
+    // Stage 2 or 3: a page to Markdown, a JSON document to its summary.
+    if is_html {
+        let mut notes: Vec<(usize, String)> = Vec::new();
+        let mut tables: Vec<(usize, Vec<Value>)> = Vec::new();
+        let page = html::reduce_page(&current, &mut |index, table| {
+            let rows = html_table_rows(table);
+            if rows.len() < 2 {
+                return None;
+            }
+            tables.push((index, rows));
+            // The dataset's ref is not known yet: a placeholder, filled in below.
+            let note = format!("{{loom-table-{index}}}");
+            notes.push((index, note.clone()));
+            Some(note)
+        });
+        if let Ok(page) = page {
+            let mut markdown = page.markdown;
+            let mut made = 0;
+            for (index, rows) in tables {
+                let placeholder = format!("{{loom-table-{index}}}");
+                let line = match block.dataset(&format!("table{}", index + 1), &rows, true) {
+                    Some(reference) => {
+                        made += 1;
+                        format!(
+                            "[loom: this table is dataset {reference} ({} rows): loom_query \"SELECT * FROM {reference} LIMIT 20\"]",
+                            rows.len()
+                        )
+                    }
+                    None => String::new(),
+                };
+                markdown = markdown.replacen(&placeholder, &line, 1);
+            }
+            block.done.push(format!(
+                "{} as Markdown{}",
+                if page.main_content_only {
+                    "main content"
+                } else {
+                    "whole page"
+                },
+                if made > 0 {
+                    format!(
+                        ", {made} table{} as datasets",
+                        if made == 1 { "" } else { "s" }
+                    )
+                } else {
+                    String::new()
+                }
+            ));
+            current = std::borrow::Cow::Owned(markdown);
+        }
+    } else if is_json && policy.json_summary {
+        let mut options = json::JsonOptions {
+            document_ref: original_ref.clone(),
+            ..Default::default()
+        };
+        // Tighter and tighter until the summary fits the budget (or cannot shrink more). A
+        // folded array is made a dataset once, whichever attempt folds it first.
+        let attempts = [(200, 3, 8), (80, 2, 5), (40, 1, 3)];
+        let mut best: Option<json::JsonSummary> = None;
+        let mut made: std::collections::HashMap<String, Option<String>> = Default::default();
+        for (strings, examples, depth) in attempts {
+            options.max_string_chars = strings;
+            options.keep_examples = examples;
+            options.max_depth = depth;
+            let summary = json::summarize(&current, &options, &mut |path, items| {
+                if let Some(reference) = made.get(path) {
+                    return reference.clone();
+                }
+                let reference = block.dataset(path.trim_start_matches("$."), items, false);
+                made.insert(path.to_string(), reference.clone());
+                reference
+            });
+            let Some(summary) = summary else { break };
+            let fits = summary.json.chars().count() <= budget_chars;
+            best = Some(summary);
+            if fits {
+                break;
+            }
+        }
+        if let Some(summary) = best {
+            block.done.push(format!(
+                "JSON summarised by structure ({} folds, {} strings cut)",
+                summary.folds, summary.cut_strings
+            ));
+            current = std::borrow::Cow::Owned(summary.json);
+        }
+    }
+
+    // Stage 4: the budget cut, over the text as it now is. When an earlier stage changed it,
+    // that text is kept whole too, so the marker's offsets read exactly what was left out.
+    let mut text_out = current.into_owned();
+    if policy.truncate && text_out.chars().count() > budget_chars {
+        let cut_ref = if block.done.is_empty() {
+            original_ref.clone()
+        } else {
+            block.document(kind, text_out.clone(), "reduced")?
+        };
+        let keep = keep_for(kind, &text_out);
+        if let Some(cut) = budget::cut_to_budget(&text_out, budget_chars, keep, &|omitted| {
+            cut_marker(&cut_ref, omitted)
+        }) {
+            block.done.push(match keep {
+                budget::Keep::HeadOnly => {
+                    format!("cut to {} chars (head kept)", thousands(budget_chars))
+                }
+                budget::Keep::HeadAndTail => {
+                    format!(
+                        "cut to {} chars (head and tail kept)",
+                        thousands(budget_chars)
+                    )
+                }
+            });
+            if cut_ref != original_ref {
+                block
+                    .done
+                    .push(format!("the whole reduced text: loom_read(\"{cut_ref}\")"));
+            }
+            text_out = cut;
+        }
+    }
+    if block.done.is_empty() {
+        return Ok(None);
+    }
+    let reduced_chars = text_out.chars().count();
+    let header = format!(
+        "[loom: {} reduced {} → {} chars; {}; full original: loom_read(\"{original_ref}\")]",
+        kind.as_str(),
+        thousands(original_chars),
+        thousands(reduced_chars),
+        block.done.join("; "),
+    );
+    if reduced_chars + header.chars().count() >= original_chars {
+        return Ok(None);
+    }
+    Ok(Some(format!("{header}\n{text_out}")))
+}
+
+/// An HTML table as rows of objects keyed by its header (repeated or empty names made unique).
+fn html_table_rows(table: &html::HtmlTable) -> Vec<Value> {
+    let width = table
+        .rows
+        .iter()
+        .map(Vec::len)
+        .max()
+        .unwrap_or(0)
+        .max(table.header.len());
+    let mut names: Vec<String> = Vec::with_capacity(width);
+    for i in 0..width {
+        let base = table
+            .header
+            .get(i)
+            .map(|h| h.trim())
+            .filter(|h| !h.is_empty())
+            .map_or_else(|| format!("column_{}", i + 1), str::to_string);
+        let mut name = base.clone();
+        let mut n = 2;
+        while names.contains(&name) {
+            name = format!("{base}_{n}");
+            n += 1;
+        }
+        names.push(name);
+    }
+    table
+        .rows
+        .iter()
+        .map(|row| {
+            let mut object = serde_json::Map::new();
+            for (i, name) in names.iter().enumerate() {
+                let cell = row.get(i).cloned().unwrap_or_default();
+                object.insert(name.clone(), Value::String(cell));
+            }
+            Value::Object(object)
+        })
+        .collect()
+}
+
+/// Reduce the text blocks of a `CallToolResult`; `None` when nothing was reduced (the result
+/// then passes through as sent). Other blocks stay in their positions.
+pub fn reduce(
+    raw: &str,
+    origin: &Origin,
+    store: &Store,
+    policy: &Policy,
+) -> Result<Option<Value>, String> {
+    if !policy.reduces() {
+        return Ok(None);
+    }
+    let mut result: Value =
+        serde_json::from_str(raw).map_err(|e| format!("the result is not JSON: {e}"))?;
+    let Some(object) = result.as_object() else {
+        return Ok(None);
+    };
+    let is_error = object.get("isError").and_then(Value::as_bool) == Some(true);
+    let texts: Vec<String> = object
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| {
+                    (b.get("type").and_then(Value::as_str) == Some("text"))
+                        .then(|| b.get("text").and_then(Value::as_str).map(str::to_string))
+                        .flatten()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    // structuredContent that is more than a copy of the text would stay at full size beside
+    // the reduced text: such a result passes through.
+    let structured_copy = match object.get("structuredContent") {
+        None | Some(Value::Null) => None,
+        Some(value) => {
+            let copies = |v: &Value| v.as_str().is_some_and(|s| texts.iter().any(|t| t == s));
+            let copy = copies(value)
+                || value
+                    .as_object()
+                    .is_some_and(|o| !o.is_empty() && o.values().all(copies));
+            if !copy {
+                return Ok(None);
+            }
+            Some(())
+        }
+    };
+    let mut held = Held::default();
+    let mut reduced: Vec<(String, String)> = Vec::new();
+    let outcome = (|| -> Result<(), String> {
+        for text in &texts {
+            if reduced.iter().any(|(original, _)| original == text) {
+                continue;
+            }
+            let security = is_error || security::looks_security_relevant(text);
+            let mut block = Block {
+                store,
+                origin,
+                held: &mut held,
+                done: Vec::new(),
+            };
+            if let Some(new) = reduce_text(&mut block, text, policy, security)? {
+                reduced.push((text.clone(), new));
+            }
+        }
+        Ok(())
+    })();
+    if let Err(reason) = outcome {
+        held.undo(store);
+        return Err(reason);
+    }
+    if reduced.is_empty() {
+        held.undo(store);
+        return Ok(None);
+    }
+    let replace = |value: &mut Value| {
+        if let Some(s) = value.as_str()
+            && let Some((_, new)) = reduced.iter().find(|(original, _)| original == s)
+        {
+            *value = Value::String(new.clone());
+        }
+    };
+    if let Some(blocks) = result.get_mut("content").and_then(Value::as_array_mut) {
+        for block in blocks {
+            if block.get("type").and_then(Value::as_str) == Some("text")
+                && let Some(text) = block.get_mut("text")
+            {
+                replace(text);
+            }
+        }
+    }
+    if structured_copy.is_some()
+        && let Some(structured) = result.get_mut("structuredContent")
+    {
+        match structured {
+            Value::Object(members) => members.values_mut().for_each(replace),
+            other => replace(other),
+        }
+    }
+    Ok(Some(result))
+}
