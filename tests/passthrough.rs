@@ -103,7 +103,10 @@ fn resources_and_prompts_pass_through_byte_identical() {
 
 #[test]
 fn messages_beyond_sixteen_mebibytes_pass() {
-    let (_dir, path) = write_config(&json!({"servers": [fixture_server("fx", &[])]}));
+    // Bypassed: the context firewall would cut this text (SPEC §19); the transport is what is
+    // tested here.
+    let (_dir, path) = write_config(&json!({"servers": [fixture_server("fx", &[])],
+        "compression": {"perTool": {"fx/big_text": {"bypass": true}}}}));
     let mut loom = RawClient::loom(&path);
     loom.initialize();
     // rmcp's own stdio transport drops lines over 16 MiB; loom must carry far more.

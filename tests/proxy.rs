@@ -6,12 +6,13 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-const LOOM_TOOLS: [&str; 5] = [
+const LOOM_TOOLS: [&str; 6] = [
     "loom_query",
     "loom_list_datasets",
     "loom_describe",
     "loom_materialize",
     "loom_export",
+    "loom_read",
 ];
 
 fn loom_with(servers: Vec<Value>) -> (tempfile::TempDir, RawClient) {

@@ -110,10 +110,16 @@ fn a_markdown_report_with_two_tables_becomes_two_datasets() {
 }
 
 #[test]
-fn prose_with_commas_and_pipes_still_passes_through_byte_identical() {
+fn prose_with_commas_and_pipes_makes_no_table() {
     let (_dir, mut loom) = loom_with_fixture();
     let text = "Notes, in no order: use a | b, then c | d; see the runbook.\n".repeat(400);
     let result = json!({"content": [{"type": "text", "text": text}]});
     let line = loom.call_tool("fx_raw", json!({"json": result.to_string()}));
-    assert_eq!(line.value["result"], result, "{:.300}", line.raw);
+    // Not an envelope: only the context firewall's budget cut (SPEC §19), no dataset.
+    let shown = first_text(&line);
+    assert!(shown.starts_with("[loom: text reduced"), "{:.300}", line.raw);
+    assert!(line.value["result"].get("structuredContent").is_none());
+    let list = loom.call_tool("loom_list_datasets", json!({}));
+    let held = &list.value["result"]["structuredContent"]["datasets"];
+    assert!(held.as_array().is_some_and(|d| d.iter().all(|d| d["kind"] == "document")), "{held}");
 }

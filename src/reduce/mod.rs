@@ -319,8 +319,14 @@ fn reduce_text(
             current = std::borrow::Cow::Owned(markdown);
         }
     } else if is_json && policy.json_summary {
+        // The summary's `loom_read` offsets point into the text it reads: when base64 was lifted
+        // out first, that text is kept whole too, and the offsets name it.
+        let document_ref = match &current {
+            std::borrow::Cow::Borrowed(_) => original_ref.clone(),
+            std::borrow::Cow::Owned(lifted) => block.document(kind, lifted.clone(), "reduced")?,
+        };
         let mut options = json::JsonOptions {
-            document_ref: original_ref.clone(),
+            document_ref,
             ..Default::default()
         };
         // Tighter and tighter until the summary fits the budget (or cannot shrink more). A

@@ -41,6 +41,14 @@ pub struct ManifestDataset {
     pub created_at: String,
     pub pinned: bool,
     pub file: String,
+    /// `dataset`, `document` (a reduced result's original, one row per line) or `blob`;
+    /// manifests written before documents existed hold datasets only.
+    #[serde(default = "dataset_kind")]
+    pub kind: String,
+}
+
+fn dataset_kind() -> String {
+    "dataset".to_string()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -287,6 +295,7 @@ async fn write_one(
         created_at,
         pinned: dataset.pinned,
         file,
+        kind: dataset.content.kind().to_string(),
     });
     let catalog = catalog_sql(location, session, manifest);
     store
