@@ -192,7 +192,11 @@ fn small_results_pass_byte_identical_and_large_text_makes_no_table() {
     // A large text without a table is reduced by the context firewall (SPEC §19): a document
     // holds its original, and no dataset is made of it.
     let big = loom.call_tool("crm_big_text", json!({"bytes": 200000}));
-    assert!(first_text(&big).starts_with("[loom: text reduced 200,000 → "), "{:.300}", big.raw);
+    assert!(
+        first_text(&big).starts_with("[loom: text reduced 200,000 → "),
+        "{:.300}",
+        big.raw
+    );
     let list = loom.call_tool("loom_list_datasets", json!({}));
     let held = list.value["result"]["structuredContent"]["datasets"]
         .as_array()

@@ -117,9 +117,17 @@ fn prose_with_commas_and_pipes_makes_no_table() {
     let line = loom.call_tool("fx_raw", json!({"json": result.to_string()}));
     // Not an envelope: only the context firewall's budget cut (SPEC §19), no dataset.
     let shown = first_text(&line);
-    assert!(shown.starts_with("[loom: text reduced"), "{:.300}", line.raw);
+    assert!(
+        shown.starts_with("[loom: text reduced"),
+        "{:.300}",
+        line.raw
+    );
     assert!(line.value["result"].get("structuredContent").is_none());
     let list = loom.call_tool("loom_list_datasets", json!({}));
     let held = &list.value["result"]["structuredContent"]["datasets"];
-    assert!(held.as_array().is_some_and(|d| d.iter().all(|d| d["kind"] == "document")), "{held}");
+    assert!(
+        held.as_array()
+            .is_some_and(|d| d.iter().all(|d| d["kind"] == "document")),
+        "{held}"
+    );
 }

@@ -61,7 +61,7 @@ pub struct Config {
     pub max_tool_name_length: usize,
     /// Session snapshots (off when `None`).
     pub snapshot: Option<SnapshotConfig>,
-    /// How results that are not tables are reduced (SPEC §18.6).
+    /// How results that are not tables are reduced (SPEC §19.6).
     pub compression: super::policy::Compression,
     pub format: ConfigFormat,
 }

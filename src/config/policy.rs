@@ -1,4 +1,4 @@
-//! The `compression` block: how results that are not tables are reduced, per tool (SPEC §18.6).
+//! The `compression` block: how results that are not tables are reduced, per tool (SPEC §19.6).
 //!
 //! Resolved field by field, `default < perServer < perTool`: a per-tool entry that sets only
 //! `maxOutputTokens` keeps the server's and the default's other fields.

@@ -461,7 +461,7 @@ impl Checker<'_> {
         Some(config)
     }
 
-    /// The `compression` block (SPEC §18.6): every entry's keys checked, server names in
+    /// The `compression` block (SPEC §19.6): every entry's keys checked, server names in
     /// `perServer` and `perTool` checked against the servers.
     fn compression(&mut self, value: &Json, servers: &[ServerConfig]) -> Compression {
         let mut compression = Compression::default();

@@ -111,7 +111,7 @@ impl ExposedCatalog {
     /// Results of any downstream tool may be replaced by an envelope, which cannot match the
     /// tool's own `outputSchema`; clients validate against it and would fail. So the schema is
     /// moved to `_meta["io.loom/outputSchema"]`: not validated, not lost (SPEC §5.3).
-    /// A tool whose results loom leaves alone (`bypass`, SPEC §18.6) keeps its schema:
+    /// A tool whose results loom leaves alone (`bypass`, SPEC §19.6) keeps its schema:
     /// `bypassed(route)` says which.
     pub fn apply_output_schema_policy(&mut self, bypassed: impl Fn(&Route) -> bool) {
         for tool in &mut self.tools {

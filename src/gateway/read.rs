@@ -1,5 +1,5 @@
 //! `loom_read`: the originals of reduced results, whole, one page, a range of lines or the
-//! lines matching a pattern at a time (SPEC §18.4).
+//! lines matching a pattern at a time (SPEC §19.4).
 
 use std::sync::Arc;
 

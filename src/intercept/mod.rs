@@ -165,7 +165,7 @@ pub fn intercept(
             tracing::error!(server = %origin.server, tool = %origin.tool, "table interception panicked");
         }
     }
-    // No table: the context firewall for everything else (SPEC §18).
+    // No table: the context firewall for everything else (SPEC §19).
     let reduced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::reduce::reduce(raw.get(), origin, store, policy)
     }));

@@ -324,25 +324,13 @@ fn sniff(bytes: &[u8]) -> &'static str {
     }
 }
 
-fn with_thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(d);
-    }
-    out
-}
-
 /// The placeholder for a run that stands in running text. It contains no quote, backslash or
 /// angle bracket, so it is safe inside a JSON string, an XML text node or a Python bytes repr,
 /// which is where bare base64 usually sits.
 fn placeholder(mime: &str, size: usize, blob_ref: &str) -> String {
     format!(
         "[loom: {mime}, {} bytes of base64 lifted out → loom_read({blob_ref})]",
-        with_thousands(size)
+        super::thousands(size)
     )
 }
 

@@ -1,4 +1,4 @@
-//! The context firewall for results that are not tables (SPEC §18): a large text block is
+//! The context firewall for results that are not tables (SPEC §19): a large text block is
 //! reduced before the model sees it, one stage per file, and its original is kept whole in the
 //! store as a document (`doc_<n>`), readable with `loom_read` and queryable as a table.
 //!

@@ -1,5 +1,5 @@
 //! Results that must never be shortened in silence: an error, or text that reports a denial,
-//! a permission problem or a failed check (SPEC §18.2). They skip the reductions and are only
+//! a permission problem or a failed check (SPEC §19.2). They skip the reductions and are only
 //! cut above a hard limit, with the marker.
 
 use std::sync::LazyLock;

@@ -17,7 +17,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use super::profile::ColumnProfile;
 
 /// What kind of original a document holds: it decides how the text was reduced and how it is
-/// cut (SPEC §18).
+/// cut (SPEC §19).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DocumentKind {
     /// An HTML page (its reduction is Markdown).
