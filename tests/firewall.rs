@@ -236,18 +236,29 @@ fn bypass_leaves_results_and_output_schemas_alone() {
 fn image_blocks_keep_their_positions() {
     let (_dir, mut loom) = loom_with(json!({}));
     let image = json!({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"});
-    let result = json!({"content": [image, {"type": "text", "text": a_log(5_000)}, {"type": "text", "text": "short"}]});
+    // A block under the budget is left as it is, and nothing is held for it.
+    let under_budget = a_log(40);
+    let result = json!({"content": [image, {"type": "text", "text": a_log(5_000)},
+                                    {"type": "text", "text": "short"},
+                                    {"type": "text", "text": under_budget}]});
     let line = call_raw(&mut loom, &result);
     let content = line.value["result"]["content"].as_array().expect("content");
-    assert_eq!(content.len(), 3);
+    assert_eq!(content.len(), 4);
     assert_eq!(content[0], image);
-    assert!(
-        content[1]["text"]
-            .as_str()
-            .expect("text")
-            .starts_with("[loom: text reduced")
-    );
+    let reduced = content[1]["text"].as_str().expect("text");
+    assert!(reduced.starts_with("[loom: text reduced"), "{reduced:.200}");
     assert_eq!(content[2]["text"], "short");
+    assert_eq!(content[3]["text"], under_budget.as_str());
+    let listed = loom.call_tool("loom_list_datasets", json!({}));
+    let held = listed.value["result"]["structuredContent"]["datasets"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        held.len(),
+        1,
+        "one document, for the reduced block only: {held:?}"
+    );
 }
 
 #[test]

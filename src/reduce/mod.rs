@@ -505,14 +505,21 @@ pub fn reduce(
                 continue;
             }
             let security = is_error || security::looks_security_relevant(text);
+            let before = held.refs.len();
             let mut block = Block {
                 store,
                 origin,
                 held: &mut held,
                 done: Vec::new(),
             };
-            if let Some(new) = reduce_text(&mut block, text, policy, security)? {
-                reduced.push((text.clone(), new));
+            match reduce_text(&mut block, text, policy, security)? {
+                Some(new) => reduced.push((text.clone(), new)),
+                // Left as it was: what was held for it goes (another block may still be reduced).
+                None => {
+                    for reference in held.refs.split_off(before) {
+                        store.remove(&reference);
+                    }
+                }
             }
         }
         Ok(())
