@@ -145,9 +145,9 @@ fn a_large_log_keeps_head_and_tail_and_every_cut_is_one_read_away() {
         );
         let line = loom.call_tool(
             "loom_read",
-            json!({"ref": doc, "offset": offset, "length": length.min(100000)}),
+            json!({"ref": doc, "offset": offset, "length": length}),
         );
-        let want: String = chars.iter().skip(offset).take(length.min(100000)).collect();
+        let want: String = chars.iter().skip(offset).take(length).collect();
         assert_eq!(texts(&line)[0], want);
     }
     // The whole original, exactly.
@@ -416,4 +416,64 @@ fn hostile_results_never_take_loom_down() {
     }
     let echo = loom.call_tool("fx_echo", json!({"text": "still here"}));
     assert_eq!(first_text(&echo), "still here");
+}
+
+#[test]
+fn a_page_becomes_its_main_content_as_markdown_and_its_tables_datasets() {
+    let (_dir, mut loom) = loom_with(json!({}));
+    let pages = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/html/pages/");
+    let page = std::fs::read_to_string(format!("{pages}py_library_datetime.html")).expect("page");
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{pages}py_library_datetime.expect.json"))
+            .expect("expect"),
+    )
+    .expect("json");
+    let line = call_raw(&mut loom, &text_result(&page));
+    let shown = &texts(&line)[0];
+    let header = shown.lines().next().expect("header");
+    assert!(
+        header.starts_with("[loom: page reduced 421,600 → "),
+        "{header}"
+    );
+    assert!(header.contains("main content as Markdown"), "{header}");
+    assert!(header.contains("(head kept)"), "{header}");
+    assert!(shown.starts_with(&format!(
+        "{header}\n# `datetime` — Basic date and time types"
+    )));
+    // The whole Markdown (before the cut) keeps every sentence picked from the article, and
+    // none of the page's chrome.
+    let whole_at = header
+        .find("the whole reduced text: loom_read(\"")
+        .expect("reduced doc")
+        + 35;
+    let whole_ref = header[whole_at..]
+        .split('"')
+        .next()
+        .expect("ref")
+        .to_string();
+    let markdown = read_all(&mut loom, &whole_ref);
+    let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = squash(&markdown.replace(['*', '`', '\\'], ""));
+    for sentence in expected["sentences"].as_array().expect("sentences") {
+        let sentence = squash(sentence.as_str().expect("text"));
+        assert!(flat.contains(&sentence), "sentence lost: {sentence}");
+    }
+    for chrome in expected["absent"].as_array().expect("absent") {
+        let chrome = chrome.as_str().expect("text");
+        assert!(!markdown.contains(chrome), "chrome kept: {chrome}");
+    }
+    // The page's data tables are datasets, named in the header and in the Markdown.
+    let table = header
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .find(|w| w.starts_with("ds_fx_raw_table"))
+        .expect("a table dataset in the header")
+        .to_string();
+    assert!(markdown.contains(&format!("[loom: this table is dataset {table} (")));
+    let counted = query(&mut loom, &format!("SELECT count(*) AS n FROM {table}"));
+    assert!(
+        counted["rows"][0]["n"].as_u64().is_some_and(|n| n >= 2),
+        "{counted}"
+    );
+    // And the original, exactly.
+    assert_eq!(read_all(&mut loom, &original_ref(shown)), page);
 }

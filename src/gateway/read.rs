@@ -104,6 +104,21 @@ fn line_range(text: &str, total: usize) -> Result<(usize, usize), String> {
     Ok((first, last.min(total)))
 }
 
+/// The arguments `loom_read` takes; anything else is an error rather than silently ignored.
+const ARGUMENTS: &[&str] = &["ref", "offset", "length", "lines", "pattern", "context"];
+
+fn unknown_argument(arguments: &Map<String, Value>) -> Option<String> {
+    arguments
+        .keys()
+        .find(|k| !ARGUMENTS.contains(&k.as_str()))
+        .map(|k| {
+            format!(
+                "unknown argument `{k}`; loom_read takes {}",
+                ARGUMENTS.join(", ")
+            )
+        })
+}
+
 fn mode(arguments: &Map<String, Value>, document: &Document) -> Result<Mode, String> {
     let pattern = match arguments.get("pattern") {
         None | Some(Value::Null) => None,
@@ -151,6 +166,9 @@ fn mode(arguments: &Map<String, Value>, document: &Document) -> Result<Mode, Str
             None => DEFAULT_CONTEXT,
         };
         return Ok(Mode::Pattern { regex, context });
+    }
+    if context.is_some() {
+        return Err("`context` goes with `pattern` (lines shown around each match)".to_string());
     }
     if let Some(lines) = lines {
         let (first, last) = line_range(lines, document.lines())?;
@@ -405,7 +423,13 @@ pub fn read(store: &Arc<Store>, arguments: &Option<Map<String, Value>>) -> CallT
         };
         return error_result(format!("{READ}: {why}; {}", known(store)));
     };
+    if let Some(e) = unknown_argument(arguments) {
+        return error_result(format!("{READ}: {e}"));
+    }
     match &held.content {
+        Content::Blob(_) if arguments.keys().any(|k| k != "ref") => error_result(format!(
+            "{READ}: `{reference}` is a blob: it is read whole, with `ref` alone (no offset, lines or pattern)"
+        )),
         Content::Table => error_result(format!(
             "{READ}: `{reference}` is a dataset, not a document; query it with loom_query (SELECT … FROM {reference})"
         )),
@@ -563,6 +587,8 @@ mod tests {
                 "give one of",
             ),
             (json!({}), "missing argument `ref`"),
+            (json!({"ref": doc, "context": 3}), "`context` goes with `pattern`"),
+            (json!({"ref": doc, "page": 2}), "unknown argument `page`; loom_read takes ref, offset"),
         ];
         for (arguments, says) in cases {
             let result = call(&store, arguments.clone());

@@ -178,15 +178,25 @@ fn looks_like_prose(text: &str) -> bool {
     headings >= 3 && log_like * 4 < head.len().max(1)
 }
 
-/// The cut marker: what was left out and the exact call that reads it.
+/// The cut marker: what was left out and the exact call that reads it — a call that runs as
+/// written, so a span longer than one `loom_read` page names the first page and says to read on.
 fn cut_marker(reference: &str, omitted: &budget::Omitted) -> String {
+    let page = crate::gateway::read::MAX_PAGE_CHARS;
+    let call = format!(
+        "loom_read(\"{reference}\", offset: {}, length: {})",
+        omitted.offset,
+        omitted.length.min(page)
+    );
+    let read_on = if omitted.length > page {
+        " and on from its nextOffset"
+    } else {
+        ""
+    };
     format!(
-        "[loom: {} chars (lines {}–{}) left out here; loom_read(\"{reference}\", offset: {}, length: {})]",
+        "[loom: {} chars (lines {}–{}) left out here; {call}{read_on}]",
         thousands(omitted.length),
         omitted.first_line,
         omitted.last_line,
-        omitted.offset,
-        omitted.length
     )
 }
 
@@ -285,12 +295,12 @@ fn reduce_text(
         });
         if let Ok(page) = page {
             let mut markdown = page.markdown;
-            let mut made = 0;
+            let mut made: Vec<String> = Vec::new();
             for (index, rows) in tables {
                 let placeholder = format!("{{loom-table-{index}}}");
                 let line = match block.dataset(&format!("table{}", index + 1), &rows, true) {
                     Some(reference) => {
-                        made += 1;
+                        made.push(reference.clone());
                         format!(
                             "[loom: this table is dataset {reference} ({} rows): loom_query \"SELECT * FROM {reference} LIMIT 20\"]",
                             rows.len()
@@ -301,19 +311,21 @@ fn reduce_text(
                 markdown = markdown.replacen(&placeholder, &line, 1);
             }
             block.done.push(format!(
-                "{} as Markdown{}",
-                if page.main_content_only {
-                    "main content"
-                } else {
-                    "whole page"
+                "{}{}",
+                match page.method {
+                    html::ReductionMethod::FlatText => "its text (markup too deep to render)",
+                    _ if page.main_content_only => "main content as Markdown",
+                    _ => "whole page as Markdown",
                 },
-                if made > 0 {
-                    format!(
-                        ", {made} table{} as datasets",
-                        if made == 1 { "" } else { "s" }
-                    )
-                } else {
-                    String::new()
+                match made.len() {
+                    0 => String::new(),
+                    // Named in the header too: the tables may sit past the budget cut.
+                    1 => format!(", 1 table as dataset {}", made[0]),
+                    n => format!(
+                        ", {n} tables as datasets {}{}",
+                        made.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+                        if n > 3 { ", …" } else { "" }
+                    ),
                 }
             ));
             current = std::borrow::Cow::Owned(markdown);

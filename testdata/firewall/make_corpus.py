@@ -54,6 +54,12 @@ case("minified.js.txt", js, verdict="reduced", stages=["cut"], absent=["binary"]
 # A JSON document that is not a table: summarised by structure.
 cases["npm_types_node.json"] = (None, dict(file="../json/npm_types_node.json", verdict="reduced", stages=["json"], absent=["cut", "binary"]))
 
+# Real pages (Python's documentation) and a hand-written news layout: main content as Markdown;
+# the long pages are then cut, keeping the head.
+for page in ["py_glossary", "py_howto_logging", "py_tutorial_classes", "py_whatsnew_3_11"]:
+    cases[page + ".html"] = (None, dict(file=f"../html/pages/{page}.html", verdict="reduced", stages=["markdown", "cut"], absent=["binary"], keep="head"))
+cases["news_blog_layout.html"] = (None, dict(file="../html/pages/news_blog_layout.html", verdict="reduced", stages=["markdown"], absent=["cut", "binary"]))
+
 # Security-relevant: passed whole under the hard limit.
 case("permission_denied.txt", "Error: EACCES: permission denied, open '/etc/ssl/private/key.pem'\n" +
      "\n".join(f"    at step {i} (/app/node_modules/fs/index.js:{i}:7)" for i in range(600)), verdict="passed")

@@ -177,11 +177,21 @@ class ClientRaised(AssertionError):
     """The client raised (or, for the 1.x driver, reported that it raised) on a request."""
 
 
+def model_name(block: Any) -> str:
+    """The client's own model class of a content block, with an embedded resource's contents
+    class after a slash (`EmbeddedResource/BlobResourceContents`)."""
+    inner = getattr(block, "resource", None)
+    return type(block).__name__ + (f"/{type(inner).__name__}" if inner is not None else "")
+
+
 class DataClient:
     """One connected client. `label` names it in assertion messages."""
 
     label: str
     protocol_version: str
+    content_types: list[str]
+    """The client's model class of each content block of the last tools/call result (`model_name`):
+    the wire JSON alone does not show whether the client parsed an image as an image."""
 
     async def list_tools(self) -> list[dict[str, Any]]:
         raise NotImplementedError
@@ -205,7 +215,9 @@ class Sdk2Client(DataClient):
 
     async def call(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         try:
-            return dump(await self._client.call_tool(name, arguments or {}))
+            result = await self._client.call_tool(name, arguments or {})
+            self.content_types = [model_name(block) for block in result.content]
+            return dump(result)
         except Exception as exc:
             raise ClientRaised(f"{self.label} raised on tools/call {name}: {type(exc).__name__}: {exc}") from exc
 
@@ -222,6 +234,11 @@ class Sdk1Client(DataClient):
         self._stdout = BufferedByteReceiveStream(process.stdout)
 
     async def answer(self, what: str) -> Any:
+        answer = await self.answer_line(what)
+        return answer["result"]
+
+    async def answer_line(self, what: str) -> dict[str, Any]:
+        """The driver's whole answer line ({"ok", "result", ...})."""
         with anyio.fail_after(PATIENCE):
             try:
                 line = await self._stdout.receive_until(b"\n", MAX_ANSWER_BYTES)
@@ -231,7 +248,7 @@ class Sdk1Client(DataClient):
         if not answer["ok"]:
             error = answer["error"]
             raise ClientRaised(f"sdk1 raised on {what}: {error['type']}: {error['message']}\n{error['traceback']}")
-        return answer["result"]
+        return answer
 
     async def request(self, what: str, **request: Any) -> Any:
         await self._stdin.send((json.dumps(request) + "\n").encode())
@@ -241,7 +258,11 @@ class Sdk1Client(DataClient):
         return await self.request("tools/list", op="list_tools")
 
     async def call(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        return await self.request(f"tools/call {name}", op="call_tool", name=name, arguments=arguments or {})
+        request = {"op": "call_tool", "name": name, "arguments": arguments or {}}
+        await self._stdin.send((json.dumps(request) + "\n").encode())
+        answer = await self.answer_line(f"tools/call {name}")
+        self.content_types = answer["contentTypes"]
+        return answer["result"]
 
 
 @asynccontextmanager

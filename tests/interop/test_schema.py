@@ -30,11 +30,13 @@ the shipped one), LOOM_MCP_EXTRA_SCHEMA_DIR (instead of tests/interop/schemas).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib.metadata
 import json
 import os
 import queue
+import re
 import subprocess
 import threading
 import time
@@ -736,6 +738,121 @@ def test_errors_as_results(version: str, tmp_path: Path) -> None:
             response,
         )
     finish(s, at_least=6)
+
+
+def _texts(response: dict[str, Any]) -> list[str]:
+    return [b.get("text", "") for b in (response.get("result") or {}).get("content", []) if b.get("type") == "text"]
+
+
+def _raw_text(text: str, **members: Any) -> dict[str, str]:
+    """fx_raw's arguments for a result of one text block (and `members`)."""
+    return {"json": json.dumps({"content": [{"type": "text", "text": text}], **members})}
+
+
+@pytest.mark.parametrize("version", VERSION_PARAMS)
+def test_firewall_results(version: str, tmp_path: Path) -> None:
+    """The context firewall's shapes (SPEC §19): a reduced log, a reduced JSON document, a text with
+    base64 lifted out, a reduced text with its structuredContent copy, isError passed whole and
+    cut at the hard limit, a bypassed tool; loom_read's pages (first and last), lines, pattern,
+    blobs as an image and as an embedded resource, and its errors; documents in
+    loom_list_datasets and loom_describe."""
+    s = open_session(
+        version,
+        tmp_path,
+        [fixture_server("fx"), fixture_server("raw")],
+        compression={"perTool": {"raw/raw": {"bypass": True}}},
+    )
+    log = "\n".join(f"2026-12-01T00:00:{n % 60:02d}Z INFO request {n} served" for n in range(1, 6000))
+    log += "\n2026-12-01T00:00:00Z ERROR the last request failed"
+    reduced = s.tool("reduced log", "fx_raw", _raw_text(log))
+    s.expect_that(
+        "reduced log",
+        (_texts(reduced) or [""])[0].startswith("[loom: text reduced") and "structuredContent" not in reduced["result"],
+        "expected one reduced text block",
+        reduced,
+    )
+    doc = next(iter(re.findall(r'full original: loom_read\("(doc_\d+)"\)', json.dumps(reduced))), "doc_1")
+
+    npm = (REPO_ROOT / "testdata" / "json" / "npm_react.json").read_text()
+    summary = s.tool("reduced JSON document", "fx_raw", _raw_text(npm))
+    s.expect_that(
+        "reduced JSON", "JSON summarised" in (_texts(summary) or [""])[0], "expected a JSON summary", summary
+    )
+
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 24).decode()
+    pdf = base64.b64encode(b"%PDF-1.7\n" + bytes(range(256)) * 12).decode()
+    words = "The screenshot and the report of the run are attached here. " * 40
+    lifted = s.tool(
+        "base64 lifted out",
+        "fx_raw",
+        _raw_text(f"{words}\n![shot](data:image/png;base64,{png})\nreport: data:application/pdf;base64,{pdf}\n"),
+    )
+    blobs = re.findall(r"blob_\d+", json.dumps(lifted))
+    s.expect_that("base64 lifted out", len(set(blobs)) == 2, "expected two blobs", lifted)
+
+    copied = s.tool("reduced text and its structuredContent copy", "fx_raw", _raw_text(log, structuredContent={"result": log}))
+    s.expect_that(
+        "structuredContent copy",
+        structured(copied).get("result", "").startswith("[loom: text reduced"),
+        "expected the copy reduced with its text",
+        copied,
+    )
+    trace = "Traceback (most recent call last):\n" + '  File "x.py", line 1, in <module>\n' * 600
+    s.tool("isError passed whole", "fx_raw", _raw_text(trace, isError=True), expect="isError")
+    cut = s.tool("isError cut at the hard limit", "fx_raw", _raw_text(trace * 4, isError=True), expect="isError")
+    s.expect_that(
+        "isError cut", "security-relevant output cut" in json.dumps(cut), "expected the hard-limit cut", cut
+    )
+    bypassed = s.tool("bypassed tool", "raw_raw", _raw_text(log))
+    s.expect_that("bypass", _texts(bypassed) == [log], "expected the text as sent", bypassed)
+
+    first = s.tool("loom_read first page", "loom_read", {"ref": doc, "offset": 0, "length": 1000})
+    s.expect_that("first page", "nextOffset" in structured(first), "expected nextOffset", first)
+    last = s.tool("loom_read last page", "loom_read", {"ref": doc, "offset": len(log) - 10})
+    s.expect_that("last page", "nextOffset" not in structured(last), "expected no nextOffset", last)
+    s.tool("loom_read default page", "loom_read", {"ref": doc})
+    s.tool("loom_read lines", "loom_read", {"ref": doc, "lines": "10-20"})
+    s.tool("loom_read open line range", "loom_read", {"ref": doc, "lines": "5990-"})
+    found = s.tool("loom_read pattern", "loom_read", {"ref": doc, "pattern": "ERROR", "context": 1})
+    s.expect_that("pattern", structured(found).get("lines") == [6000], "expected line 6000", found)
+    s.tool("loom_read pattern, no match", "loom_read", {"ref": doc, "pattern": "nothing like this"})
+    image = s.tool("loom_read blob as image", "loom_read", {"ref": blobs[0] if blobs else "blob_1"})
+    s.expect_that(
+        "blob as image",
+        [b.get("type") for b in image["result"].get("content", [])] == ["image"],
+        "expected one image block",
+        image,
+    )
+    resource = s.tool("loom_read blob as resource", "loom_read", {"ref": blobs[-1] if blobs else "blob_2"})
+    s.expect_that(
+        "blob as resource",
+        [b.get("type") for b in resource["result"].get("content", [])] == ["resource"],
+        "expected one resource block",
+        resource,
+    )
+    s.tool("loom_list_datasets with documents and blobs", "loom_list_datasets", {})
+    s.tool("loom_describe a document", "loom_describe", {"ref": doc})
+    s.tool("loom_query a document", "loom_query", {"sql": f"SELECT count(*) AS n FROM {doc} WHERE text LIKE '%ERROR%'"})
+
+    for label, arguments in [
+        ("unknown ref", {"ref": "doc_99"}),
+        ("offset past the end", {"ref": doc, "offset": 10**7}),
+        ("length too large", {"ref": doc, "length": 100001}),
+        ("negative length", {"ref": doc, "length": -1}),
+        ("lines past the end", {"ref": doc, "lines": "9000"}),
+        ("lines malformed", {"ref": doc, "lines": "x-y"}),
+        ("invalid pattern", {"ref": doc, "pattern": "("}),
+        ("several modes", {"ref": doc, "lines": "1", "pattern": "x"}),
+        ("missing ref", {}),
+    ]:
+        error = s.tool(f"loom_read error: {label}", "loom_read", arguments, expect="isError")
+        s.expect_that(
+            f"loom_read error: {label}",
+            (_texts(error) or [""])[0].startswith("loom_read: "),
+            "expected a text starting `loom_read: `",
+            error,
+        )
+    finish(s, at_least=29)
 
 
 def _everything_server() -> dict[str, Any]:

@@ -10,11 +10,14 @@ It starts the server, runs the `initialize` handshake with `mcp.ClientSession` (
 1.x has), and then answers requests read from stdin, one JSON object per line, in order:
 
     {"op": "list_tools"}                                   -> result: [Tool, ...]
-    {"op": "call_tool", "name": ..., "arguments": {...}}   -> result: CallToolResult
+    {"op": "call_tool", "name": ..., "arguments": {...}}   -> result: CallToolResult, and
+                                                              contentTypes: [model class, ...]
 
 Every answer is one JSON line on stdout: {"ok": true, "result": ...} with the SDK's models dumped
 as their wire JSON (camelCase), or {"ok": false, "error": {"type", "message", "traceback"}} when
-the SDK raised (the session stays usable when it can). The first line is the handshake's outcome:
+the SDK raised (the session stays usable when it can). `contentTypes` names the SDK's own model
+class of each content block (`ImageContent`, `EmbeddedResource/BlobResourceContents`, ...), which
+the wire JSON does not show. The first line is the handshake's outcome:
 {"ok": true, "result": {"protocolVersion", "serverInfo"}}. The script ends at EOF on stdin.
 Nothing else is written to stdout; the server's stderr and this script's logs go to stderr.
 """
@@ -47,6 +50,11 @@ def _failure(exc: BaseException) -> dict[str, Any]:
     }
 
 
+def _model_name(block: Any) -> str:
+    inner = getattr(block, "resource", None)
+    return type(block).__name__ + (f"/{type(inner).__name__}" if inner is not None else "")
+
+
 def _say(answer: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(answer) + "\n")
     sys.stdout.flush()
@@ -57,19 +65,22 @@ async def _serve(session: ClientSession) -> None:
     while line := await stdin.readline():
         if not line.strip():
             continue
+        extra: dict[str, Any] = {}
         try:
             request = json.loads(line)
             op = request["op"]
             if op == "list_tools":
                 answer = [_wire(tool) for tool in (await session.list_tools()).tools]
             elif op == "call_tool":
-                answer = _wire(await session.call_tool(request["name"], request.get("arguments") or {}))
+                called = await session.call_tool(request["name"], request.get("arguments") or {})
+                answer = _wire(called)
+                extra["contentTypes"] = [_model_name(block) for block in called.content]
             else:
                 raise ValueError(f"unknown op {op!r}")
         except Exception as exc:  # every failure is reported; the test decides
             _say(_failure(exc))
         else:
-            _say({"ok": True, "result": answer})
+            _say({"ok": True, "result": answer, **extra})
 
 
 async def main(spec: dict[str, Any]) -> None:

@@ -71,6 +71,16 @@ def sales_report(weeks: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+@app.tool(annotations=ToolAnnotations(read_only_hint=True))
+def build_log(lines: int) -> str:
+    """A build log of `lines` INFO lines, an ERROR on line 3 and a SUMMARY line last (the SDK
+    sends the text twice: as a text block and as `{"result": text}` structuredContent)."""
+    out = [f"12:{n // 60 % 60:02d}:{n % 60:02d} INFO step {n} done" for n in range(1, lines + 1)]
+    if lines >= 3:
+        out[2] = "12:00:03 ERROR compiler: cannot find module `db` (first failure)"
+    return "\n".join(out) + f"\nSUMMARY: {lines} steps, 1 error"
+
+
 @app.tool()
 def fail(reason: str) -> str:
     """Always fails with the given reason."""
