@@ -30,7 +30,7 @@ fn testdata(path: &str) -> String {
 
 /// A page of about 1 MB: the largest corpus page, its article repeated inside one body.
 fn one_megabyte_page() -> String {
-    let page = testdata("html/pages/stdtypes.html");
+    let page = testdata("html/pages/py_library_datetime.html");
     let (head, rest) = page.split_at(page.find("<body").unwrap_or(0));
     let mut out = head.to_string();
     while out.len() + rest.len() < 1_000_000 {

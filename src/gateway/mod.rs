@@ -327,6 +327,7 @@ impl Gateway {
                 "shutdown budget ran out with servers still stopping or snapshots still being written"
             );
         }
+        self.store.remove_spill();
     }
 
     /// Rebuild the exposed catalog now; returns which lists changed.

@@ -587,8 +587,14 @@ mod tests {
                 "give one of",
             ),
             (json!({}), "missing argument `ref`"),
-            (json!({"ref": doc, "context": 3}), "`context` goes with `pattern`"),
-            (json!({"ref": doc, "page": 2}), "unknown argument `page`; loom_read takes ref, offset"),
+            (
+                json!({"ref": doc, "context": 3}),
+                "`context` goes with `pattern`",
+            ),
+            (
+                json!({"ref": doc, "page": 2}),
+                "unknown argument `page`; loom_read takes ref, offset",
+            ),
         ];
         for (arguments, says) in cases {
             let result = call(&store, arguments.clone());

@@ -157,7 +157,7 @@ pub struct Store {
     listener: Mutex<Option<Listener>>,
     settings: StoreSettings,
     /// Private spill directory, removed when the store is dropped.
-    _spill: Option<tempfile::TempDir>,
+    spill: Mutex<Option<tempfile::TempDir>>,
 }
 
 /// A part of a ref: lowercase `[a-z0-9_]` (anything else becomes `_`), cut to `max`
@@ -233,7 +233,7 @@ impl Store {
             catalog: Mutex::new(Catalog::default()),
             listener: Mutex::new(None),
             settings,
-            _spill: Some(spill),
+            spill: Mutex::new(Some(spill)),
         })
     }
 
@@ -244,6 +244,22 @@ impl Store {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Catalog> {
         self.catalog.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Remove the private spill directory now (at shutdown): whatever still holds the store
+    /// when the process exits — a blocking task the runtime stopped waiting for — must not keep
+    /// it on disk.
+    pub fn remove_spill(&self) {
+        let spill = self
+            .spill
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(dir) = spill
+            && let Err(error) = dir.close()
+        {
+            tracing::warn!("cannot remove the spill directory: {error}");
+        }
     }
 
     pub fn settings(&self) -> &StoreSettings {
