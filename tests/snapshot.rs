@@ -171,3 +171,57 @@ fn a_killed_loom_leaves_a_snapshot_that_opens() {
         assert!(name.ends_with(".parquet"), "stray file {name}");
     }
 }
+
+/// A reduced result's original (SPEC §19.4) is written like a dataset and searchable later.
+#[test]
+fn documents_are_snapshotted_and_searchable_later() {
+    let root = tempfile::tempdir().expect("root");
+    let (dir, path) = write_config(&json!({
+        "snapshot": {"url": root.path()},
+        "servers": [fixture_server("fx", &[])]
+    }));
+    let mut loom = RawClient::loom(&path);
+    loom.initialize();
+    let log: String = (1..=5000)
+        .map(|n| {
+            if n == 42 {
+                "ERROR disk full\n".to_string()
+            } else {
+                format!("INFO request {n} ok\n")
+            }
+        })
+        .collect();
+    let result = json!({"content": [{"type": "text", "text": log}]});
+    let line = loom.call_tool("fx_raw", json!({"json": result.to_string()}));
+    assert!(
+        first_text(&line).starts_with("[loom: text reduced"),
+        "{:.300}",
+        line.raw
+    );
+    loom.close_stdin();
+    assert!(loom.wait_exit().success());
+    drop(dir);
+    let url = root.path().to_str().expect("utf8");
+    let (code, out, err) = loom_query(&[
+        "--snapshot",
+        url,
+        "--format",
+        "csv",
+        "SELECT line_no, text FROM doc_1 WHERE text LIKE 'ERROR%'",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // RFC 4180 line ends.
+    assert_eq!(out.trim(), "line_no,text\r\n42,ERROR disk full");
+    let sessions: Vec<_> = std::fs::read_dir(root.path())
+        .expect("root")
+        .flatten()
+        .collect();
+    let manifest =
+        std::fs::read_to_string(sessions[0].path().join("manifest.json")).expect("manifest");
+    let manifest: Value = serde_json::from_str(&manifest).expect("json");
+    let entry = manifest["datasets"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["ref"] == "doc_1"))
+        .expect("doc_1 in the manifest");
+    assert_eq!(entry["kind"], "document");
+}
