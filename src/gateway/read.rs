@@ -34,8 +34,8 @@ or a binary it lifted out. `ref` is the doc_<n> or blob_<n> named in the reduced
 arguments: the first 8,000 characters. `offset`/`length`: that many characters (Unicode code points) \
 from that offset; the second text block says where the page sits and how to read on. `lines`: \
 \"120-180\" (or \"120\") by line number. `pattern`: the lines matching a regular expression, numbered, \
-with `context` lines around them. A blob comes back as an image or resource block. Documents are \
-also tables doc_<n>(line_no, text) for loom_query.";
+with `context` lines around them. A blob comes back as an image or resource block. `pin: true` keeps \
+it from eviction. Documents are also tables doc_<n>(line_no, text) for loom_query.";
 
 pub fn tool() -> Tool {
     Tool::new(
@@ -48,7 +48,8 @@ pub fn tool() -> Tool {
                 "length": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_CHARS, "description": "Characters to read (default 8000)."},
                 "lines": {"type": "string", "description": "A line range, e.g. \"120-180\" or \"42\" (1-based, inclusive)."},
                 "pattern": {"type": "string", "description": "A regular expression (Rust syntax; (?i) for case-insensitive): the matching lines, numbered."},
-                "context": {"type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "description": "Lines shown before and after each match (default 2)."}
+                "context": {"type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "description": "Lines shown before and after each match (default 2)."},
+                "pin": {"type": "boolean", "description": "Keep this document or blob from eviction for the rest of the session."}
             }),
             &["ref"],
         ),
@@ -105,7 +106,9 @@ fn line_range(text: &str, total: usize) -> Result<(usize, usize), String> {
 }
 
 /// The arguments `loom_read` takes; anything else is an error rather than silently ignored.
-const ARGUMENTS: &[&str] = &["ref", "offset", "length", "lines", "pattern", "context"];
+const ARGUMENTS: &[&str] = &[
+    "ref", "offset", "length", "lines", "pattern", "context", "pin",
+];
 
 fn unknown_argument(arguments: &Map<String, Value>) -> Option<String> {
     arguments
@@ -426,10 +429,37 @@ pub fn read(store: &Arc<Store>, arguments: &Option<Map<String, Value>>) -> CallT
     if let Some(e) = unknown_argument(arguments) {
         return error_result(format!("{READ}: {e}"));
     }
+    let pin = match arguments.get("pin") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+        Some(Value::Bool(true)) => true,
+        Some(other) => {
+            return error_result(format!(
+                "{READ}: `pin` must be true or false, found {other}"
+            ));
+        }
+    };
+    if pin
+        && !matches!(held.content, Content::Table)
+        && let Err(e) = store.pin(reference)
+    {
+        return error_result(format!("{READ}: {e}"));
+    }
+    let mut result = read_held(reference, &held, arguments);
+    if pin && result.is_error != Some(true) {
+        result.content.push(ContentBlock::text(format!(
+            "[loom: {reference} is pinned: it is never evicted]"
+        )));
+    }
+    result
+}
+
+fn read_held(reference: &str, held: &Dataset, arguments: &Map<String, Value>) -> CallToolResult {
     match &held.content {
-        Content::Blob(_) if arguments.keys().any(|k| k != "ref") => error_result(format!(
-            "{READ}: `{reference}` is a blob: it is read whole, with `ref` alone (no offset, lines or pattern)"
-        )),
+        Content::Blob(_) if arguments.keys().any(|k| k != "ref" && k != "pin") => {
+            error_result(format!(
+                "{READ}: `{reference}` is a blob: it is read whole, with `ref` alone (no offset, lines or pattern)"
+            ))
+        }
         Content::Table => error_result(format!(
             "{READ}: `{reference}` is a dataset, not a document; query it with loom_query (SELECT … FROM {reference})"
         )),
@@ -554,6 +584,20 @@ mod tests {
         );
         let none = call(&store, json!({"ref": doc, "pattern": "nothing here"}));
         assert!(texts(&none)[0].contains("no line"));
+    }
+
+    #[test]
+    fn a_pinned_document_is_never_evicted() {
+        let (store, doc) = store_with("keep me\n".repeat(100).as_str());
+        let read = call(&store, json!({"ref": doc, "pin": true, "lines": "1"}));
+        assert_eq!(texts(&read)[0], "keep me");
+        assert_eq!(
+            texts(&read).last().map(String::as_str),
+            Some(format!("[loom: {doc} is pinned: it is never evicted]").as_str())
+        );
+        assert!(store.get(&doc).is_some_and(|d| d.pinned()));
+        let bad = call(&store, json!({"ref": doc, "pin": "yes"}));
+        assert!(texts(&bad)[0].contains("`pin` must be true or false"));
     }
 
     #[test]

@@ -434,7 +434,7 @@ pub fn list(store: &Store) -> CallToolResult {
                 "args": d.provenance.args,
                 "createdAt": d.provenance.created_at,
                 "age": age(d.created),
-                "pinned": d.pinned,
+                "pinned": d.pinned(),
                 "implicit": d.implicit,
             });
             kind_details(d, &mut entry);
@@ -495,7 +495,7 @@ pub fn describe_dataset(d: &Dataset, held: &[Arc<Dataset>]) -> Value {
         "joinHints": crate::hints::hints_for(d, held),
         "provenance": d.provenance,
         "age": age(d.created),
-        "pinned": d.pinned,
+        "pinned": d.pinned(),
         "implicit": d.implicit,
         "usage": envelope::sql::usage(&[d]),
     });

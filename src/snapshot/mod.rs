@@ -293,7 +293,7 @@ async fn write_one(
             source,
         },
         created_at,
-        pinned: dataset.pinned,
+        pinned: dataset.pinned(),
         file,
         kind: dataset.content.kind().to_string(),
     });

@@ -49,8 +49,8 @@ pub struct Dataset {
     pub provenance: Provenance,
     pub created: SystemTime,
     pub batches: Vec<RecordBatch>,
-    /// Never evicted (materialized views).
-    pub pinned: bool,
+    /// Never evicted (materialized views; documents and blobs a client pinned with loom_read).
+    pinned: std::sync::atomic::AtomicBool,
     /// A large `loom_query` result: evicted first.
     pub implicit: bool,
     /// A table, or the original of a reduced result (a document or a blob) with its table.
@@ -59,6 +59,10 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    pub fn pinned(&self) -> bool {
+        self.pinned.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn last_access(&self) -> Instant {
         *self
             .last_access
@@ -378,7 +382,7 @@ impl Store {
         let held_pinned: usize = catalog
             .datasets
             .iter()
-            .filter(|d| d.pinned)
+            .filter(|d| d.pinned())
             .map(|d| d.bytes)
             .sum();
         if bytes.saturating_add(held_pinned) > budget {
@@ -427,7 +431,7 @@ impl Store {
             provenance,
             created: SystemTime::now(),
             batches,
-            pinned,
+            pinned: std::sync::atomic::AtomicBool::new(pinned),
             implicit,
             content,
             last_access: Mutex::new(Instant::now()),
@@ -459,7 +463,7 @@ impl Store {
                 .datasets
                 .iter()
                 .enumerate()
-                .filter(|(_, d)| !d.pinned && d.reference != keep)
+                .filter(|(_, d)| !d.pinned() && d.reference != keep)
                 .min_by_key(|(_, d)| (!d.implicit, d.last_access()))
                 .map(|(i, _)| i);
             let Some(index) = victim else { return };
@@ -468,6 +472,35 @@ impl Store {
             tracing::info!(dataset = %gone.reference, bytes = gone.bytes, "evicted (memoryBudgetBytes)");
             catalog.evicted.push(gone.reference.clone());
         }
+    }
+
+    /// Keep `reference` from eviction from now on, if it fits beside what is pinned already.
+    pub fn pin(&self, reference: &str) -> Result<(), String> {
+        let catalog = self.lock();
+        let Some(dataset) = catalog.datasets.iter().find(|d| d.reference == reference) else {
+            return Err(format!("no document, blob or dataset `{reference}`"));
+        };
+        if dataset.pinned() {
+            return Ok(());
+        }
+        let budget = usize::try_from(self.settings.memory_budget_bytes).unwrap_or(usize::MAX);
+        let held_pinned: usize = catalog
+            .datasets
+            .iter()
+            .filter(|d| d.pinned())
+            .map(|d| d.bytes)
+            .sum();
+        if held_pinned.saturating_add(dataset.bytes) > budget {
+            return Err(format!(
+                "pinning `{reference}` ({} bytes) beside {held_pinned} bytes already pinned would \
+                 exceed memoryBudgetBytes ({budget})",
+                dataset.bytes
+            ));
+        }
+        dataset
+            .pinned
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// Drop a dataset (a half-built interception being undone).
