@@ -280,7 +280,6 @@ fn reduce_text(
 
     // Stage 2 or 3: a page to Markdown, a JSON document to its summary.
     if is_html {
-        let mut notes: Vec<(usize, String)> = Vec::new();
         let mut tables: Vec<(usize, Vec<Value>)> = Vec::new();
         let page = html::reduce_page(&current, &mut |index, table| {
             let rows = html_table_rows(table);
@@ -289,9 +288,7 @@ fn reduce_text(
             }
             tables.push((index, rows));
             // The dataset's ref is not known yet: a placeholder, filled in below.
-            let note = format!("{{loom-table-{index}}}");
-            notes.push((index, note.clone()));
-            Some(note)
+            Some(format!("{{loom-table-{index}}}"))
         });
         if let Ok(page) = page {
             let mut markdown = page.markdown;
