@@ -115,12 +115,6 @@ impl Compression {
         }
         policy
     }
-
-    /// Whether any tool of `server` is bypassed (then its tools' `outputSchema` must be looked
-    /// at tool by tool).
-    pub fn bypasses(&self, server: &str, tool: &str) -> bool {
-        self.resolve(server, tool).bypass
-    }
 }
 
 #[cfg(test)]

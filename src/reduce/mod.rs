@@ -334,34 +334,16 @@ fn reduce_text(
             std::borrow::Cow::Borrowed(_) => original_ref.clone(),
             std::borrow::Cow::Owned(lifted) => block.document(kind, lifted.clone(), "reduced")?,
         };
-        let mut options = json::JsonOptions {
+        // One parse: the summary lowers its own depth limit until it fits the budget, and only
+        // its last pass makes datasets of the folds it keeps.
+        let options = json::JsonOptions {
             document_ref,
+            max_output_chars: budget_chars,
             ..Default::default()
         };
-        // Tighter and tighter until the summary fits the budget (or cannot shrink more). A
-        // folded array is made a dataset once, whichever attempt folds it first.
-        let attempts = [(200, 3, 8), (80, 2, 5), (40, 1, 3)];
-        let mut best: Option<json::JsonSummary> = None;
-        let mut made: std::collections::HashMap<String, Option<String>> = Default::default();
-        for (strings, examples, depth) in attempts {
-            options.max_string_chars = strings;
-            options.keep_examples = examples;
-            options.max_depth = depth;
-            let summary = json::summarize(&current, &options, &mut |path, items| {
-                if let Some(reference) = made.get(path) {
-                    return reference.clone();
-                }
-                let reference = block.dataset(path.trim_start_matches("$."), items, false);
-                made.insert(path.to_string(), reference.clone());
-                reference
-            });
-            let Some(summary) = summary else { break };
-            let fits = summary.json.chars().count() <= budget_chars;
-            best = Some(summary);
-            if fits {
-                break;
-            }
-        }
+        let best = json::summarize(&current, &options, &mut |path, items| {
+            block.dataset(path.trim_start_matches("$."), items, false)
+        });
         if let Some(summary) = best {
             block.done.push(format!(
                 "JSON summarised by structure ({} folds, {} strings cut)",

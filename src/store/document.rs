@@ -69,11 +69,22 @@ pub struct Blob {
 /// character offset walks at most this far.
 const CHECKPOINT_BYTES: usize = 64 * 1024;
 
+/// The original's bytes as the text column's buffer: the same allocation as the document's
+/// `Arc<str>`, so the table costs no second copy of the text.
+struct SharedText(Arc<str>);
+
+impl AsRef<[u8]> for SharedText {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
 /// An original text, whole.
 #[derive(Debug)]
 pub struct Document {
     pub kind: DocumentKind,
-    text: Buffer,
+    /// Validated once, when the document was made: every read borrows it.
+    text: Arc<str>,
     /// Its length in characters (Unicode code points).
     pub chars: usize,
     /// Byte offset where each line starts (lines end at `\n`, which belongs to no line).
@@ -85,8 +96,7 @@ pub struct Document {
 impl Document {
     /// The whole original.
     pub fn text(&self) -> &str {
-        // The buffer was made from a `String` and never written: valid UTF-8.
-        std::str::from_utf8(self.text.as_slice()).unwrap_or_default()
+        &self.text
     }
 
     pub fn lines(&self) -> usize {
@@ -180,7 +190,8 @@ pub fn document(
         }
         chars += 1;
     }
-    let bytes = Buffer::from(text.into_bytes());
+    let text: Arc<str> = Arc::from(text);
+    let bytes = Buffer::from(bytes::Bytes::from_owner(SharedText(text.clone())));
     let views: Vec<u128> = line_starts
         .iter()
         .enumerate()
@@ -209,7 +220,7 @@ pub fn document(
         batch,
         Document {
             kind,
-            text: bytes,
+            text,
             chars,
             line_starts,
             checkpoints,
