@@ -81,6 +81,7 @@ fn envelope_chars(outcome: Outcome) -> usize {
             .as_str()
             .map_or(0, |t| t.chars().count()),
         Outcome::PassThrough(_, why) => panic!("not intercepted: {why}"),
+        Outcome::Reduced(_) => panic!("reduced as a document, not a table"),
     }
 }
 

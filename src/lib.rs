@@ -16,6 +16,7 @@ pub mod intercept;
 pub mod parallel;
 pub mod redact;
 pub mod reduce;
+pub mod report;
 pub mod snapshot;
 pub mod store;
 pub mod wire;

@@ -21,6 +21,7 @@
 //! * `--linger-ms N`: once stdin reaches EOF, stays alive N more ms before exiting.
 //! * `--ignore-sigterm`: installs a SIGTERM handler that ignores the signal (tests SIGKILL
 //!   escalation).
+//! * `--tools-from FILE`: adds the tools of a recorded `tools/list` (a JSON array), each echoing.
 //! * `--long-names`: adds a tool whose name is 70 characters long
 //!   (`a_very_long_tool_name_…`) and two tools, `dup.name` and `dup name`, that differ only in
 //!   characters loom must sanitize. All three echo `text`.
@@ -142,6 +143,10 @@ struct Args {
     /// Do not declare the resources and prompts capabilities.
     #[arg(long)]
     no_resources: bool,
+    /// Add the tools listed in this JSON file (an array of tool definitions, e.g. a real
+    /// server's recorded `tools/list`), each echoing its `text` argument.
+    #[arg(long)]
+    tools_from: Option<std::path::PathBuf>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -317,6 +322,15 @@ fn flag_tools(args: &Args) -> Vec<Tool> {
     let mut tools: Vec<Tool> = (0..args.extra_tools)
         .map(|i| echo_tool(format!("tool_{i:03}")))
         .collect();
+    if let Some(path) = &args.tools_from {
+        let recorded = std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| serde_json::from_str::<Vec<Tool>>(&text).map_err(|e| e.to_string()));
+        match recorded {
+            Ok(recorded) => tools.extend(recorded),
+            Err(error) => eprintln!("fixture: --tools-from {}: {error}", path.display()),
+        }
+    }
     if args.long_names {
         tools.push(echo_tool(LONG_TOOL_NAME));
         tools.push(echo_tool("dup.name"));

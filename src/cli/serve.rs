@@ -89,6 +89,7 @@ async fn serve(config: crate::config::Config) -> ExitCode {
         }
     }
     gateway.shutdown().await;
+    gateway.write_report();
     ExitCode::SUCCESS
 }
 

@@ -63,7 +63,67 @@ pub struct Config {
     pub snapshot: Option<SnapshotConfig>,
     /// How results that are not tables are reduced (SPEC §19.6).
     pub compression: super::policy::Compression,
+    /// How tool definitions reach the client (SPEC §20).
+    pub tools: ToolsConfig,
+    /// The session savings report (SPEC §21).
+    pub report: ReportConfig,
     pub format: ConfigFormat,
+}
+
+/// Default of `tools.maxJoined`: tools found by `loom_find_tools` that join `tools/list`.
+pub const DEFAULT_MAX_JOINED_TOOLS: usize = 16;
+pub const MAX_MAX_JOINED_TOOLS: usize = 1000;
+/// The shortest `tools.maxDescriptionChars`: below it no sentence survives.
+pub const MIN_MAX_DESCRIPTION_CHARS: usize = 40;
+
+/// Key `tools.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolsMode {
+    /// Every `<server>_<tool>` listed (today's behaviour).
+    All,
+    /// loom's own tools, the discovery tools, `pinned` and the tools found so far.
+    Search,
+}
+
+/// Key `tools`: progressive disclosure of tool definitions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolsConfig {
+    pub mode: ToolsMode,
+    /// Exposed names or `*` globs (also `server/tool`) listed directly in search mode.
+    pub pinned: Vec<String>,
+    /// How many found tools join `tools/list`; the least recently found leave first.
+    pub max_joined: usize,
+    /// Downstream descriptions longer than this are cut at a sentence boundary (off when `None`).
+    pub max_description_chars: Option<usize>,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        ToolsConfig {
+            mode: ToolsMode::All,
+            pinned: Vec::new(),
+            max_joined: DEFAULT_MAX_JOINED_TOOLS,
+            max_description_chars: None,
+        }
+    }
+}
+
+/// Key `report`: what loom writes about the session when it ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportConfig {
+    /// Off: neither the stderr summary nor the file.
+    pub enabled: bool,
+    /// Also written here: JSON when the name ends in `.json`, Markdown otherwise.
+    pub path: Option<PathBuf>,
+}
+
+impl Default for ReportConfig {
+    fn default() -> Self {
+        ReportConfig {
+            enabled: true,
+            path: None,
+        }
+    }
 }
 
 /// Key `snapshot`: where session snapshots are written.
@@ -174,6 +234,8 @@ impl Config {
             max_tool_name_length: DEFAULT_MAX_TOOL_NAME_LENGTH,
             snapshot: None,
             compression: Default::default(),
+            tools: ToolsConfig::default(),
+            report: ReportConfig::default(),
             format,
         }
     }

@@ -1011,10 +1011,71 @@ fn context_firewall_files_are_read_as_they_are() {
     assert_eq!(config.servers[0].call_timeout_ms, 30000);
     let all = problems(
         r#"{"downstreams": {"remote": {"url": "https://x/mcp", "transport": "streamable-http"}},
-            "llm": {"provider": "openrouter"}, "report": {"enabled": true}, "colour": 1}"#,
+            "llm": {"provider": "openrouter"}, "report": {"enabled": 1}, "colour": 1}"#,
     );
     assert_problem(&all, "llm", &["loom does not have", "remove it"]);
-    assert_problem(&all, "report", &["not supported by loom yet"]);
+    assert_problem(&all, "report.enabled", &["expected true or false"]);
     assert_problem(&all, "colour", &["unknown key `colour`"]);
     assert_problem(&all, "downstreams.remote.url", &["stdio servers only"]);
+}
+
+#[test]
+fn the_tools_block_sets_disclosure() {
+    let base = r#""servers": [{"name": "a", "command": "x"}]"#;
+    let config = ok(&format!(r#"{{{base}}}"#));
+    assert_eq!(config.tools, crate::config::ToolsConfig::default());
+    assert_eq!(config.tools.mode, crate::config::ToolsMode::All);
+    let config = ok(&format!(
+        r#"{{{base}, "tools": {{"mode": "search", "maxJoined": 3, "maxDescriptionChars": 200}}}}"#
+    ));
+    assert_eq!(config.tools.mode, crate::config::ToolsMode::Search);
+    assert_eq!(config.tools.max_joined, 3);
+    assert_eq!(config.tools.max_description_chars, Some(200));
+    let config = ok(&format!(
+        r#"{{{base}, "tools": {{"mode": "pinned", "pinned": ["a_get_*", "a/list"]}}}}"#
+    ));
+    assert_eq!(config.tools.mode, crate::config::ToolsMode::Search);
+    assert_eq!(config.tools.pinned, ["a_get_*", "a/list"]);
+    // A pinned list alone means search mode.
+    let config = ok(&format!(r#"{{{base}, "tools": {{"pinned": ["a_x"]}}}}"#));
+    assert_eq!(config.tools.mode, crate::config::ToolsMode::Search);
+
+    let all = problems(&format!(
+        r#"{{{base}, "tools": {{"mode": "lazy", "maxJoined": -1, "maxDescriptionChars": 5, "pinned": [""], "limit": 1}}}}"#
+    ));
+    assert_problem(&all, "tools.mode", &["unknown mode \"lazy\"", "\"search\""]);
+    assert_problem(&all, "tools.maxJoined", &["at least 0"]);
+    assert_problem(&all, "tools.maxDescriptionChars", &["at least 40"]);
+    assert_problem(&all, "tools.pinned[0]", &["must not be empty"]);
+    assert_problem(&all, "tools.limit", &["unknown key `limit`"]);
+    let all = problems(&format!(r#"{{{base}, "tools": {{"mode": "pinned"}}}}"#));
+    assert_problem(&all, "tools.mode", &["needs `tools.pinned`"]);
+    let all = problems(&format!(
+        r#"{{{base}, "tools": {{"mode": "all", "pinned": ["a_x"]}}}}"#
+    ));
+    assert_problem(&all, "tools.pinned", &["no effect with mode \"all\""]);
+}
+
+#[test]
+fn the_report_block_takes_loom_and_context_firewall_names() {
+    let base = r#""servers": [{"name": "a", "command": "x"}]"#;
+    let config = ok(&format!(r#"{{{base}}}"#));
+    assert!(config.report.enabled);
+    assert_eq!(config.report.path, None);
+    let config = ok(&format!(
+        r#"{{{base}, "report": {{"enabled": false, "path": "/tmp/r.json"}}}}"#
+    ));
+    assert!(!config.report.enabled);
+    assert_eq!(config.report.path, Some("/tmp/r.json".into()));
+    let config = ok(&format!(
+        r#"{{{base}, "report": {{"markdownPath": "./report.md"}}}}"#
+    ));
+    assert_eq!(config.report.path, Some("./report.md".into()));
+    let all = problems(&format!(
+        r#"{{{base}, "report": {{"path": "a.md", "markdownPath": "b.md", "format": "x"}}}}"#
+    ));
+    assert_problem(&all, "report.markdownPath", &["keep only `path`"]);
+    assert_problem(&all, "report.format", &["unknown key `format`"]);
+    let all = problems(&format!(r#"{{{base}, "report": {{"path": ""}}}}"#));
+    assert_problem(&all, "report.path", &["must not be empty"]);
 }

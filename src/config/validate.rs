@@ -10,9 +10,10 @@ use super::error::{Problem, ROOT_PATH};
 use super::expand::expand;
 use super::json::{Json, Num, json_quote};
 use super::model::{
-    Config, ConfigFormat, DEFAULT_CALL_TIMEOUT_MS, MAX_MAX_TOOL_NAME_LENGTH,
-    MAX_SERVER_NAME_LENGTH, MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES, MIN_TOKEN_THRESHOLD,
-    RESERVED_SERVER_NAME, RestartPolicy, ServerConfig, is_valid_env_name, is_valid_server_name,
+    Config, ConfigFormat, DEFAULT_CALL_TIMEOUT_MS, MAX_MAX_JOINED_TOOLS, MAX_MAX_TOOL_NAME_LENGTH,
+    MAX_SERVER_NAME_LENGTH, MIN_MAX_DESCRIPTION_CHARS, MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES,
+    MIN_TOKEN_THRESHOLD, RESERVED_SERVER_NAME, ReportConfig, RestartPolicy, ServerConfig,
+    ToolsConfig, ToolsMode, is_valid_env_name, is_valid_server_name,
 };
 use super::policy::{Compression, PolicyPatch};
 use super::size::{UNIT_LIST, human_bytes, parse_size};
@@ -48,20 +49,16 @@ const ROOT_KEYS: &[&str] = &[
     DOWNSTREAMS,
     COMPRESSION,
     "callToolTimeoutMs",
+    "tools",
+    "report",
 ];
 
 /// Context Firewall keys loom does not take, and what to do instead.
-const UNSUPPORTED_ROOT_KEYS: &[(&str, &str)] = &[
-    (
-        "llm",
-        "is Context Firewall's LLM summary, which loom does not have (its reductions are \
+const UNSUPPORTED_ROOT_KEYS: &[(&str, &str)] = &[(
+    "llm",
+    "is Context Firewall's LLM summary, which loom does not have (its reductions are \
          deterministic and the original stays readable with loom_read); remove it",
-    ),
-    (
-        "report",
-        "(the session savings report) is not supported by loom yet; remove it",
-    ),
-];
+)];
 
 /// Keys of one `compression` entry (`default`, a `perServer` or a `perTool` value).
 const POLICY_KEYS: &[&str] = &[
@@ -75,6 +72,13 @@ const POLICY_KEYS: &[&str] = &[
 const COMPRESSION_KEYS: &[&str] = &["default", "perServer", "perTool"];
 
 const SNAPSHOT_KEYS: &[&str] = &["url"];
+
+const TOOLS_KEYS: &[&str] = &["mode", "pinned", "maxJoined", "maxDescriptionChars"];
+const TOOLS_MODES: &str = "\"all\" (every tool listed), \"search\" (tools found with loom_find_tools) \
+                           or \"pinned\" (search, plus the `tools.pinned` list)";
+
+/// `markdownPath` is Context Firewall's name for `path`.
+const REPORT_KEYS: &[&str] = &["enabled", "path", "markdownPath"];
 
 const RESTART_KEYS: &[&str] = &["maxAttempts", "baseDelayMs"];
 
@@ -449,6 +453,12 @@ impl Checker<'_> {
         if let Some(v) = fields.get("snapshot") {
             config.snapshot = self.snapshot(v);
         }
+        if let Some(v) = fields.get("tools") {
+            config.tools = self.tools(v);
+        }
+        if let Some(v) = fields.get("report") {
+            config.report = self.report_block(v);
+        }
         if let Some(v) = fields.get("maxToolNameLength") {
             let (min, max) = (
                 MIN_MAX_TOOL_NAME_LENGTH as u64,
@@ -612,6 +622,99 @@ impl Checker<'_> {
                 None
             }
         }
+    }
+
+    /// The `tools` block (SPEC §20).
+    fn tools(&mut self, value: &Json) -> ToolsConfig {
+        let mut tools = ToolsConfig::default();
+        let Some(entries) = self.object(value, "tools") else {
+            return tools;
+        };
+        let fields = self.fields(entries, "tools", TOOLS_KEYS, Unknown::Reject);
+        let mut pinned_mode = false;
+        if let Some(v) = fields.get("mode")
+            && let Some(mode) = self.string(v, "tools.mode")
+        {
+            match mode.as_str() {
+                "all" => tools.mode = ToolsMode::All,
+                "search" => tools.mode = ToolsMode::Search,
+                "pinned" => {
+                    tools.mode = ToolsMode::Search;
+                    pinned_mode = true;
+                }
+                other => self.report(
+                    "tools.mode",
+                    format!("unknown mode {other:?}; use {TOOLS_MODES}"),
+                ),
+            }
+        }
+        if let Some(v) = fields.get("pinned") {
+            tools.pinned = self.string_list(v, "tools.pinned", |name| {
+                name.is_empty()
+                    .then(|| "must not be empty; write an exposed name such as \"github_search_code\", server/tool, or a glob".to_string())
+            });
+            if tools.mode == ToolsMode::All && fields.get("mode").is_some() {
+                self.report(
+                    "tools.pinned",
+                    "has no effect with mode \"all\" (every tool is listed); set `tools.mode` to \"pinned\" or remove it",
+                );
+            } else if fields.get("mode").is_none() {
+                // A pinned list alone says what the user wants.
+                tools.mode = ToolsMode::Search;
+            }
+        }
+        if pinned_mode && tools.pinned.is_empty() && fields.get("pinned").is_none() {
+            self.report(
+                "tools.mode",
+                "mode \"pinned\" needs `tools.pinned`: the exposed names (or globs) to keep listed",
+            );
+        }
+        if let Some(v) = fields.get("maxJoined")
+            && let Some(n) = self.whole(v, "tools.maxJoined", 0, MAX_MAX_JOINED_TOOLS as u64, false)
+        {
+            tools.max_joined = usize::try_from(n).unwrap_or(MAX_MAX_JOINED_TOOLS);
+        }
+        if let Some(v) = fields.get("maxDescriptionChars") {
+            let max = u64::try_from(usize::MAX).unwrap_or(u64::MAX);
+            tools.max_description_chars = self
+                .whole(
+                    v,
+                    "tools.maxDescriptionChars",
+                    MIN_MAX_DESCRIPTION_CHARS as u64,
+                    max,
+                    false,
+                )
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        }
+        tools
+    }
+
+    /// The `report` block (SPEC §21).
+    fn report_block(&mut self, value: &Json) -> ReportConfig {
+        let mut report = ReportConfig::default();
+        let Some(entries) = self.object(value, "report") else {
+            return report;
+        };
+        let fields = self.fields(entries, "report", REPORT_KEYS, Unknown::Reject);
+        if let Some(v) = fields.get("enabled")
+            && let Some(b) = self.boolean(v, "report.enabled")
+        {
+            report.enabled = b;
+        }
+        match (fields.get("path"), fields.get("markdownPath")) {
+            (Some(_), Some(_)) => self.report(
+                "report.markdownPath",
+                "`markdownPath` is Context Firewall's name for `path` and both are set; keep only `path`",
+            ),
+            (Some(v), None) => report.path = self.non_empty_string(v, "report.path").map(PathBuf::from),
+            (None, Some(v)) => {
+                report.path = self
+                    .non_empty_string(v, "report.markdownPath")
+                    .map(PathBuf::from)
+            }
+            (None, None) => {}
+        }
+        report
     }
 
     fn restart(&mut self, value: &Json) -> RestartPolicy {

@@ -20,7 +20,8 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer, Service, Se
 
 use super::era::Era;
 use super::forward::Forwarded;
-use super::{Gateway, synthetic};
+use super::{Gateway, discovery, synthetic};
+
 use crate::downstream::{TaskSupport, task_support};
 use crate::wire::TASK_METHOD_PREFIX;
 
@@ -120,13 +121,45 @@ impl GatewayService {
         let gateway = &self.gateway;
         match request {
             ClientRequest::CallToolRequest(CallToolRequest { params, .. })
+                if params.name == discovery::CALL =>
+            {
+                let (tool, arguments) = match gateway.call_target(&params.arguments) {
+                    Ok(target) => target,
+                    Err(error) => {
+                        return Ok(
+                            gateway.answered_own(discovery::CALL, synthetic::error_result(error))
+                        );
+                    }
+                };
+                let mut inner = params.clone();
+                inner.name = tool.into();
+                inner.arguments = arguments;
+                Box::pin(self.route(
+                    ClientRequest::CallToolRequest(CallToolRequest::new(inner)),
+                    context,
+                ))
+                .await
+            }
+            ClientRequest::CallToolRequest(CallToolRequest { params, .. })
+                if matches!(
+                    params.name.as_ref(),
+                    discovery::FIND | discovery::CATEGORIES | discovery::STATS
+                ) =>
+            {
+                let result = match params.name.as_ref() {
+                    discovery::FIND => gateway.find_tools(&params.arguments),
+                    discovery::CATEGORIES => gateway.tool_categories(),
+                    _ => gateway.stats_now(),
+                };
+                Ok(gateway.answered_own(&params.name, result))
+            }
+            ClientRequest::CallToolRequest(CallToolRequest { params, .. })
                 if synthetic::NAMES.contains(&params.name.as_ref()) =>
             {
-                Ok(ServerResult::CallToolResult(
-                    gateway
-                        .call_synthetic(&params.name, &params.arguments)
-                        .await,
-                ))
+                let result = gateway
+                    .call_synthetic(&params.name, &params.arguments)
+                    .await;
+                Ok(gateway.answered_own(&params.name, result))
             }
             ClientRequest::CallToolRequest(CallToolRequest { params, .. }) => {
                 let exposed = gateway.exposed();
@@ -152,23 +185,33 @@ impl GatewayService {
             // drop fields it does not know), so the list is written raw too.
             ClientRequest::ListToolsRequest(_) => {
                 let exposed = gateway.exposed();
+                let visible = gateway.visible_tools(&exposed);
                 let tools = match Era::request_has_tasks(&context) {
-                    true => serde_json::json!({"tools": exposed.tools}),
+                    true => serde_json::json!({"tools": visible}),
                     // A version without 2025-11-25 tasks: a tool that only runs as a task is
                     // not offered, and the others lose `execution` (SPEC §5.10).
-                    false => serde_json::json!({"tools": exposed
-                        .tools
+                    false => serde_json::json!({"tools": visible
                         .iter()
                         .filter(|tool| task_support(tool) != TaskSupport::Required)
                         .map(|tool| {
-                            let mut tool = tool.clone();
+                            let mut tool = (*tool).clone();
                             tool.remove("execution");
                             tool
                         })
                         .collect::<Vec<_>>()}),
                 };
                 match serde_json::value::to_raw_value(&tools) {
-                    Ok(raw) => Ok(gateway.pass_on(Forwarded::Raw(raw), &context, true)),
+                    Ok(raw) => {
+                        let discovery = gateway.discovery();
+                        let seen = tools["tools"].as_array().map_or(0, Vec::len);
+                        gateway.stats().listed(
+                            discovery.direct_tools,
+                            discovery.direct,
+                            seen,
+                            crate::report::Size::of(raw.get()),
+                        );
+                        Ok(gateway.pass_on(Forwarded::Raw(raw), &context, true))
+                    }
                     Err(e) => Err(McpError::internal_error(format!("tools/list: {e}"), None)),
                 }
             }

@@ -6,15 +6,18 @@
 //! to the upstream one (see [`crate::wire`]).
 
 pub mod catalog;
+pub mod discovery;
 pub mod era;
 mod forward;
 mod handler;
 pub mod naming;
 pub mod read;
+pub mod search;
 pub mod synthetic;
 pub mod tasks;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -69,6 +72,15 @@ pub struct Gateway {
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// MCP task id → the server that runs it.
     task_routes: Arc<tasks::TaskRoutes>,
+    /// The tool search index and the definition sizes the report compares (SPEC §20).
+    discovery: RwLock<Arc<discovery::Discovery>>,
+    /// Tools `loom_find_tools` returned, listed in search mode.
+    joined: discovery::Joined,
+    /// Set when the joined tools changed: the next rebuild notifies `list_changed`.
+    tools_changed: AtomicBool,
+    /// Marks server-written descriptions in `loom_find_tools` results.
+    nonce: String,
+    stats: crate::report::SessionStats,
 }
 
 impl Gateway {
@@ -123,6 +135,11 @@ impl Gateway {
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
             task_routes: Arc::new(tasks::TaskRoutes::default()),
+            discovery: RwLock::new(Arc::default()),
+            joined: discovery::Joined::default(),
+            tools_changed: AtomicBool::new(false),
+            nonce: discovery::new_nonce(),
+            stats: crate::report::SessionStats::new(),
         });
 
         let mut firsts = Vec::new();
@@ -210,6 +227,9 @@ impl Gateway {
         origin: Origin,
         context: &rmcp::service::RequestContext<rmcp::service::RoleServer>,
     ) -> rmcp::model::ServerResult {
+        use crate::report::{Handling, Size};
+        let before = Size::of(raw.get());
+        let tool = format!("{}/{}", origin.server, origin.tool);
         let store = self.store.clone();
         let threshold = self.config.token_threshold;
         let policy = self
@@ -237,17 +257,83 @@ impl Gateway {
                 }
             }
         };
-        match outcome {
+        let (handling, value) = match outcome {
             Outcome::PassThrough(raw, _) => {
-                self.pass_on(forward::Forwarded::Raw(raw), context, false)
+                self.stats
+                    .called(&tool, Handling::PassedThrough, before, before);
+                return self.pass_on(forward::Forwarded::Raw(raw), context, false);
             }
-            Outcome::Replaced(value) => match serde_json::from_value(value) {
+            Outcome::Replaced(value) => (Handling::Table, value),
+            Outcome::Reduced(value) => (Handling::Document, value),
+        };
+        let after = serde_json::to_string(&value)
+            .map(|text| Size::of(&text))
+            .unwrap_or_default();
+        self.stats.called(&tool, handling, before, after);
+        {
+            match serde_json::from_value(value) {
                 Ok(result) => rmcp::model::ServerResult::CallToolResult(result),
                 Err(error) => rmcp::model::ServerResult::CallToolResult(synthetic::error_result(
                     format!("loom: could not encode the envelope: {error}"),
                 )),
-            },
+            }
         }
+    }
+
+    /// One of loom's own tools answered: its answer counts against the session's saving.
+    pub(crate) fn answered_own(
+        &self,
+        tool: &str,
+        result: rmcp::model::CallToolResult,
+    ) -> rmcp::model::ServerResult {
+        let size = serde_json::to_string(&result)
+            .map(|text| crate::report::Size::of(&text))
+            .unwrap_or_default();
+        self.stats.own_call(tool, size);
+        rmcp::model::ServerResult::CallToolResult(result)
+    }
+
+    /// The session's figures as of now (SPEC §21).
+    pub fn report(&self) -> crate::report::Report {
+        let mut held = crate::report::Held::default();
+        for dataset in self.store.list() {
+            match dataset.content {
+                crate::store::document::Content::Table => held.datasets += 1,
+                crate::store::document::Content::Document(_) => held.documents += 1,
+                crate::store::document::Content::Blob(_) => held.blobs += 1,
+            }
+            held.bytes += dataset.bytes as u64;
+        }
+        self.stats.report(held)
+    }
+
+    pub fn stats(&self) -> &crate::report::SessionStats {
+        &self.stats
+    }
+
+    /// At the end of the session: the short report on stderr and, with `report.path`, the file
+    /// (SPEC §21). Off with `report.enabled: false`.
+    pub fn write_report(&self) {
+        let settings = &self.config.report;
+        if !settings.enabled {
+            return;
+        }
+        let report = self.report();
+        eprintln!("{}", crate::report::stderr_summary(&report));
+        if let Some(path) = &settings.path {
+            match crate::report::write(&report, path) {
+                Ok(()) => tracing::info!(path = %path.display(), "session report written"),
+                Err(error) => {
+                    tracing::warn!(path = %path.display(), "could not write the session report: {error}")
+                }
+            }
+        }
+    }
+
+    /// The joined tools changed: the coalescing loop rebuilds and tells the client.
+    pub(crate) fn mark_tools_changed(&self) {
+        self.tools_changed.store(true, Ordering::Release);
+        self.dirty.notify_one();
     }
 
     /// One of loom's own tools. It runs on the engine's threads — queries, but also profiling
@@ -342,20 +428,41 @@ impl Gateway {
                 catalog: s.catalog(),
             })
             .collect();
-        let mut next = ExposedCatalog::build(
-            &listings,
-            self.config.max_tool_name_length,
-            synthetic::NAMES,
-        );
+        let reserved: Vec<&str> = synthetic::NAMES
+            .iter()
+            .chain(discovery::DISCOVERY_NAMES)
+            .copied()
+            .chain([discovery::STATS])
+            .collect();
+        let mut next =
+            ExposedCatalog::build(&listings, self.config.max_tool_name_length, &reserved);
         let compression = &self.config.compression;
         next.apply_output_schema_policy(|route| {
             self.servers
                 .get(route.server)
                 .is_some_and(|s| compression.resolve(s.name(), &route.name).bypass)
         });
+        let names: Vec<String> = self.servers.iter().map(|s| s.name().to_string()).collect();
+        let found = discovery::Discovery::build(&next, &names);
+        if let Some(max) = self.config.tools.max_description_chars {
+            for tool in &mut next.tools {
+                let cut = tool
+                    .get("description")
+                    .and_then(serde_json::Value::as_str)
+                    .and_then(|d| discovery::cut_description(d, max));
+                if let Some(cut) = cut {
+                    tool.insert("description".into(), serde_json::Value::String(cut));
+                }
+            }
+        }
+        if let Ok(mut slot) = self.discovery.write() {
+            *slot = Arc::new(found);
+        }
         next.tools.extend(
             synthetic::tools()
-                .iter()
+                .into_iter()
+                .chain(std::iter::once(discovery::stats_tool()))
+                .chain(discovery::tools())
                 .filter_map(|t| serde_json::to_value(t).ok())
                 .filter_map(|v| v.as_object().cloned()),
         );
@@ -382,10 +489,11 @@ impl Gateway {
             }
             tokio::time::sleep(LIST_CHANGED_COALESCE).await;
             let changed = self.rebuild();
+            let joined = self.tools_changed.swap(false, Ordering::AcqRel);
             let Some(peer) = self.upstream.get() else {
                 continue;
             };
-            if changed.tools {
+            if changed.tools || joined {
                 let _ = peer.notify_tool_list_changed().await;
             }
             if changed.resources {

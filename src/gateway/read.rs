@@ -29,27 +29,25 @@ const MAX_CONTEXT: usize = 20;
 /// blow-up, matching is linear in the text).
 const MAX_REGEX_BYTES: usize = 1 << 20;
 
-const DESCRIPTION: &str = "Read the original of a result loom reduced (a page, a JSON document, a log) \
-or a binary it lifted out. `ref` is the doc_<n> or blob_<n> named in the reduced result. Without other \
-arguments: the first 8,000 characters. `offset`/`length`: that many characters (Unicode code points) \
-from that offset; the second text block says where the page sits and how to read on. `lines`: \
-\"120-180\" (or \"120\") by line number. `pattern`: the lines matching a regular expression, numbered, \
-with `context` lines around them. A blob comes back as an image or resource block. `pin: true` keeps \
-it from eviction. Documents are also tables doc_<n>(line_no, text) for loom_query.";
+const DESCRIPTION: &str = "Read the original of a result loom reduced (doc_<n>) or a binary it \
+lifted out (blob_<n>): by characters (`offset`, `length`; default the first 8,000), by `lines` \
+(\"120-180\"), or the lines matching a regex `pattern`. Documents are also tables \
+doc_<n>(line_no, text) for loom_query.";
 
+/// The definition of `loom_read`.
 pub fn tool() -> Tool {
     Tool::new(
         READ,
         DESCRIPTION,
         object_schema(
             json!({
-                "ref": {"type": "string", "description": "doc_<n> or blob_<n>, as named in the reduced result."},
-                "offset": {"type": "integer", "minimum": 0, "description": "First character to read (code points from 0)."},
-                "length": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_CHARS, "description": "Characters to read (default 8000)."},
-                "lines": {"type": "string", "description": "A line range, e.g. \"120-180\" or \"42\" (1-based, inclusive)."},
-                "pattern": {"type": "string", "description": "A regular expression (Rust syntax; (?i) for case-insensitive): the matching lines, numbered."},
-                "context": {"type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "description": "Lines shown before and after each match (default 2)."},
-                "pin": {"type": "boolean", "description": "Keep this document or blob from eviction for the rest of the session."}
+                "ref": {"type": "string"},
+                "offset": {"type": "integer", "minimum": 0, "description": "In code points, from 0."},
+                "length": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_CHARS},
+                "lines": {"type": "string", "description": "1-based, inclusive: \"120-180\", \"42\", \"90-\"."},
+                "pattern": {"type": "string", "description": "Rust regex; (?i) ignores case."},
+                "context": {"type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "description": "Lines around each match (default 2)."},
+                "pin": {"type": "boolean", "description": "Keep it from eviction."}
             }),
             &["ref"],
         ),

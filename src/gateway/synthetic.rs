@@ -29,31 +29,23 @@ pub const NAMES: &[&str] = &[
     super::read::READ,
 ];
 
-const QUERY_DESCRIPTION: &str = "Run one read-only SQL query (DataFusion dialect) over the datasets loom holds.\n\
-Workflow: when a tool result is large and tabular, loom returns an envelope with `kind: \"loom_dataset_ref\"` \
-instead of the raw rows: its `ref` is a table name, its `schema` lists the columns with statistics, and \
-`usage` is a query that runs as is. Ask for exactly what you need: filters, aggregates, GROUP BY, ORDER BY \
-... LIMIT, window functions, CTEs, and JOINs across datasets from different servers (the envelope's \
-`joinHints` say which columns match).\n\
-Quote identifiers that are not lowercase (\"ID\"). Small results come back inline as typed JSON rows; a \
-large result becomes a new dataset with its own envelope.\n\
-Only SELECT-style queries over loom datasets run: no files, URLs, DDL, DML or settings.";
+const QUERY_DESCRIPTION: &str = "Run one read-only SQL query (DataFusion dialect) over what loom holds. \
+A large tabular tool result comes back as an envelope: its `ref` is a table name, with schema, statistics \
+and a `usage` query that runs as is. Ask for what you need: filters, aggregates, ORDER BY … LIMIT, window \
+functions, CTEs, JOINs across servers (see `joinHints`). Quote identifiers that are not lowercase (\"ID\"). \
+A large answer becomes a new dataset. No files, URLs, DDL, DML or settings.";
 
-const LIST_DESCRIPTION: &str = "List the datasets loom holds: ref, rows, columns, where each came from \
-(server, tool, arguments) and when. Use a ref as a table name in loom_query.";
+const LIST_DESCRIPTION: &str =
+    "List what loom holds (datasets, documents, blobs): ref, size, origin, age.";
 
-const MATERIALIZE_DESCRIPTION: &str = "Keep the result of one read-only query as a new dataset \
-`ds_view_<name>` (Arrow types intact: integers, decimals, dates and timestamps stay what they are) that \
-is never evicted. Use it for an intermediate result you will query several times or export. Returns \
-its envelope. A name already in use is an error; an empty result is a dataset with 0 rows.";
+const MATERIALIZE_DESCRIPTION: &str = "Keep a query's result as dataset `ds_view_<name>` (types intact, \
+never evicted) to query again or export. Returns its envelope.";
 
-const EXPORT_DESCRIPTION: &str = "Write a dataset to a file under loom's export directory: `format` \
-\"csv\" (RFC 4180, header row) or \"json\" (an array of objects with typed values). `filename` is a \
-plain file name (default `<ref>.<format>`); an existing file is kept unless `overwrite` is true. Returns \
-the absolute path, rows and bytes written.";
+const EXPORT_DESCRIPTION: &str = "Write a dataset to a file in loom's export directory: csv (RFC 4180) \
+or json (typed values). Returns the path, rows and bytes.";
 
-const DESCRIBE_DESCRIPTION: &str = "Describe one dataset in full: every column with its type, source key \
-and statistics (null fraction, distinct values, min/max), a 10-row sample, join hints and provenance.";
+const DESCRIBE_DESCRIPTION: &str =
+    "One dataset in full: every column's type and statistics, a sample, join hints, provenance.";
 
 pub(crate) fn object_schema(properties: Value, required: &[&str]) -> Arc<Map<String, Value>> {
     let schema = json!({"type": "object", "properties": properties, "required": required,
@@ -91,7 +83,7 @@ pub fn tools() -> Vec<Tool> {
             QUERY,
             QUERY_DESCRIPTION,
             object_schema(
-                json!({"sql": {"type": "string", "description": "One SELECT statement; datasets are tables named by their ref."}}),
+                json!({"sql": {"type": "string", "description": "One SELECT statement."}}),
                 &["sql"],
             ),
         )
@@ -101,7 +93,7 @@ pub fn tools() -> Vec<Tool> {
             DESCRIBE,
             DESCRIBE_DESCRIPTION,
             object_schema(
-                json!({"ref": {"type": "string", "description": "A dataset ref, e.g. ds_github_list_issues_1."}}),
+                json!({"ref": {"type": "string"}}),
                 &["ref"],
             ),
         )
@@ -110,8 +102,7 @@ pub fn tools() -> Vec<Tool> {
             MATERIALIZE,
             MATERIALIZE_DESCRIPTION,
             object_schema(
-                json!({"sql": {"type": "string", "description": "One SELECT statement over loom datasets."},
-                       "name": {"type": "string", "description": "Short name; the dataset becomes ds_view_<name>."}}),
+                json!({"sql": {"type": "string"}, "name": {"type": "string"}}),
                 &["sql", "name"],
             ),
         )
@@ -122,7 +113,7 @@ pub fn tools() -> Vec<Tool> {
             object_schema(
                 json!({"ref": {"type": "string"},
                        "format": {"type": "string", "enum": ["csv", "json"]},
-                       "filename": {"type": "string", "description": "Plain file name inside the export directory."},
+                       "filename": {"type": "string", "description": "Plain file name (default <ref>.<format>)."},
                        "overwrite": {"type": "boolean", "default": false}}),
                 &["ref", "format"],
             ),

@@ -130,6 +130,9 @@ pub enum Outcome {
     PassThrough(Box<RawValue>, &'static str),
     /// A replacement `CallToolResult` (text + structuredContent carrying the envelope).
     Replaced(Value),
+    /// A result that is not a table, reduced by the context firewall (SPEC §19); the original
+    /// is kept as a document.
+    Reduced(Value),
 }
 
 fn now_rfc3339() -> String {
@@ -170,7 +173,7 @@ pub fn intercept(
         crate::reduce::reduce(raw.get(), origin, store, policy)
     }));
     match reduced {
-        Ok(Ok(Some(result))) => Outcome::Replaced(result),
+        Ok(Ok(Some(result))) => Outcome::Reduced(result),
         Ok(Ok(None)) => Outcome::PassThrough(raw, "no table"),
         Ok(Err(reason)) => {
             tracing::warn!(server = %origin.server, tool = %origin.tool, "passed through unchanged: {reason}");

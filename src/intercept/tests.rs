@@ -31,6 +31,7 @@ fn raw(value: Value) -> Box<RawValue> {
 fn replaced(outcome: Outcome) -> Value {
     match outcome {
         Outcome::Replaced(value) => value,
+        Outcome::Reduced(value) => panic!("reduced as a document: {value}"),
         Outcome::PassThrough(_, why) => panic!("passed through: {why}"),
     }
 }
@@ -133,7 +134,7 @@ async fn what_must_pass_through_does() {
             &crate::config::policy::Policy::tables_only(),
         ) {
             Outcome::PassThrough(bytes, _) => assert_eq!(bytes.get(), text),
-            Outcome::Replaced(v) => panic!("replaced: {v}"),
+            Outcome::Replaced(v) | Outcome::Reduced(v) => panic!("replaced: {v}"),
         }
     }
     assert!(store.list().is_empty(), "nothing half-built may stay");
