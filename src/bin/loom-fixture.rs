@@ -22,6 +22,7 @@
 //! * `--ignore-sigterm`: installs a SIGTERM handler that ignores the signal (tests SIGKILL
 //!   escalation).
 //! * `--tools-from FILE`: adds the tools of a recorded `tools/list` (a JSON array), each echoing.
+//! * `--no-base-tools`: lists only the tools the flags add.
 //! * `--long-names`: adds a tool whose name is 70 characters long
 //!   (`a_very_long_tool_name_…`) and two tools, `dup.name` and `dup name`, that differ only in
 //!   characters loom must sanitize. All three echo `text`.
@@ -147,6 +148,9 @@ struct Args {
     /// server's recorded `tools/list`), each echoing its `text` argument.
     #[arg(long)]
     tools_from: Option<std::path::PathBuf>,
+    /// List only the tools the flags add (`--extra-tools`, `--tools-from`, …), none of the base set.
+    #[arg(long)]
+    no_base_tools: bool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -470,7 +474,11 @@ struct Fixture {
 
 impl Fixture {
     fn new(args: &Args, stdin_closed: CancellationToken) -> Self {
-        let mut static_tools = base_tools();
+        let mut static_tools = if args.no_base_tools {
+            Vec::new()
+        } else {
+            base_tools()
+        };
         let base_tool_count = static_tools.len();
         static_tools.extend(flag_tools(args));
         Self {

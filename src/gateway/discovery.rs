@@ -331,8 +331,15 @@ impl Gateway {
                 Some(entry)
             })
             .collect();
+        // Best hit last: it is the most recently found, the last to leave.
+        let newest_last: Vec<String> = found
+            .iter()
+            .rev()
+            .filter(|name| !self.pinned(&exposed, name))
+            .cloned()
+            .collect();
         let joined = self.config.tools.mode == ToolsMode::Search
-            && self.joined.add(&found, self.config.tools.max_joined);
+            && self.joined.add(&newest_last, self.config.tools.max_joined);
         if joined {
             self.mark_tools_changed();
         }

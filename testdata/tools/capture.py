@@ -1,8 +1,8 @@
 """Capture the real `tools/list` of the downstream MCP servers used by the tool-search tests.
 
 Runs each server over stdio with the official `mcp` client SDK, pages through `tools/list`, and
-writes `testdata/tools/<server>.json`: a list of {name, title?, description?, inputSchema,
-annotations?} exactly as the server sent them. Also prints, per server, the tool count and the
+writes `testdata/tools/<server>.json`: the list of tool definitions exactly as the server sent
+them (every field). Also prints, per server, the tool count and the
 characters of the stored JSON and of the full tool definitions (outputSchema and _meta included),
 which is what a client would pay to see them all.
 
@@ -63,9 +63,6 @@ def servers() -> dict[str, StdioServerParameters]:
     }
 
 
-STORED_KEYS = ("name", "title", "description", "inputSchema", "annotations")
-
-
 async def capture(name: str, params: StdioServerParameters) -> tuple[str, str, list[dict], int]:
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
@@ -79,7 +76,7 @@ async def capture(name: str, params: StdioServerParameters) -> tuple[str, str, l
                 if not cursor:
                     break
     full_chars = len(json.dumps(tools, ensure_ascii=False))
-    stored = [{k: t[k] for k in STORED_KEYS if k in t} for t in tools]
+    stored = tools  # every field, as sent: what a client pays for
     info = init.server_info
     return info.name, info.version, stored, full_chars
 
