@@ -246,6 +246,17 @@ impl Config {
                     .as_ref()
                     .map_or("off".to_string(), |s| s.url.clone()),
             ),
+            ("tools", describe_tools(&self.tools)),
+            (
+                "report",
+                match (&self.report.enabled, &self.report.path) {
+                    (false, _) => "off".to_string(),
+                    (true, None) => "on stderr at shutdown".to_string(),
+                    (true, Some(path)) => {
+                        format!("on stderr at shutdown, and written to {}", path.display())
+                    }
+                },
+            ),
         ];
         for (key, value) in settings {
             lines.push(labelled(key, &value));
@@ -270,6 +281,25 @@ impl Config {
         let mut out = lines.join("\n");
         out.push('\n');
         out
+    }
+}
+
+fn describe_tools(tools: &super::ToolsConfig) -> String {
+    let mode = match (tools.mode, tools.pinned.is_empty()) {
+        (super::ToolsMode::All, _) => "all (every tool listed)".to_string(),
+        (super::ToolsMode::Search, true) => format!(
+            "search (found tools join tools/list, at most {})",
+            tools.max_joined
+        ),
+        (super::ToolsMode::Search, false) => format!(
+            "pinned {} (found tools join tools/list, at most {})",
+            tools.pinned.join(", "),
+            tools.max_joined
+        ),
+    };
+    match tools.max_description_chars {
+        Some(max) => format!("{mode}; descriptions cut at {max} chars"),
+        None => mode,
     }
 }
 
@@ -531,5 +561,29 @@ mod tests {
         let text = Config::with_defaults(ConfigFormat::Loom).describe_masked();
         assert!(text.contains("servers: 0 (0 enabled, 0 disabled)"));
         assert!(text.contains("engineMemoryLimit:  (engine default)"));
+        assert!(text.contains("all (every tool listed)"), "{text}");
+        assert!(text.contains("on stderr at shutdown"), "{text}");
+    }
+
+    #[test]
+    fn describe_shows_tool_disclosure_and_the_report() {
+        let mut config = Config::with_defaults(ConfigFormat::Loom);
+        config.tools.mode = crate::config::ToolsMode::Search;
+        config.tools.pinned = vec!["git_*".into()];
+        config.tools.max_description_chars = Some(200);
+        config.report.path = Some("/tmp/r.md".into());
+        let text = config.describe_masked();
+        assert!(
+            text.contains("pinned git_* (found tools join tools/list, at most 16); descriptions cut at 200 chars"),
+            "{text}"
+        );
+        assert!(text.contains("written to /tmp/r.md"), "{text}");
+        config.report.enabled = false;
+        let off = config.describe_masked();
+        assert!(
+            off.lines()
+                .any(|l| l.trim_start().starts_with("report:") && l.ends_with(" off")),
+            "{off}"
+        );
     }
 }
