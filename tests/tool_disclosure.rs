@@ -451,3 +451,44 @@ fn a_markdown_report_or_none_at_all() {
     assert!(!off.exists());
     assert!(!loom.stderr_text().contains("loom session report"));
 }
+
+#[test]
+fn a_server_list_change_reaches_the_index() {
+    let (_dir, mut loom) = loom_with(
+        vec![fixture_server("fx", &[])],
+        json!({"tools": {"mode": "search"}}),
+    );
+    let before = loom.call_tool("loom_find_tools", json!({"query": "frobnicate widgets"}));
+    assert!(!found_names(&before).contains(&"fx_frobnicate_widgets".to_string()));
+    loom.call_tool("fx_add_tool", json!({"name": "frobnicate_widgets"}));
+    eventually("the new tool is found", || {
+        let line = loom.call_tool("loom_find_tools", json!({"query": "frobnicate widgets"}));
+        found_names(&line).first().map(String::as_str) == Some("fx_frobnicate_widgets")
+    });
+    let through = loom.call_tool(
+        "loom_call",
+        json!({"tool": "fx_frobnicate_widgets", "arguments": {"text": "spun"}}),
+    );
+    assert_eq!(first_text(&through), "spun");
+}
+
+#[test]
+fn the_report_is_written_on_sigterm_too() {
+    let dir = tempfile::tempdir().expect("dir");
+    let report = dir.path().join("session.json");
+    let (_cfg, mut loom) = loom_with(
+        vec![fixture_server("fx", &[])],
+        json!({"report": {"path": report}}),
+    );
+    loom.call_tool("fx_echo", json!({"text": "hi"}));
+    let pid = loom.child.id().to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    assert!(loom.wait_exit().success());
+    let parsed: Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("written")).expect("json");
+    assert_eq!(parsed["calls"]["total"], 1);
+}
