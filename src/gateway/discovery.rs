@@ -14,7 +14,7 @@ use super::search::{self, ToolIndex, ToolText};
 use super::synthetic::{error_result, json_result, object_schema, read_only};
 use super::{ExposedCatalog, Gateway};
 use crate::config::{ToolsMode, glob_match};
-use crate::downstream::ToolDef;
+use crate::downstream::{TaskSupport, ToolDef, task_support};
 use crate::report::Size;
 
 pub const CATEGORIES: &str = "loom_tool_categories";
@@ -262,7 +262,13 @@ impl Gateway {
 
     /// `loom_find_tools`: ranked matches with full descriptions and input schemas; in search
     /// mode they join `tools/list` (one coalesced `list_changed`).
-    pub(crate) fn find_tools(&self, arguments: &Option<Map<String, Value>>) -> CallToolResult {
+    /// `tasks`: the client speaks a protocol with tasks (§5.10); otherwise a tool that only runs
+    /// as a task is not offered, as in `tools/list`.
+    pub(crate) fn find_tools(
+        &self,
+        arguments: &Option<Map<String, Value>>,
+        tasks: bool,
+    ) -> CallToolResult {
         let empty = Map::new();
         let args = arguments.as_ref().unwrap_or(&empty);
         if let Some(unknown) = args
@@ -307,12 +313,24 @@ impl Gateway {
         };
         let discovery = self.discovery();
         let exposed = self.exposed();
-        let hits = discovery.index.search(query, limit);
+        let usable = |name: &str| {
+            tasks
+                || exposed
+                    .tools
+                    .iter()
+                    .find(|t| tool_name(t) == name)
+                    .is_some_and(|t| task_support(t) != TaskSupport::Required)
+        };
+        // Ranked over every tool, then the ones this client cannot use are left out: ask for a
+        // few more so that `limit` usable ones remain where they exist.
+        let hits = discovery.index.search(query, limit.saturating_mul(2));
         let nonce = &self.nonce;
         let found: Vec<String> = hits
             .iter()
             .filter_map(|hit| discovery.index.tools().get(hit.index))
             .map(|t| t.name.clone())
+            .filter(|name| usable(name))
+            .take(limit)
             .collect();
         let tools: Vec<Value> = found
             .iter()
@@ -405,7 +423,10 @@ impl Gateway {
         let exposed = self.exposed();
         let known = exposed.tool_route(&tool).is_some() || tool_name_is_own(&exposed, &tool);
         if !known {
-            let names: Vec<&str> = exposed.tool_names().collect();
+            let names: Vec<&str> = exposed
+                .tool_names()
+                .filter(|name| exposed.tool_route(name).is_some())
+                .collect();
             let close = search::closest_names(&tool, names.iter().copied(), 3);
             let hint = if close.is_empty() {
                 "loom_find_tools finds tools by what they do".to_string()

@@ -147,7 +147,9 @@ impl GatewayService {
                 ) =>
             {
                 let result = match params.name.as_ref() {
-                    discovery::FIND => gateway.find_tools(&params.arguments),
+                    discovery::FIND => {
+                        gateway.find_tools(&params.arguments, Era::request_has_tasks(&context))
+                    }
                     discovery::CATEGORIES => gateway.tool_categories(),
                     _ => gateway.stats_now(),
                 };
@@ -202,14 +204,10 @@ impl GatewayService {
                 };
                 match serde_json::value::to_raw_value(&tools) {
                     Ok(raw) => {
-                        let discovery = gateway.discovery();
                         let seen = tools["tools"].as_array().map_or(0, Vec::len);
-                        gateway.stats().listed(
-                            discovery.direct_tools,
-                            discovery.direct,
-                            seen,
-                            crate::report::Size::of(raw.get()),
-                        );
+                        gateway
+                            .stats()
+                            .listed(seen, crate::report::Size::of(raw.get()));
                         Ok(gateway.pass_on(Forwarded::Raw(raw), &context, true))
                     }
                     Err(e) => Err(McpError::internal_error(format!("tools/list: {e}"), None)),
@@ -342,6 +340,13 @@ impl ServerHandler for GatewayHandler {
             "loom is a gateway: the tools, prompts and resources below come from several MCP \
              servers. Tool and prompt names are `<server>_<name>`.",
         );
+        if self.0.config().tools.mode == crate::config::ToolsMode::Search {
+            instructions.push_str(
+                " Most tools are not listed: loom_tool_categories says what each server offers, \
+                 loom_find_tools finds tools by what they do, and any tool can be called by name \
+                 or through loom_call.",
+            );
+        }
         for server in self.0.servers() {
             let name = server.name();
             let state = server.state();

@@ -455,6 +455,7 @@ impl Gateway {
                 }
             }
         }
+        self.stats.exposed(found.direct_tools, found.direct);
         if let Ok(mut slot) = self.discovery.write() {
             *slot = Arc::new(found);
         }

@@ -138,13 +138,18 @@ impl SessionStats {
         self.counters.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A `tools/list` answer: `direct` is every downstream tool's full definition list (what a
-    /// client would be sent without disclosure or cuts), `seen` what this answer carried.
-    pub fn listed(&self, direct_tools: usize, direct: Size, seen_tools: usize, seen: Size) {
+    /// The catalog was (re)built: `direct` is every downstream tool's full definition list (what
+    /// a client would be sent without disclosure or cuts).
+    pub fn exposed(&self, direct_tools: usize, direct: Size) {
         let mut c = self.lock();
-        c.listing.count += 1;
         c.listing.direct_tools = direct_tools;
         c.listing.direct = direct;
+    }
+
+    /// A `tools/list` answer and what it carried.
+    pub fn listed(&self, seen_tools: usize, seen: Size) {
+        let mut c = self.lock();
+        c.listing.count += 1;
         c.listing.seen_tools = seen_tools;
         c.listing.seen = seen;
     }

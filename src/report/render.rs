@@ -21,8 +21,9 @@ fn signed(s: SignedSize) -> String {
     format!("{} chars (~{} tokens)", sign(s.chars), sign(s.tokens))
 }
 
+/// A saving as a share of the original; a loss is not a percentage anyone can read.
 fn percent(saved: i64, of: u64) -> String {
-    if of == 0 {
+    if of == 0 || saved < 0 {
         return "—".to_string();
     }
     format!("{:.1}%", saved as f64 * 100.0 / of as f64)

@@ -15,8 +15,9 @@ fn sizes_count_code_points_and_estimate_tokens() {
 #[test]
 fn figures_add_up_and_loom_traffic_is_subtracted() {
     let stats = SessionStats::new();
-    stats.listed(65, sized(48_000), 12, sized(5_000));
-    stats.listed(65, sized(48_000), 14, sized(5_900));
+    stats.exposed(65, sized(48_000));
+    stats.listed(12, sized(5_000));
+    stats.listed(14, sized(5_900));
     stats.called(
         "github/list_issues",
         Handling::Table,

@@ -289,6 +289,19 @@ async def test_one_list_changed_when_the_joined_set_changes(search, mode):
         assert names(await client.list_tools()) == SEARCH_LISTING | set(second) | {first[0]}
 
 
+async def test_only_tools_the_client_can_use_are_found(search, client_kind):
+    """A tool that only runs as a task (server-everything's research query) is found exactly when
+    the client's protocol has tasks: the same rule as all mode's tools/list (SPEC §5.10, §20.2)."""
+    search.options["tools"] = {"mode": "all"}
+    async with open_client(client_kind, search) as client:
+        listed = names(await client.list_tools())
+        answer = assert_ok(await client.call("loom_find_tools", {"query": "simulate a research query", "limit": 20}), "find")
+        found = {tool["name"] for tool in check_found(answer)}
+        task_only = f"{EVERYTHING}_simulate-research-query"
+        assert (task_only in found) == (task_only in listed), (sorted(found), task_only in listed)
+        assert found <= listed, f"found tools that tools/list does not offer: {found - listed}"
+
+
 # --------------------------------------------------------------------------------------------
 # 4. Large results through loom_call.
 
