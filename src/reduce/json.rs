@@ -169,42 +169,12 @@ pub fn summarize(
         return None;
     }
     let s = walk.stats;
-    if text.len() >= FREE_LATER_BYTES {
-        free_later(root);
-    }
     Some(JsonSummary {
         json,
         folds: s.folds,
         cut_strings: s.cut_strings,
         elided: s.elided,
     })
-}
-
-/// Source size above which the parsed tree is freed on another thread.
-const FREE_LATER_BYTES: usize = 1 << 20;
-/// Rows handed to `ingest` above which they are freed on another thread.
-const FREE_LATER_ROWS: usize = 1024;
-
-/// Freeing a tree of a few hundred thousand small allocations takes about a third as long as
-/// building it; the caller's answer need not wait for it. A short-lived thread does it (if none
-/// can be started, it is freed here).
-fn free_later<T: Send + 'static>(value: T) {
-    let _ = std::thread::Builder::new()
-        .name("loom-free".into())
-        .spawn(move || drop(value));
-}
-
-/// `ingest` over rows built for it; large row sets are freed off the caller's path.
-fn ingest_owned(
-    path: &str,
-    rows: Vec<Value>,
-    ingest: &mut dyn FnMut(&str, &[Value]) -> Option<String>,
-) -> Option<String> {
-    let named = ingest(path, &rows);
-    if rows.len() >= FREE_LATER_ROWS {
-        free_later(rows);
-    }
-    named
 }
 
 fn render(v: &Value) -> Option<String> {
@@ -620,7 +590,7 @@ impl IngestCall<'_> {
                         }
                     })
                     .collect();
-                ingest_owned(path, rows, ingest)
+                ingest(path, &rows)
             }
             IngestCall::Array {
                 items,
@@ -630,7 +600,7 @@ impl IngestCall<'_> {
                     .iter_mut()
                     .map(|v| single("value", v.take()))
                     .collect();
-                ingest_owned(path, rows, ingest)
+                ingest(path, &rows)
             }
             IngestCall::Map {
                 map,
@@ -654,7 +624,7 @@ impl IngestCall<'_> {
                         }
                     })
                     .collect();
-                ingest_owned(path, rows, ingest)
+                ingest(path, &rows)
             }
         }
     }
