@@ -6,13 +6,14 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-const LOOM_TOOLS: [&str; 6] = [
+const LOOM_TOOLS: [&str; 7] = [
     "loom_query",
     "loom_list_datasets",
     "loom_describe",
     "loom_materialize",
     "loom_export",
     "loom_read",
+    "loom_stats",
 ];
 
 fn loom_with(servers: Vec<Value>) -> (tempfile::TempDir, RawClient) {
