@@ -133,6 +133,40 @@ pub fn mask_arg(arg: &str) -> String {
     arg.to_owned()
 }
 
+/// A URL as it may be shown: a password in it and the values of query parameters that look like
+/// credentials (`?api_key=…`, `?token=…`) become `***`. Text that is not a URL is masked like an
+/// argument.
+pub fn mask_url(url: &str) -> String {
+    let Ok(mut parsed) = reqwest::Url::parse(url) else {
+        return mask_arg(url);
+    };
+    if parsed.password().is_some() {
+        let _ = parsed.set_password(Some(MASK));
+    }
+    let pairs: Vec<(String, String)> = parsed
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    if pairs
+        .iter()
+        .any(|(k, v)| is_sensitive_name(k) || looks_like_secret(v))
+    {
+        let masked: Vec<String> = pairs
+            .iter()
+            .map(|(k, v)| {
+                if is_sensitive_name(k) || looks_like_secret(v) {
+                    format!("{k}={MASK}")
+                } else {
+                    format!("{k}={v}")
+                }
+            })
+            .collect();
+        parsed.set_query(Some(&masked.join("&")));
+    }
+    // The parser percent-encodes the mask; show it as typed.
+    parsed.to_string().replace("%2A%2A%2A", MASK)
+}
+
 /// A flag whose next argument is its (secret) value, e.g. `--api-key`.
 fn is_sensitive_flag(arg: &str) -> bool {
     let bare = arg.trim_start_matches('-');
@@ -332,6 +366,25 @@ fn describe_policy(policy: &super::policy::Policy) -> String {
 fn describe_server(server: &ServerConfig, lines: &mut Vec<String>) {
     let state = if server.disabled { " (disabled)" } else { "" };
     lines.push(format!("server {}{state}", server.name));
+    if let Some(remote) = server.remote_server() {
+        // Header values are credentials more often than not: every value is hidden, as env
+        // values are.
+        let headers: Vec<String> = remote
+            .headers
+            .iter()
+            .map(|(k, _)| format!("{k}: {MASK}"))
+            .collect();
+        let fields = [
+            ("transport", "streamable HTTP".to_owned()),
+            ("url", mask_url(&remote.url)),
+            ("headers", list_or(&headers, "(none)")),
+        ];
+        for (key, value) in fields {
+            lines.push(labelled(key, &value));
+        }
+        describe_common(server, lines);
+        return;
+    }
     let command = if looks_like_secret(&server.command) {
         MASK.to_owned()
     } else {
@@ -367,6 +420,16 @@ fn describe_server(server: &ServerConfig, lines: &mut Vec<String>) {
                     p.display().to_string()
                 }),
         ),
+    ];
+    for (key, value) in fields {
+        lines.push(labelled(key, &value));
+    }
+    describe_common(server, lines);
+}
+
+/// The lines every server has, whatever its transport.
+fn describe_common(server: &ServerConfig, lines: &mut Vec<String>) {
+    let fields = [
         ("allowTools", list_or(&server.allow_tools, "(all tools)")),
         ("denyTools", list_or(&server.deny_tools, "(none)")),
         (

@@ -170,10 +170,42 @@ impl RestartPolicy {
     }
 }
 
+/// How loom reaches a server.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Transport {
+    /// A child process loom starts, speaking newline-delimited JSON-RPC on its stdio.
+    #[default]
+    Stdio,
+    /// A remote server over Streamable HTTP.
+    Http(RemoteServer),
+}
+
+/// Where a remote server is and what every request to it carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteServer {
+    /// An `http://` or `https://` URL: the server's MCP endpoint.
+    pub url: String,
+    /// Sent with every request, in file order (`${VAR}` already expanded); may hold secrets.
+    pub headers: Vec<(String, String)>,
+}
+
+/// Request headers the Streamable HTTP transport sets itself; a config may not set them.
+pub const RESERVED_HEADERS: &[&str] = &[
+    "accept",
+    "content-type",
+    "content-length",
+    "host",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
     /// `^[a-z][a-z0-9_-]{0,31}$`, unique, never `loom`.
     pub name: String,
+    pub transport: Transport,
+    /// Stdio servers only (empty for a remote one).
     pub command: String,
     pub args: Vec<String>,
     /// File order kept, so a later entry's effect is predictable when the child reads them.
@@ -196,6 +228,7 @@ impl ServerConfig {
     pub fn new(name: impl Into<String>, command: impl Into<String>) -> Self {
         ServerConfig {
             name: name.into(),
+            transport: Transport::Stdio,
             command: command.into(),
             args: Vec::new(),
             env: Vec::new(),
@@ -206,6 +239,24 @@ impl ServerConfig {
             call_timeout_ms: DEFAULT_CALL_TIMEOUT_MS,
             disabled: false,
             cwd: None,
+        }
+    }
+
+    /// A remote server at `url` with every other field at its default.
+    pub fn remote(name: impl Into<String>, url: impl Into<String>) -> Self {
+        let mut server = ServerConfig::new(name, String::new());
+        server.transport = Transport::Http(RemoteServer {
+            url: url.into(),
+            headers: Vec::new(),
+        });
+        server
+    }
+
+    /// The remote endpoint, when the server is reached over HTTP.
+    pub fn remote_server(&self) -> Option<&RemoteServer> {
+        match &self.transport {
+            Transport::Http(remote) => Some(remote),
+            Transport::Stdio => None,
         }
     }
 

@@ -13,6 +13,7 @@ fn test_env() -> impl Fn(&str) -> Option<String> {
         ("HOME", "/home/u"),
         ("EMPTY", ""),
         ("NODE", "/usr/bin/node"),
+        ("TOKEN", "t0ken"),
     ]
     .into_iter()
     .collect();
@@ -227,34 +228,137 @@ fn mcp_servers_entries_are_strict() {
 }
 
 #[test]
-fn remote_servers_are_rejected_unless_disabled() {
-    let all = problems(
-        r#"{"mcpServers": {"remote": {"url": "https://example.com/mcp", "headers": {}}}}"#,
-    );
-    assert_eq!(all.len(), 1, "{all:#?}");
-    assert_problem(
-        &all,
-        "mcpServers.remote.url",
-        &[
-            "loom starts stdio servers only; `url` servers are not supported",
-            "set \"disabled\": true or remove it",
-        ],
-    );
-    let all = problems(r#"{"mcpServers": {"remote": {"type": "sse", "command": "x"}}}"#);
-    assert_problem(
-        &all,
-        "mcpServers.remote.type",
-        &["stdio servers only", "`sse`"],
-    );
-    let all = problems(r#"{"mcpServers": {"remote": {"type": 1, "command": "x"}}}"#);
-    assert_problem(&all, "mcpServers.remote.type", &["\"stdio\"", "number 1"]);
-
+fn remote_servers_are_read_in_every_layout() {
+    use crate::config::{RemoteServer, Transport};
+    let remote = |url: &str, headers: &[(&str, &str)]| {
+        Transport::Http(RemoteServer {
+            url: url.into(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        })
+    };
+    // Cursor writes `url` (+ `headers`), Claude Code adds `"type": "http"`.
     let config = ok(r#"{"mcpServers": {
-        "remote": {"url": "https://example.com/mcp", "disabled": true},
+        "cursor": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+        "claude": {"type": "http", "url": "http://127.0.0.1:8080/mcp", "callTimeoutMs": 5000,
+                   "allowTools": ["get_*"]},
         "local": {"command": "x"}
     }}"#);
-    let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["local"], "a disabled remote server is dropped");
+    assert_eq!(
+        config.servers[0].transport,
+        remote(
+            "https://example.com/mcp",
+            &[("Authorization", "Bearer t0ken")]
+        )
+    );
+    assert_eq!(
+        config.servers[1].transport,
+        remote("http://127.0.0.1:8080/mcp", &[])
+    );
+    assert_eq!(config.servers[1].call_timeout_ms, 5000);
+    assert_eq!(config.servers[1].allow_tools, ["get_*"]);
+    assert_eq!(config.servers[2].transport, Transport::Stdio);
+    // Context Firewall and loom's own layout.
+    let config = ok(
+        r#"{"downstreams": {"r": {"url": "https://x.example/mcp", "transport": "streamable-http"}}}"#,
+    );
+    assert_eq!(
+        config.servers[0].transport,
+        remote("https://x.example/mcp", &[])
+    );
+    let config = ok(
+        r#"{"servers": [{"name": "r", "type": "streamable-http", "url": "https://x.example/mcp"}]}"#,
+    );
+    assert_eq!(
+        config.servers[0].transport,
+        remote("https://x.example/mcp", &[])
+    );
+    // A disabled remote entry is kept, and a missing variable in it is no error.
+    let config = ok(r#"{"mcpServers": {"r": {"url": "https://x.example/mcp",
+        "headers": {"X-Key": "${NOT_SET_ANYWHERE}"}, "disabled": true}}}"#);
+    assert!(config.servers[0].disabled);
+}
+
+#[test]
+fn remote_entries_get_clear_errors() {
+    let all = problems(r#"{"mcpServers": {"r": {"type": "sse", "url": "https://x/sse"}}}"#);
+    assert_problem(
+        &all,
+        "mcpServers.r.type",
+        &["HTTP+SSE", "not supported", "\"type\": \"http\""],
+    );
+    let all = problems(r#"{"mcpServers": {"r": {"type": 1, "command": "x"}}}"#);
+    assert_problem(
+        &all,
+        "mcpServers.r.type",
+        &["\"stdio\" or \"http\"", "number 1"],
+    );
+    let all = problems(r#"{"mcpServers": {"r": {"type": "http"}}}"#);
+    assert_problem(&all, "mcpServers.r", &["missing required key `url`"]);
+    let all = problems(r#"{"mcpServers": {"r": {"url": "https://x/mcp", "command": "x"}}}"#);
+    assert_problem(&all, "mcpServers.r", &["either `command`", "or `url`"]);
+    let all = problems(r#"{"mcpServers": {"r": {"type": "stdio", "url": "https://x/mcp"}}}"#);
+    assert_problem(&all, "mcpServers.r.type", &["says stdio", "`url`"]);
+    let all = problems(
+        r#"{"servers": [{"name": "r", "type": "http", "transport": "stdio", "url": "https://x/mcp"}]}"#,
+    );
+    assert_problem(
+        &all,
+        "servers[0].transport",
+        &["says stdio", "`type` says http"],
+    );
+    let all = problems(
+        r#"{"mcpServers": {"r": {"url": "https://x/mcp", "args": ["a"], "env": {"A": "b"}}}}"#,
+    );
+    assert_problem(
+        &all,
+        "mcpServers.r.args",
+        &["servers loom starts", "`url` and `headers`"],
+    );
+    assert_problem(&all, "mcpServers.r.env", &["servers loom starts"]);
+    let all = problems(r#"{"mcpServers": {"r": {"command": "x", "headers": {"A": "b"}}}}"#);
+    assert_problem(&all, "mcpServers.r.headers", &["remote servers", "`env`"]);
+    for (url, words) in [
+        ("ftp://x/mcp", &["http:// or https://", "scheme `ftp`"][..]),
+        (
+            "example.com/mcp",
+            &["not a URL", "https://mcp.example.com/mcp"][..],
+        ),
+        ("", &["must not be empty"][..]),
+    ] {
+        let all = problems(&format!(r#"{{"mcpServers": {{"r": {{"url": "{url}"}}}}}}"#));
+        assert_problem(&all, "mcpServers.r.url", words);
+    }
+    let all = problems(
+        r#"{"mcpServers": {"r": {"url": "https://x/mcp", "headers": {
+            "Bad Name": "v", "Accept": "x", "Mcp-Session-Id": "s", "X-A": "1", "x-a": "2",
+            "X-B": "line\nbreak", "X-C": 3, "X-D": "${MISSING_VAR}"}}}}"#,
+    );
+    assert_problem(
+        &all,
+        "mcpServers.r.headers[\"Bad Name\"]",
+        &["not a valid HTTP header name"],
+    );
+    assert_problem(
+        &all,
+        "mcpServers.r.headers.Accept",
+        &["set by the Streamable HTTP transport"],
+    );
+    assert_problem(
+        &all,
+        "mcpServers.r.headers.Mcp-Session-Id",
+        &["set by the Streamable HTTP transport"],
+    );
+    assert_problem(
+        &all,
+        "mcpServers.r.headers.x-a",
+        &["more than once", "ignore case"],
+    );
+    assert_problem(&all, "mcpServers.r.headers.X-B", &["line breaks"]);
+    assert_problem(&all, "mcpServers.r.headers.X-C", &["expected a string"]);
+    assert_problem(&all, "mcpServers.r.headers.X-D", &["MISSING_VAR"]);
 }
 
 #[test]
@@ -1016,7 +1120,7 @@ fn context_firewall_files_are_read_as_they_are() {
     assert_problem(&all, "llm", &["loom does not have", "remove it"]);
     assert_problem(&all, "report.enabled", &["expected true or false"]);
     assert_problem(&all, "colour", &["unknown key `colour`"]);
-    assert_problem(&all, "downstreams.remote.url", &["stdio servers only"]);
+    assert_eq!(all.len(), 3, "the remote entry itself is fine: {all:#?}");
 }
 
 #[test]

@@ -12,8 +12,9 @@ use super::json::{Json, Num, json_quote};
 use super::model::{
     Config, ConfigFormat, DEFAULT_CALL_TIMEOUT_MS, MAX_MAX_JOINED_TOOLS, MAX_MAX_TOOL_NAME_LENGTH,
     MAX_SERVER_NAME_LENGTH, MIN_MAX_DESCRIPTION_CHARS, MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES,
-    MIN_TOKEN_THRESHOLD, RESERVED_SERVER_NAME, ReportConfig, RestartPolicy, ServerConfig,
-    ToolsConfig, ToolsMode, is_valid_env_name, is_valid_server_name,
+    MIN_TOKEN_THRESHOLD, RESERVED_HEADERS, RESERVED_SERVER_NAME, RemoteServer, ReportConfig,
+    RestartPolicy, ServerConfig, ToolsConfig, ToolsMode, Transport, is_valid_env_name,
+    is_valid_server_name,
 };
 use super::policy::{Compression, PolicyPatch};
 use super::size::{UNIT_LIST, human_bytes, parse_size};
@@ -82,8 +83,8 @@ const REPORT_KEYS: &[&str] = &["enabled", "path", "markdownPath"];
 
 const RESTART_KEYS: &[&str] = &["maxAttempts", "baseDelayMs"];
 
-/// Keys of one server entry. `type` and `url` come from the Claude Desktop / Cursor schema; they
-/// are known so that a remote server gets a clear "stdio only" message rather than "unknown key".
+/// Keys of one server entry. `type`, `url` and `headers` come from the Claude Code / Cursor
+/// schema, `transport` from Context Firewall's.
 const SERVER_KEYS: &[&str] = &[
     "name",
     "command",
@@ -98,6 +99,8 @@ const SERVER_KEYS: &[&str] = &[
     "cwd",
     "type",
     "url",
+    "headers",
+    "transport",
 ];
 
 /// In the `mcpServers` format the name is the map key, so `name` is not a key of the entry.
@@ -114,13 +117,23 @@ const MCP_SERVER_KEYS: &[&str] = &[
     "cwd",
     "type",
     "url",
-    // Context Firewall marks a remote entry with it: known, so the entry gets the remote-server
-    // message rather than "unknown key".
+    "headers",
+    // Context Firewall marks a remote entry with it (`"transport": "streamable-http"`).
     "transport",
 ];
 
-/// The one transport loom can start.
+/// Values of `type` / `transport` for a server loom starts itself.
 const STDIO: &str = "stdio";
+/// Values of `type` / `transport` for a remote server: Claude Code writes `http`, Context
+/// Firewall `streamable-http`, some clients `streamableHttp`.
+const HTTP_TRANSPORTS: &[&str] = &[
+    "http",
+    "streamable-http",
+    "streamableHttp",
+    "streamable_http",
+];
+/// Keys that only a stdio entry can have.
+const STDIO_ONLY_KEYS: &[&str] = &["command", "args", "env", "envPassthrough", "cwd"];
 
 /// A path one level below `parent`: `parent.key`, or `parent["odd key"]` when the key would not
 /// read unambiguously after a dot.
@@ -138,6 +151,22 @@ pub(crate) fn child(parent: &str, key: &str) -> String {
 
 pub(crate) fn index(parent: &str, i: usize) -> String {
     format!("{parent}[{i}]")
+}
+
+/// The two transports an entry can ask for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Stdio,
+    Http,
+}
+
+impl Kind {
+    fn label(self) -> &'static str {
+        match self {
+            Kind::Stdio => "stdio",
+            Kind::Http => "http",
+        }
+    }
 }
 
 /// How to treat keys an object does not know.
@@ -851,35 +880,207 @@ impl Checker<'_> {
             .and_then(|v| self.boolean(v, &child(path, "disabled")))
             .unwrap_or(false);
 
-        let mut remote = None;
-        if let Some(v) = fields.get("type") {
-            let type_path = child(path, "type");
-            match v {
-                Json::String(t) if t == STDIO => {}
-                Json::String(t) => remote = Some((type_path, format!("`{t}`"))),
-                other => self.type_error(&type_path, "the string \"stdio\"", other),
+        self.keep_missing_vars = disabled;
+        let server = match self.transport_kind(fields, path) {
+            Some(Kind::Stdio) => Some(self.stdio_server(fields, path, disabled)),
+            Some(Kind::Http) => Some(self.remote_server(fields, path, disabled)),
+            None => None,
+        };
+        self.keep_missing_vars = false;
+        server
+    }
+
+    /// Which transport an entry asks for: `type` or `transport` when given (they must agree),
+    /// else `url` means remote and anything else stdio. `None` after reporting why neither.
+    fn transport_kind(&mut self, fields: &Fields<'_>, path: &str) -> Option<Kind> {
+        let mut named: Option<(Kind, String, String)> = None;
+        let mut ok = true;
+        for key in ["type", "transport"] {
+            let Some(v) = fields.get(key) else { continue };
+            let key_path = child(path, key);
+            let kind = match v {
+                Json::String(t) if t == STDIO => Kind::Stdio,
+                Json::String(t) if HTTP_TRANSPORTS.contains(&t.as_str()) => Kind::Http,
+                Json::String(t) if t == "sse" => {
+                    self.report(
+                        &key_path,
+                        "the HTTP+SSE transport of protocol 2024-11-05 is not supported; loom \
+                         speaks Streamable HTTP, which servers offer at an endpoint usually ending \
+                         in `/mcp`: use \"type\": \"http\" with that `url`",
+                    );
+                    ok = false;
+                    continue;
+                }
+                other => {
+                    self.report(
+                        &key_path,
+                        format!(
+                            "expected \"stdio\" or \"http\" (also written \"streamable-http\"), \
+                             found {}",
+                            other.describe()
+                        ),
+                    );
+                    ok = false;
+                    continue;
+                }
+            };
+            match &named {
+                Some((first, first_key, _)) if *first != kind => {
+                    self.report(
+                        &key_path,
+                        format!(
+                            "says {} but `{first_key}` says {}; keep one",
+                            kind.label(),
+                            first.label()
+                        ),
+                    );
+                    ok = false;
+                }
+                Some(_) => {}
+                None => named = Some((kind, key.to_owned(), key_path)),
             }
         }
-        if fields.get("url").is_some() {
-            remote = Some((child(path, "url"), "`url`".to_owned()));
+        if !ok {
+            return None;
         }
-        if let Some((remote_path, kind)) = remote {
-            if !disabled {
+        let has_url = fields.get("url").is_some();
+        let has_command = fields.get("command").is_some();
+        match named {
+            Some((Kind::Stdio, _, key_path)) if has_url => {
                 self.report(
-                    &remote_path,
+                    &key_path,
+                    "says stdio, but the entry has a `url`: a remote server is \"type\": \"http\" \
+                     with `url`, a stdio server has `command`",
+                );
+                None
+            }
+            Some((kind, _, _)) => Some(kind),
+            None if has_url && has_command => {
+                self.report(
+                    path,
+                    "an entry has either `command` (a server loom starts) or `url` (a remote \
+                     Streamable HTTP server), not both",
+                );
+                None
+            }
+            None if has_url => Some(Kind::Http),
+            None => Some(Kind::Stdio),
+        }
+    }
+
+    fn remote_server(&mut self, fields: &Fields<'_>, path: &str, disabled: bool) -> ServerConfig {
+        let mut server = ServerConfig::new(String::new(), String::new());
+        server.disabled = disabled;
+        for key in STDIO_ONLY_KEYS {
+            if fields.get(key).is_some() {
+                self.report(
+                    &child(path, key),
                     format!(
-                        "loom starts stdio servers only; {kind} servers are not supported \
-                         (set \"disabled\": true or remove it)"
+                        "`{key}` is for servers loom starts; a remote server has `url` and \
+                         `headers`"
                     ),
                 );
             }
-            return None;
         }
+        let url = match fields.get("url") {
+            Some(v) => {
+                let url_path = child(path, "url");
+                self.non_empty_string(v, &url_path)
+                    .filter(|url| self.check_url(url, &url_path))
+                    .unwrap_or_default()
+            }
+            None => {
+                self.report(
+                    path,
+                    "missing required key `url` (the server's MCP endpoint)",
+                );
+                String::new()
+            }
+        };
+        let headers = match fields.get("headers") {
+            Some(v) => self.headers(v, &child(path, "headers")),
+            None => Vec::new(),
+        };
+        self.common_server_keys(fields, path, &mut server);
+        server.transport = Transport::Http(RemoteServer { url, headers });
+        server
+    }
 
-        self.keep_missing_vars = disabled;
-        let server = self.stdio_server(fields, path, disabled);
-        self.keep_missing_vars = false;
-        Some(server)
+    /// An absolute `http://` or `https://` URL.
+    fn check_url(&mut self, url: &str, path: &str) -> bool {
+        let shown = super::mask::mask_url(url);
+        match reqwest::Url::parse(url) {
+            Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.has_host() => true,
+            Ok(parsed) => {
+                self.report(
+                    path,
+                    format!(
+                        "expected an http:// or https:// URL, found `{shown}` (scheme `{}`)",
+                        parsed.scheme()
+                    ),
+                );
+                false
+            }
+            Err(error) => {
+                self.report(
+                    path,
+                    format!(
+                        "`{shown}` is not a URL ({error}); expected e.g. \
+                         \"https://mcp.example.com/mcp\""
+                    ),
+                );
+                false
+            }
+        }
+    }
+
+    /// `headers`: names that HTTP allows and the transport does not set itself, values without
+    /// line breaks, `${VAR}` expanded.
+    fn headers(&mut self, value: &Json, path: &str) -> Vec<(String, String)> {
+        let Some(entries) = self.object(value, path) else {
+            return Vec::new();
+        };
+        let mut headers: Vec<(String, String)> = Vec::new();
+        for (name, v) in entries {
+            let key_path = child(path, name);
+            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                self.report(
+                    &key_path,
+                    "not a valid HTTP header name (letters, digits and `-`, e.g. `Authorization` \
+                     or `X-Api-Key`)",
+                );
+                continue;
+            }
+            if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+                self.report(
+                    &key_path,
+                    format!("`{name}` is set by the Streamable HTTP transport itself; remove it"),
+                );
+                continue;
+            }
+            if headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name)) {
+                self.report(
+                    &key_path,
+                    format!(
+                        "header `{name}` appears more than once (names ignore case); keep only one"
+                    ),
+                );
+                continue;
+            }
+            let Some(text) = self.string(v, &key_path) else {
+                continue;
+            };
+            if reqwest::header::HeaderValue::from_str(&text).is_err() {
+                self.report(
+                    &key_path,
+                    "not a valid HTTP header value: it must not contain line breaks or other \
+                     control characters",
+                );
+                continue;
+            }
+            headers.push((name.clone(), text));
+        }
+        headers
     }
 
     fn stdio_server(&mut self, fields: &Fields<'_>, path: &str, disabled: bool) -> ServerConfig {
@@ -903,6 +1104,23 @@ impl Checker<'_> {
             server.env_passthrough =
                 self.string_list(v, &child(path, "envPassthrough"), env_name_problem);
         }
+        self.common_server_keys(fields, path, &mut server);
+        if fields.get("headers").is_some() {
+            self.report(
+                &child(path, "headers"),
+                "`headers` is for remote servers (with `url`); a server loom starts gets `env`",
+            );
+        }
+        if let Some(v) = fields.get("cwd") {
+            server.cwd = self
+                .non_empty_string(v, &child(path, "cwd"))
+                .map(PathBuf::from);
+        }
+        server
+    }
+
+    /// Keys every server entry has, whatever its transport.
+    fn common_server_keys(&mut self, fields: &Fields<'_>, path: &str, server: &mut ServerConfig) {
         for (key, slot) in [
             ("provenanceDenylist", &mut server.provenance_denylist),
             ("allowTools", &mut server.allow_tools),
@@ -918,12 +1136,6 @@ impl Checker<'_> {
             .get("callTimeoutMs")
             .and_then(|v| self.whole(v, &child(path, "callTimeoutMs"), 1, u64::MAX, false))
             .unwrap_or(self.default_call_timeout_ms);
-        if let Some(v) = fields.get("cwd") {
-            server.cwd = self
-                .non_empty_string(v, &child(path, "cwd"))
-                .map(PathBuf::from);
-        }
-        server
     }
 
     fn env_map(&mut self, value: &Json, path: &str) -> Vec<(String, String)> {

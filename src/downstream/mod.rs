@@ -2,6 +2,7 @@
 
 pub mod env;
 mod handler;
+pub mod http;
 pub mod process;
 mod supervisor;
 

@@ -14,8 +14,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::handler::{DownstreamEvent, DownstreamHandler, UpstreamLink};
+use super::http;
 use super::process::{self, ChildProcess};
-use crate::config::{RestartPolicy, ServerConfig};
+use crate::config::{RestartPolicy, ServerConfig, Transport};
 use crate::wire::{LineTransport, ProgressLedger, RawResults};
 
 /// A server counts as recovered (its failure count starts again from zero) only after it stayed
@@ -162,7 +163,7 @@ pub const TASK_METHODS: &[&str] = &[
 ];
 
 /// Requests whose answers go back to loom's client untouched: keep their bytes.
-fn passes_through(message: &ClientJsonRpcMessage) -> bool {
+pub(super) fn passes_through(message: &ClientJsonRpcMessage) -> bool {
     matches!(
         message,
         JsonRpcMessage::Request(request) if matches!(
@@ -281,58 +282,82 @@ impl Downstream {
         Ok(())
     }
 
-    /// Spawn, handshake, list. On failure the child is stopped before returning.
+    /// Connect (spawn the child, or open the HTTP session), handshake, list. On failure a child
+    /// is stopped before returning.
     async fn connect(
         &self,
         handler: DownstreamHandler,
     ) -> Result<
         (
             RunningService<RoleClient, DownstreamHandler>,
-            ChildProcess,
+            Link,
             Live,
             Catalog,
         ),
         String,
     > {
-        let spawned = process::spawn(&self.config)
-            .map_err(|e| format!("cannot start `{}`: {e}", self.config.command))?;
-        let mut child = spawned.child;
         let raw = RawResults::new();
         let progress = ProgressLedger::default();
-        let transport = LineTransport::capturing(
-            spawned.stdout,
-            spawned.stdin,
-            raw.clone(),
-            passes_through,
-            "downstream",
-        )
-        .with_progress_ledger(progress.clone());
+        let live = |service: &RunningService<RoleClient, DownstreamHandler>| Live {
+            peer: service.peer().clone(),
+            raw: raw.clone(),
+            progress: progress.clone(),
+        };
+        match &self.config.transport {
+            Transport::Stdio => {
+                let spawned = process::spawn(&self.config)
+                    .map_err(|e| format!("cannot start `{}`: {e}", self.config.command))?;
+                let mut child = spawned.child;
+                let transport = LineTransport::capturing(
+                    spawned.stdout,
+                    spawned.stdin,
+                    raw.clone(),
+                    passes_through,
+                    "downstream",
+                )
+                .with_progress_ledger(progress.clone());
+                match self.handshake(handler, transport, &raw).await {
+                    Ok((service, catalog)) => {
+                        let live = live(&service);
+                        Ok((service, Link::Child(Box::new(child)), live, catalog))
+                    }
+                    Err(reason) => Err(with_exit(reason, &mut child).await),
+                }
+            }
+            Transport::Http(remote) => {
+                let (transport, outage) = http::transport(remote, raw.clone(), progress.clone())?;
+                let (service, catalog) = self.handshake(handler, transport, &raw).await?;
+                let live = live(&service);
+                Ok((service, Link::Remote(outage), live, catalog))
+            }
+        }
+    }
+
+    /// `initialize` and the first listing over `transport`, within [`STARTUP_TIMEOUT`].
+    async fn handshake<T, E, A>(
+        &self,
+        handler: DownstreamHandler,
+        transport: T,
+        raw: &RawResults,
+    ) -> Result<(RunningService<RoleClient, DownstreamHandler>, Catalog), String>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+    {
         let handshake = async {
             let service = rmcp::serve_client(handler, transport)
                 .await
-                .map_err(|e| format!("MCP handshake failed: {e}"))?;
+                .map_err(|e| format!("MCP handshake failed: {}", error_chain(&e)))?;
             let peer = service.peer().clone();
-            let catalog = self.list_catalog(&peer, &raw).await?;
+            let catalog = self.list_catalog(&peer, raw).await?;
             Ok::<_, String>((service, catalog))
         };
         match tokio::time::timeout(STARTUP_TIMEOUT, handshake).await {
-            Ok(Ok((service, catalog))) => {
-                let live = Live {
-                    peer: service.peer().clone(),
-                    raw,
-                    progress,
-                };
-                Ok((service, child, live, catalog))
-            }
-            Ok(Err(reason)) => Err(with_exit(reason, &mut child).await),
-            Err(_) => Err(with_exit(
-                format!(
-                    "no complete handshake within {} s",
-                    STARTUP_TIMEOUT.as_secs()
-                ),
-                &mut child,
-            )
-            .await),
+            Ok(outcome) => outcome,
+            Err(_) => Err(format!(
+                "no complete handshake within {} s",
+                STARTUP_TIMEOUT.as_secs()
+            )),
         }
     }
 
@@ -366,7 +391,7 @@ impl Downstream {
                 connected = self.connect(handler.clone()) => connected,
             };
             let reason = match connected {
-                Ok((service, mut child, live, catalog)) => {
+                Ok((service, mut link, live, catalog)) => {
                     self.set_catalog(catalog);
                     self.set_live(Some(live));
                     self.set_state(ServerState::Healthy);
@@ -379,23 +404,25 @@ impl Downstream {
                     tokio::select! {
                         _ = shutdown.cancelled() => {
                             self.set_live(None);
-                            // Closing the transport closes the child's stdin: the polite stop.
+                            // Closing the transport closes the child's stdin (the polite stop)
+                            // or ends the HTTP session with a DELETE.
                             service_ct.cancel();
                             let _ = waiting.await;
-                            let how = child.terminate().await;
+                            let how = link.stop().await;
                             tracing::info!(server = %self.config.name, "stopped: {how}");
                             break;
                         }
                         _ = &mut waiting => {}
+                        _ = link.broken() => {
+                            service_ct.cancel();
+                            let _ = waiting.await;
+                        }
                     }
                     self.set_live(None);
                     if since.elapsed() >= STABLE_AFTER {
                         failures = 0;
                     }
-                    format!(
-                        "the connection ended; the process {}",
-                        child.terminate().await
-                    )
+                    link.ended().await
                 }
                 Err(reason) => {
                     report_first(Err(reason.clone()));
@@ -420,6 +447,61 @@ impl Downstream {
         self.set_live(None);
         self.set_state(ServerState::Stopped);
     }
+}
+
+/// What a live connection holds besides rmcp's service.
+enum Link {
+    /// The child process of a stdio server.
+    Child(Box<ChildProcess>),
+    /// The signal that a remote server went away.
+    Remote(http::Outage),
+}
+
+impl Link {
+    /// Resolves when the connection is known to be broken while rmcp's service still runs
+    /// (a remote server that stopped answering); never for a child, whose end closes the pipe.
+    async fn broken(&self) {
+        match self {
+            Link::Child(_) => std::future::pending().await,
+            Link::Remote(outage) => outage.happened().await,
+        }
+    }
+
+    /// Stop at shutdown; says how it ended.
+    async fn stop(&mut self) -> String {
+        match self {
+            Link::Child(child) => child.terminate().await,
+            Link::Remote(_) => "session closed".to_owned(),
+        }
+    }
+
+    /// Why the connection ended, for the restart log and the server's state.
+    async fn ended(&mut self) -> String {
+        match self {
+            Link::Child(child) => {
+                format!(
+                    "the connection ended; the process {}",
+                    child.terminate().await
+                )
+            }
+            Link::Remote(outage) => outage.reason(),
+        }
+    }
+}
+
+/// An error and its sources, without repeats.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(next) = source {
+        let part = next.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = next.source();
+    }
+    text
 }
 
 /// Add how the process ended to a failure reason: "handshake failed … (exited with code 3)"

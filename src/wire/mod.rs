@@ -86,7 +86,8 @@ impl RawResults {
         });
     }
 
-    fn want(&self, id: RequestId) {
+    /// Capture the raw result of the response to `id` when it arrives.
+    pub fn want(&self, id: RequestId) {
         self.with(|s| s.wanted.insert(id));
     }
 
@@ -109,6 +110,33 @@ impl RawResults {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// One JSON-RPC message from a downstream server that arrived by a transport other than
+/// [`LineTransport`] (Streamable HTTP): progress is counted, and when it is the response to a
+/// wanted request its raw `result` is kept. Returns the id of a response so captured; the caller
+/// hands rmcp the placeholder in its place.
+pub fn capture_incoming(
+    text: &str,
+    results: &RawResults,
+    progress: Option<&ProgressLedger>,
+) -> Option<RequestId> {
+    let peek: Peek<'_> = serde_json::from_str(text).ok()?;
+    if let (Some(ledger), Some("notifications/progress")) = (progress, peek.method.as_deref())
+        && let Ok(progress) = serde_json::from_str::<ProgressPeek>(text)
+    {
+        ledger.seen(progress.params.progress_token);
+    }
+    if peek.method.is_some() {
+        return None;
+    }
+    let id = serde_json::from_str::<RequestId>(peek.id?.get()).ok()?;
+    if peek.error.is_some() {
+        results.forget(&id);
+        return None;
+    }
+    let result = peek.result?;
+    results.capture_if_wanted(&id, result).then_some(id)
 }
 
 /// One framed line, or the reason one was skipped.

@@ -1,0 +1,650 @@
+//! Remote servers over Streamable HTTP.
+//!
+//! rmcp's client transport does the protocol: sessions (`Mcp-Session-Id`), the
+//! `MCP-Protocol-Version` header, the GET stream and its resumption with `Last-Event-Id`,
+//! re-initialising an expired session. loom adds what a proxy needs on top, in the HTTP client
+//! the transport is built on:
+//!
+//! * **Exact bytes.** rmcp decodes every response into typed structs; for the requests whose
+//!   answers loom passes on (`tools/call`, `resources/read`, …) [`CapturingClient`] sends the
+//!   POST itself and keeps the raw `result` text in the connection's [`RawResults`] — from a
+//!   JSON body or from an SSE event's data — handing rmcp a placeholder, exactly as the stdio
+//!   transport does. Every other message (the handshake, lists, notifications) goes through
+//!   rmcp's own reqwest client unchanged.
+//! * **Outages.** A refused connection or a 5xx answer marks the connection broken, so the
+//!   supervisor reconnects with the same backoff and delisting rules as for a crashed child.
+//! * **Errors a user can act on.** 401/403, an HTML page, a redirect, an unreachable host or a
+//!   TLS failure are described in words that name the URL and the header to fix.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Once, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use reqwest::StatusCode;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
+use rmcp::model::{
+    ClientJsonRpcMessage, JsonRpcMessage, JsonRpcResponse, JsonRpcVersion2_0, ServerJsonRpcMessage,
+    ServerResult,
+};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::common::http_header::{
+    EVENT_STREAM_MIME_TYPE, HEADER_SESSION_ID, JSON_MIME_TYPE,
+};
+use rmcp::transport::streamable_http_client::{
+    HttpStatusError, StreamableHttpClient, StreamableHttpClientTransportConfig,
+    StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
+};
+use sse_stream::{Error as SseError, Sse, SseStream};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{RemoteServer, mask_url};
+use crate::wire::{MAX_MESSAGE_BYTES, ProgressLedger, RawResults, capture_incoming};
+
+/// How long connecting (TCP and TLS) to a remote server may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+type HttpError = StreamableHttpError<reqwest::Error>;
+
+/// Why a remote connection was given up, shared between the HTTP client (which sees the
+/// failure) and the supervisor (which reconnects).
+#[derive(Clone, Default)]
+pub struct Outage {
+    broken: CancellationToken,
+    reason: Arc<Mutex<Option<String>>>,
+}
+
+impl Outage {
+    fn report(&self, reason: String) {
+        let mut slot = self.reason.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(reason);
+        }
+        self.broken.cancel();
+    }
+
+    /// Resolves when the connection was found broken.
+    pub async fn happened(&self) {
+        self.broken.cancelled().await
+    }
+
+    pub fn reason(&self) -> String {
+        self.reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(|| "the connection broke".to_owned())
+    }
+}
+
+/// The HTTP client under rmcp's Streamable HTTP transport for one server connection.
+#[derive(Clone)]
+pub struct CapturingClient {
+    http: reqwest::Client,
+    url: Arc<str>,
+    raw: RawResults,
+    progress: ProgressLedger,
+    outage: Outage,
+    /// Names of the configured headers, to say which one a 401/403 is about.
+    header_names: Arc<[String]>,
+}
+
+/// rmcp's transport over [`CapturingClient`] for `remote`, and what tells of an outage.
+pub fn transport(
+    remote: &RemoteServer,
+    raw: RawResults,
+    progress: ProgressLedger,
+) -> Result<(StreamableHttpClientTransport<CapturingClient>, Outage), String> {
+    install_crypto_provider();
+    let http = reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        // A redirect could carry the configured credentials to another host; the user is told
+        // the final URL instead (see `explain`).
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| format!("cannot set up the HTTP client: {}", chain(&e)))?;
+    let mut headers = HashMap::new();
+    for (name, value) in &remote.headers {
+        // Validated with the config; checked again because this is where they are used.
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("header `{name}` has an invalid name"))?;
+        let mut value = HeaderValue::from_str(value)
+            .map_err(|_| format!("header `{name}` has an invalid value"))?;
+        value.set_sensitive(true);
+        headers.insert(name, value);
+    }
+    let outage = Outage::default();
+    let client = CapturingClient {
+        http,
+        url: Arc::from(remote.url.as_str()),
+        raw,
+        progress,
+        outage: outage.clone(),
+        header_names: remote.headers.iter().map(|(k, _)| k.clone()).collect(),
+    };
+    let mut config = StreamableHttpClientTransportConfig::default();
+    config.uri = Arc::from(remote.url.as_str());
+    config.custom_headers = headers;
+    // The same ceiling as one line on stdio: a large result is what loom exists for.
+    config.max_sse_event_size = MAX_MESSAGE_BYTES;
+    config.max_json_response_size = MAX_MESSAGE_BYTES;
+    Ok((
+        StreamableHttpClientTransport::with_client(client, config),
+        outage,
+    ))
+}
+
+/// rustls needs one process-wide crypto provider; loom uses ring (see Cargo.toml).
+fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // Err only when one is installed already, which is just as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// An error and its sources, `: `-separated ("error sending request: client error (Connect):
+/// tcp connect error: Connection refused").
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(next) = source {
+        let part = next.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = next.source();
+    }
+    text
+}
+
+impl CapturingClient {
+    fn shown_url(&self) -> String {
+        mask_url(&self.url)
+    }
+
+    /// Which configured header a refusal is about, for the message.
+    fn credential_header(&self) -> Option<&str> {
+        self.header_names
+            .iter()
+            .find(|h| h.eq_ignore_ascii_case("authorization"))
+            .or_else(|| self.header_names.iter().find(|h| is_credential_header(h)))
+            .map(String::as_str)
+    }
+
+    fn refused(&self, status: u16) -> String {
+        let what = if status == 401 {
+            "401 Unauthorized"
+        } else {
+            "403 Forbidden"
+        };
+        match self.credential_header() {
+            Some(header) => format!(
+                "{} answered HTTP {what}: the credentials in header `{header}` were refused \
+                 (check the token `{header}` carries, e.g. \"{header}\": \"Bearer ${{TOKEN}}\")",
+                self.shown_url()
+            ),
+            None => format!(
+                "{} answered HTTP {what}: the token is missing; this server needs credentials \
+                 (set them in the entry's `headers`, e.g. \"Authorization\": \"Bearer ${{TOKEN}}\")",
+                self.shown_url()
+            ),
+        }
+    }
+
+    /// `error` in words that say what to fix; marks an outage when the server is down.
+    fn explain(&self, error: HttpError) -> HttpError {
+        let url = self.shown_url();
+        let message = match &error {
+            StreamableHttpError::AuthRequired(_) => self.refused(401),
+            StreamableHttpError::InsufficientScope(_) => self.refused(403),
+            StreamableHttpError::UnexpectedServerResponse(text)
+                if text.starts_with("HTTP 401") || text.starts_with("HTTP 403") =>
+            {
+                self.refused(if text.starts_with("HTTP 401") {
+                    401
+                } else {
+                    403
+                })
+            }
+            StreamableHttpError::UnexpectedServerResponse(text) if text.starts_with("HTTP 3") => {
+                format!(
+                    "{url} answered with a redirect ({}); loom does not follow redirects \
+                     (they could carry the headers elsewhere): put the final URL in `url`",
+                    first_line(text)
+                )
+            }
+            StreamableHttpError::UnexpectedContentType(Some(kind))
+                if kind.to_ascii_lowercase().contains("html") =>
+            {
+                format!(
+                    "{url} answered with an HTML page ({kind}), not MCP: is `url` the server's \
+                     MCP endpoint? (it often ends in `/mcp`)"
+                )
+            }
+            StreamableHttpError::UnexpectedContentType(kind) => format!(
+                "{url} answered with content type {}, not MCP (expected application/json or \
+                 text/event-stream)",
+                kind.as_deref().unwrap_or("(none)")
+            ),
+            StreamableHttpError::HttpStatus(status) => {
+                let message = format!("{url} answered HTTP {}", status.status);
+                self.outage.report(message.clone());
+                message
+            }
+            StreamableHttpError::Client(e) if e.is_connect() || e.is_timeout() => {
+                let message = format!("cannot reach {url}: {}", chain(e));
+                self.outage.report(message.clone());
+                message
+            }
+            StreamableHttpError::Client(e) => format!("request to {url} failed: {}", chain(e)),
+            StreamableHttpError::UnexpectedServerResponse(text) if text.starts_with("HTTP 5") => {
+                let message = format!("{url} answered {}", first_line(text));
+                self.outage.report(message.clone());
+                message
+            }
+            StreamableHttpError::Sse(e) => format!("the event stream from {url} broke: {e}"),
+            _ => return error,
+        };
+        StreamableHttpError::UnexpectedServerResponse(Cow::Owned(message))
+    }
+
+    /// POST a request whose answer loom passes on, keeping the answer's bytes.
+    async fn post_captured(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        let JsonRpcMessage::Request(request) = &message else {
+            return Err(StreamableHttpError::UnexpectedServerResponse(
+                "only requests are captured".into(),
+            ));
+        };
+        let id = request.id.clone();
+        self.raw.want(id.clone());
+        let body = serde_json::to_vec(&message)?;
+        let mut builder = self
+            .http
+            .post(uri.as_ref())
+            .header(
+                ACCEPT,
+                format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"),
+            )
+            .header(CONTENT_TYPE, JSON_MIME_TYPE);
+        for (name, value) in custom_headers {
+            builder = builder.header(name, value);
+        }
+        let had_session = session_id.is_some();
+        if let Some(session) = session_id {
+            builder = builder.header(HEADER_SESSION_ID, session.as_ref());
+        }
+        let response = builder
+            .body(body)
+            .send()
+            .await
+            .map_err(StreamableHttpError::Client)?;
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let new_session = response
+            .headers()
+            .get(HEADER_SESSION_ID)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let is = |mime: &str| {
+            content_type
+                .as_deref()
+                .is_some_and(|ct| ct.trim_start().to_ascii_lowercase().starts_with(mime))
+        };
+        if status == StatusCode::NOT_FOUND && had_session {
+            return Err(StreamableHttpError::SessionExpired);
+        }
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
+                format!("HTTP {status}"),
+            )));
+        }
+        if status.is_redirection() {
+            let to = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .map(mask_url)
+                .unwrap_or_else(|| "no Location".to_owned());
+            return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
+                format!("HTTP {status} to {to}"),
+            )));
+        }
+        if !status.is_success() && !is(JSON_MIME_TYPE) {
+            let retry_after = response
+                .headers()
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            return Err(StreamableHttpError::HttpStatus(HttpStatusError::new(
+                status.as_u16(),
+                retry_after,
+            )));
+        }
+        if status == StatusCode::ACCEPTED || status == StatusCode::NO_CONTENT {
+            self.raw.forget(&id);
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        if is(EVENT_STREAM_MIME_TYPE) {
+            let raw = self.raw.clone();
+            let progress = self.progress.clone();
+            let events = SseStream::from_bytes_stream(EventSizeLimit::new(
+                response.bytes_stream(),
+                limits.max_sse_event_size,
+            ))
+            .map(move |event| event.map(|event| capture_event(event, &raw, &progress)));
+            return Ok(StreamableHttpPostResponse::Sse(events.boxed(), new_session));
+        }
+        if is(JSON_MIME_TYPE) {
+            let body = read_limited(response, limits.max_json_response_size).await?;
+            let text = String::from_utf8(body).map_err(|_| {
+                StreamableHttpError::UnexpectedServerResponse(
+                    "the JSON response is not UTF-8".into(),
+                )
+            })?;
+            let message = match capture_incoming(&text, &self.raw, Some(&self.progress)) {
+                Some(id) => placeholder_response(id),
+                None => serde_json::from_str::<ServerJsonRpcMessage>(&text)?,
+            };
+            if !status.is_success() && !matches!(message, JsonRpcMessage::Error(_)) {
+                return Err(StreamableHttpError::HttpStatus(HttpStatusError::new(
+                    status.as_u16(),
+                    None,
+                )));
+            }
+            return Ok(StreamableHttpPostResponse::Json(message, new_session));
+        }
+        Err(StreamableHttpError::UnexpectedContentType(content_type))
+    }
+}
+
+/// Header names that usually carry a credential.
+fn is_credential_header(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    ["key", "token", "auth", "secret", "cookie"]
+        .iter()
+        .any(|w| lower.contains(w))
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or(text)
+}
+
+/// What rmcp gets in place of a captured result (see `crate::wire`).
+fn placeholder_response(id: rmcp::model::RequestId) -> ServerJsonRpcMessage {
+    JsonRpcMessage::Response(JsonRpcResponse {
+        jsonrpc: JsonRpcVersion2_0,
+        id,
+        result: ServerResult::CustomResult(crate::wire::placeholder_result()),
+    })
+}
+
+/// An SSE event with a captured result replaced by the placeholder, which rmcp reads as a
+/// custom result.
+fn capture_event(mut event: Sse, raw: &RawResults, progress: &ProgressLedger) -> Sse {
+    if let Some(data) = &event.data
+        && let Some(id) = capture_incoming(data, raw, Some(progress))
+        && let Ok(id) = serde_json::to_string(&id)
+    {
+        event.data = Some(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":null}}"#));
+    }
+    event
+}
+
+/// A JSON body read whole, refused past `limit` bytes.
+async fn read_limited(response: reqwest::Response, limit: usize) -> Result<Vec<u8>, HttpError> {
+    if response
+        .content_length()
+        .is_some_and(|n| usize::try_from(n).map_or(true, |n| n > limit))
+    {
+        return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: limit });
+    }
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(StreamableHttpError::Client)?;
+        if body.len() + chunk.len() > limit {
+            return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: limit });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Ends an SSE byte stream with an error when one event grows past `limit` bytes, so a server
+/// that never ends an event cannot grow loom's memory without bound.
+struct EventSizeLimit<S> {
+    inner: S,
+    limit: usize,
+    /// Bytes since the last blank line (the end of an event).
+    run: usize,
+    /// The previous byte ended a line (ignoring `\r`).
+    after_newline: bool,
+    failed: bool,
+}
+
+impl<S> EventSizeLimit<S> {
+    fn new(inner: S, limit: usize) -> Self {
+        Self {
+            inner,
+            limit,
+            run: 0,
+            after_newline: false,
+            failed: false,
+        }
+    }
+
+    fn take_chunk(&mut self, chunk: &[u8]) -> bool {
+        for &b in chunk {
+            match b {
+                b'\n' if self.after_newline => {
+                    self.run = 0;
+                    self.after_newline = false;
+                }
+                b'\n' => self.after_newline = true,
+                b'\r' => {}
+                _ => {
+                    self.after_newline = false;
+                    self.run += 1;
+                }
+            }
+            if self.run > self.limit {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum EventStreamError {
+    #[error("one server-sent event is larger than {0} bytes")]
+    TooLarge(usize),
+    #[error(transparent)]
+    Http(#[from] reqwest::Error),
+}
+
+impl<S> Stream for EventSizeLimit<S>
+where
+    S: Stream<Item = Result<Bytes, reqwest::Error>> + Unpin,
+{
+    type Item = Result<Bytes, EventStreamError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.failed {
+            return Poll::Ready(None);
+        }
+        match Pin::new(&mut this.inner).poll_next(cx) {
+            Poll::Ready(Some(Ok(chunk))) => {
+                if this.take_chunk(&chunk) {
+                    Poll::Ready(Some(Ok(chunk)))
+                } else {
+                    this.failed = true;
+                    Poll::Ready(Some(Err(EventStreamError::TooLarge(this.limit))))
+                }
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl StreamableHttpClient for CapturingClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            StreamableHttpResponseLimits::default(),
+        )
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        let outcome = if super::supervisor::passes_through(&message) && auth_header.is_none() {
+            self.post_captured(uri, message, session_id, custom_headers, limits)
+                .await
+        } else {
+            self.http
+                .post_message_with_response_limits(
+                    uri,
+                    message,
+                    session_id,
+                    auth_header,
+                    custom_headers,
+                    limits,
+                )
+                .await
+        };
+        outcome.map_err(|e| self.explain(e))
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), HttpError> {
+        self.http
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<futures::stream::BoxStream<'static, Result<Sse, SseError>>, HttpError> {
+        self.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth_header,
+            custom_headers,
+            MAX_MESSAGE_BYTES,
+        )
+        .await
+    }
+
+    /// The standing GET stream (and a resumed one) may carry answers too: captured the same way.
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<futures::stream::BoxStream<'static, Result<Sse, SseError>>, HttpError> {
+        let stream = self
+            .http
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await
+            .map_err(|e| self.explain(e))?;
+        let raw = self.raw.clone();
+        let progress = self.progress.clone();
+        Ok(stream
+            .map(move |event| event.map(|event| capture_event(event, &raw, &progress)))
+            .boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_null_result_reads_as_the_placeholder() {
+        let message: ServerJsonRpcMessage =
+            serde_json::from_str(r#"{"jsonrpc":"2.0","id":7,"result":null}"#).unwrap();
+        let JsonRpcMessage::Response(response) = message else {
+            panic!("not a response")
+        };
+        assert!(matches!(response.result, ServerResult::CustomResult(_)));
+    }
+
+    #[test]
+    fn event_size_is_counted_between_blank_lines() {
+        let mut limit =
+            EventSizeLimit::new(futures::stream::empty::<Result<Bytes, reqwest::Error>>(), 8);
+        assert!(limit.take_chunk(b"data: 12\n\n"));
+        assert!(limit.take_chunk(b"data: 12\r\n\r\n"));
+        assert!(limit.take_chunk(b"data: 1"));
+        assert!(!limit.take_chunk(b"23456789"));
+    }
+
+    #[test]
+    fn credential_headers_are_recognised() {
+        assert!(is_credential_header("X-Api-Key"));
+        assert!(is_credential_header("Authorization"));
+        assert!(!is_credential_header("Accept-Language"));
+    }
+}
