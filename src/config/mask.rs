@@ -588,6 +588,44 @@ mod tests {
     }
 
     #[test]
+    fn urls_hide_passwords_and_credential_parameters() {
+        assert_eq!(
+            mask_url("https://user:pa55@example.com/mcp?api_key=abc&region=eu"),
+            "https://user:***@example.com/mcp?api_key=***&region=eu"
+        );
+        assert_eq!(
+            mask_url("http://127.0.0.1:8080/mcp"),
+            "http://127.0.0.1:8080/mcp"
+        );
+        assert_eq!(mask_url("not a url ghp_abcdefghijklmnop"), MASK);
+    }
+
+    #[test]
+    fn describe_shows_a_remote_server_without_its_header_values() {
+        let mut config = Config::with_defaults(ConfigFormat::McpServers);
+        let mut remote = ServerConfig::remote("web", "https://mcp.example.com/mcp?token=abc");
+        if let super::super::Transport::Http(r) = &mut remote.transport {
+            r.headers = vec![("Authorization".into(), "Bearer s3cret".into())];
+        }
+        config.servers.push(remote);
+        let text = config.describe_masked();
+        assert!(
+            text.contains("transport:          streamable HTTP"),
+            "{text}"
+        );
+        assert!(
+            text.contains("url:                https://mcp.example.com/mcp?token=***"),
+            "{text}"
+        );
+        assert!(
+            text.contains("headers:            Authorization: ***"),
+            "{text}"
+        );
+        assert!(!text.contains("s3cret") && !text.contains("abc"), "{text}");
+        assert!(!text.contains("command"), "{text}");
+    }
+
+    #[test]
     fn describe_shows_servers_and_settings() {
         let text = sample().describe_masked();
         for needle in [

@@ -56,9 +56,55 @@ type HttpError = StreamableHttpError<reqwest::Error>;
 pub struct Outage {
     broken: CancellationToken,
     reason: Arc<Mutex<Option<String>>>,
+    /// The last failure described by [`CapturingClient::explain`]: rmcp wraps it in its own
+    /// words and type names, so the supervisor takes it from here.
+    last_failure: Arc<Mutex<Option<String>>>,
+    /// 5xx answers since the last good one.
+    server_errors: Arc<std::sync::atomic::AtomicU32>,
 }
 
+/// After this many 5xx answers in a row (and no good one between) a remote server counts as
+/// down, and is reconnected with the restart backoff. One 5xx fails only its own request.
+pub const SERVER_ERRORS_FOR_OUTAGE: u32 = 3;
+
 impl Outage {
+    fn server_error(&self, message: &str) {
+        use std::sync::atomic::Ordering;
+        let count = self.server_errors.fetch_add(1, Ordering::Relaxed) + 1;
+        if count >= SERVER_ERRORS_FOR_OUTAGE {
+            self.report(format!("{message} ({count} times in a row)"));
+        }
+    }
+
+    fn answered(&self) {
+        self.server_errors
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The last failure a request met, in loom's words, taken (a later request that fails
+    /// for another reason must not be told this one).
+    pub fn take_failure(&self) -> Option<String> {
+        self.last_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    fn failed(&self, message: &str) {
+        *self
+            .last_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(message.to_owned());
+    }
+
+    /// The last failure a request met, in loom's words.
+    pub fn last_failure(&self) -> Option<String> {
+        self.last_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     fn report(&self, reason: String) {
         let mut slot = self.reason.lock().unwrap_or_else(PoisonError::into_inner);
         if slot.is_none() {
@@ -149,7 +195,7 @@ fn install_crypto_provider() {
 
 /// An error and its sources, `: `-separated ("error sending request: client error (Connect):
 /// tcp connect error: Connection refused").
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(next) = source {
@@ -234,23 +280,31 @@ impl CapturingClient {
             ),
             StreamableHttpError::HttpStatus(status) => {
                 let message = format!("{url} answered HTTP {}", status.status);
-                self.outage.report(message.clone());
+                self.outage.server_error(&message);
                 message
             }
             StreamableHttpError::Client(e) if e.is_connect() || e.is_timeout() => {
-                let message = format!("cannot reach {url}: {}", chain(e));
+                let detail = chain(e);
+                let tls = if self.url.starts_with("https:") && !detail.contains("refused") {
+                    " (a TLS failure: check that the server speaks HTTPS on this port and that \
+                     its certificate is trusted here)"
+                } else {
+                    ""
+                };
+                let message = format!("cannot reach {url}: {detail}{tls}");
                 self.outage.report(message.clone());
                 message
             }
             StreamableHttpError::Client(e) => format!("request to {url} failed: {}", chain(e)),
             StreamableHttpError::UnexpectedServerResponse(text) if text.starts_with("HTTP 5") => {
                 let message = format!("{url} answered {}", first_line(text));
-                self.outage.report(message.clone());
+                self.outage.server_error(&message);
                 message
             }
             StreamableHttpError::Sse(e) => format!("the event stream from {url} broke: {e}"),
             _ => return error,
         };
+        self.outage.failed(&message);
         StreamableHttpError::UnexpectedServerResponse(Cow::Owned(message))
     }
 
@@ -553,7 +607,13 @@ impl StreamableHttpClient for CapturingClient {
                 )
                 .await
         };
-        outcome.map_err(|e| self.explain(e))
+        match outcome {
+            Ok(response) => {
+                self.outage.answered();
+                Ok(response)
+            }
+            Err(e) => Err(self.explain(e)),
+        }
     }
 
     async fn delete_session(

@@ -80,6 +80,15 @@ pub struct Live {
     pub peer: Peer<RoleClient>,
     pub raw: RawResults,
     pub progress: ProgressLedger,
+    /// A remote server's failures, in loom's words (`None` for a child process).
+    pub remote: Option<http::Outage>,
+}
+
+impl Live {
+    /// Why the last request to a remote server failed, if it did (taken).
+    pub fn remote_failure(&self) -> Option<String> {
+        self.remote.as_ref().and_then(http::Outage::take_failure)
+    }
 }
 
 /// One configured server.
@@ -298,10 +307,12 @@ impl Downstream {
     > {
         let raw = RawResults::new();
         let progress = ProgressLedger::default();
-        let live = |service: &RunningService<RoleClient, DownstreamHandler>| Live {
+        let live = |service: &RunningService<RoleClient, DownstreamHandler>,
+                    remote: Option<http::Outage>| Live {
             peer: service.peer().clone(),
             raw: raw.clone(),
             progress: progress.clone(),
+            remote,
         };
         match &self.config.transport {
             Transport::Stdio => {
@@ -318,7 +329,7 @@ impl Downstream {
                 .with_progress_ledger(progress.clone());
                 match self.handshake(handler, transport, &raw).await {
                     Ok((service, catalog)) => {
-                        let live = live(&service);
+                        let live = live(&service, None);
                         Ok((service, Link::Child(Box::new(child)), live, catalog))
                     }
                     Err(reason) => Err(with_exit(reason, &mut child).await),
@@ -326,8 +337,16 @@ impl Downstream {
             }
             Transport::Http(remote) => {
                 let (transport, outage) = http::transport(remote, raw.clone(), progress.clone())?;
-                let (service, catalog) = self.handshake(handler, transport, &raw).await?;
-                let live = live(&service);
+                let (service, catalog) = self.handshake(handler, transport, &raw).await.map_err(
+                    |reason| match outage.last_failure() {
+                        // rmcp's wording around it names its own types; loom's says it all.
+                        Some(failure) if reason.starts_with("MCP handshake failed") => {
+                            format!("MCP handshake failed: {failure}")
+                        }
+                        _ => reason,
+                    },
+                )?;
+                let live = live(&service, Some(outage.clone()));
                 Ok((service, Link::Remote(outage), live, catalog))
             }
         }
@@ -347,7 +366,7 @@ impl Downstream {
         let handshake = async {
             let service = rmcp::serve_client(handler, transport)
                 .await
-                .map_err(|e| format!("MCP handshake failed: {}", error_chain(&e)))?;
+                .map_err(|e| format!("MCP handshake failed: {}", http::chain(&e)))?;
             let peer = service.peer().clone();
             let catalog = self.list_catalog(&peer, raw).await?;
             Ok::<_, String>((service, catalog))
@@ -487,21 +506,6 @@ impl Link {
             Link::Remote(outage) => outage.reason(),
         }
     }
-}
-
-/// An error and its sources, without repeats.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(next) = source {
-        let part = next.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = next.source();
-    }
-    text
 }
 
 /// Add how the process ended to a failure reason: "handshake failed … (exited with code 3)"

@@ -30,6 +30,8 @@ pub enum ForwardError {
     Rpc(McpError),
     /// The connection closed before the answer.
     Closed(String),
+    /// A remote server's request failed (an HTTP status, a broken stream), in loom's words.
+    Failed(String),
     TimedOut(Duration),
     /// loom's client cancelled the request.
     Cancelled,
@@ -50,6 +52,9 @@ impl ForwardError {
                 "loom: server `{server}` closed the connection before answering {what} ({detail}); \
                  loom restarts it"
             ),
+            Self::Failed(detail) => {
+                format!("loom: server `{server}` could not answer {what}: {detail}")
+            }
             Self::TimedOut(after) => format!(
                 "loom: server `{server}` did not answer {what} within {} ms; the request was \
                  cancelled (raise `callTimeoutMs` for this server if it needs longer)",
@@ -166,8 +171,14 @@ impl Gateway {
             answer = &mut handle.rx => match answer {
                 Ok(Ok(result)) => Ok(result),
                 Ok(Err(ServiceError::McpError(error))) => Err(ForwardError::Rpc(error)),
-                Ok(Err(other)) => Err(ForwardError::Closed(other.to_string())),
-                Err(_) => Err(ForwardError::Closed("the connection ended".into())),
+                Ok(Err(other)) => Err(match live.remote_failure() {
+                    Some(failure) => ForwardError::Failed(failure),
+                    None => ForwardError::Closed(other.to_string()),
+                }),
+                Err(_) => Err(match live.remote_failure() {
+                    Some(failure) => ForwardError::Failed(failure),
+                    None => ForwardError::Closed("the connection ended".into()),
+                }),
             },
             after = expire(timeout) => Err(ForwardError::TimedOut(after)),
             _ = context.ct.cancelled() => Err(ForwardError::Cancelled),
