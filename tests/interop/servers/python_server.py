@@ -2,7 +2,15 @@
 
 Unlike the npm servers (TypeScript SDK 1.x, handshake era only), this one also speaks the
 2026-07-28 protocol, so it shows how loom treats a downstream server of the newer era.
+
+    python_server.py                              stdio
+    python_server.py --http PORT                  Streamable HTTP at http://127.0.0.1:PORT/mcp
+    python_server.py --http PORT --bearer TOKEN   the same, answering 401 to any request without
+                                                  `Authorization: Bearer TOKEN`
 """
+
+import argparse
+import hmac
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -99,5 +107,53 @@ def info() -> str:
     return "served by the Python SDK"
 
 
+class RequireBearer:
+    """ASGI middleware: HTTP requests without `Authorization: Bearer <token>` get a 401, the way
+    a hosted MCP server refuses a missing or wrong token (lifespan events pass through)."""
+
+    def __init__(self, inner, token: str) -> None:
+        self.inner = inner
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                body = b'{"error": "invalid_token", "error_description": "missing or wrong bearer token"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                            (b"www-authenticate", b'Bearer error="invalid_token"'),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.inner(scope, receive, send)
+
+
+def serve_http(port: int, bearer: str | None) -> None:
+    import uvicorn
+
+    http_app = app.streamable_http_app(host="127.0.0.1")
+    uvicorn.run(
+        RequireBearer(http_app, bearer) if bearer else http_app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+    )
+
+
 if __name__ == "__main__":
-    app.run()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--http", type=int, metavar="PORT", help="serve Streamable HTTP on 127.0.0.1:PORT")
+    parser.add_argument("--bearer", metavar="TOKEN", help="with --http: require `Authorization: Bearer TOKEN`")
+    options = parser.parse_args()
+    if options.http is None:
+        app.run()
+    else:
+        serve_http(options.http, options.bearer)
