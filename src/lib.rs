@@ -11,6 +11,7 @@ pub mod envelope;
 pub mod export;
 pub mod gateway;
 pub mod hints;
+pub mod http;
 pub mod ingest;
 pub mod intercept;
 pub mod parallel;

@@ -149,6 +149,19 @@ fn results_keep_their_bytes_from_json_bodies_and_sse_events() {
 }
 
 #[test]
+fn a_pretty_printed_result_keeps_its_bytes_but_its_line_breaks() {
+    let remote = Remote::start(&[]);
+    let (_dir, mut loom) = loom_for(json!({"url": remote.url()}), json!({}));
+    wait_healthy(&mut loom);
+    let line = loom.call_tool("web_pretty", json!({}));
+    // On stdio one message is one line: the breaks between tokens become spaces, nothing else
+    // changes (the `\n` inside the string is an escape, not a break).
+    let expected = "{   \"content\": [     {\"type\": \"text\", \"text\": \"line\\nbreak\"}   ],    \"isError\": false }";
+    assert_eq!(result_bytes(&line), expected, "{}", line.raw);
+    assert_eq!(first_text(&line), "line\nbreak");
+}
+
+#[test]
 fn a_large_remote_table_becomes_a_dataset() {
     let remote = Remote::start(&[]);
     let (_dir, mut loom) = loom_for(json!({"url": remote.url()}), json!({}));

@@ -32,8 +32,16 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve MCP over stdio in front of the configured servers (the default).
-    Serve,
+    /// Serve MCP in front of the configured servers: over stdio (the default), or over
+    /// Streamable HTTP at http://ADDR/mcp with --http.
+    Serve {
+        /// Serve Streamable HTTP on this address (e.g. 127.0.0.1:8808) instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// With --http: serve stdio as well.
+        #[arg(long, requires = "http")]
+        stdio: bool,
+    },
     /// Validate the configuration and print the resolved servers (secrets masked); starts nothing.
     Check,
     /// Query a session snapshot with the same sealed engine (read-only SQL).
@@ -79,8 +87,12 @@ pub fn run() -> ExitCode {
         cli.config.as_deref(),
         std::env::var(crate::config::CONFIG_ENV_VAR).ok(),
     );
-    match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => serve::run(&config_path),
+    let default = Command::Serve {
+        http: None,
+        stdio: false,
+    };
+    match cli.command.unwrap_or(default) {
+        Command::Serve { http, stdio } => serve::run(&config_path, serve::Faces { http, stdio }),
         Command::Check => check::run(&config_path),
         Command::Demo { keep, snapshot } => demo(keep.as_deref(), snapshot.as_deref()),
         Command::Query {

@@ -1,14 +1,23 @@
 //! `loom` / `loom serve`: the gateway over stdio until the client goes away or a signal arrives.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use super::{EXIT_CONFIG, EXIT_START};
-use crate::gateway::{Gateway, GatewayService};
+use crate::gateway::{Gateway, GatewayService, Hub};
 use crate::wire::LineTransport;
 
-pub fn run(path: &Path) -> ExitCode {
+/// Where loom is reached: stdio (the default), HTTP, or both.
+#[derive(Debug, Clone, Copy)]
+pub struct Faces {
+    pub http: Option<SocketAddr>,
+    /// Also stdio when `http` is set (stdio alone otherwise).
+    pub stdio: bool,
+}
+
+pub fn run(path: &Path, faces: Faces) -> ExitCode {
     let config = match crate::config::load(path) {
         Ok(config) => config,
         Err(error) => {
@@ -26,7 +35,12 @@ pub fn run(path: &Path) -> ExitCode {
             return ExitCode::from(EXIT_START);
         }
     };
-    let code = runtime.block_on(serve(config));
+    let code = runtime.block_on(async move {
+        match faces.http {
+            None => serve(config).await,
+            Some(addr) => serve_http(config, addr, faces.stdio).await,
+        }
+    });
     // Reading stdin parks a blocking thread that only returns at EOF; after a signal it may
     // still be parked, and it must not hold the exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
@@ -41,56 +55,120 @@ async fn serve(config: crate::config::Config) -> ExitCode {
             return ExitCode::from(EXIT_START);
         }
     };
+    let code = tokio::select! {
+        code = serve_stdio(&gateway) => code,
+        signal = shutdown_signal() => {
+            tracing::info!("{signal}: shutting down");
+            ExitCode::SUCCESS
+        }
+    };
+    gateway.shutdown().await;
+    gateway.write_report();
+    code
+}
+
+/// Serve `gateway` over stdin/stdout until the client goes away.
+async fn serve_stdio(gateway: &std::sync::Arc<Gateway>) -> ExitCode {
     let transport = LineTransport::splicing(
         tokio::io::stdin(),
         tokio::io::stdout(),
         gateway.splice_table(),
         "client",
     )
-    .with_initialize_patch({
-        // rmcp's typed capabilities have no 2025-11-25 `tasks` member; loom declares it when a
-        // server behind it offers task-augmented tools (SPEC §5.10).
-        // Weak: the transport may outlive `serve` for a moment at exit, and the gateway (its
-        // store, its private spill directory) must be dropped when `serve` ends.
-        let gateway = std::sync::Arc::downgrade(&gateway);
-        std::sync::Arc::new(move |result: &mut serde_json::Value| {
-            let version = result
-                .get("protocolVersion")
-                .and_then(serde_json::Value::as_str);
-            if crate::gateway::era::Era::has_tasks(version)
-                && gateway
-                    .upgrade()
-                    .is_some_and(|gateway| gateway.offers_tasks())
-                && let Some(capabilities) = result
-                    .get_mut("capabilities")
-                    .and_then(serde_json::Value::as_object_mut)
-            {
-                capabilities.insert("tasks".into(), crate::gateway::tasks::capability());
-            }
-        })
-    });
+    .with_initialize_patch(crate::gateway::tasks_capability_patch(gateway));
     let service = match rmcp::serve_server(GatewayService::new(gateway.clone()), transport).await {
         Ok(service) => service,
         Err(error) => {
             tracing::error!("the client connection failed: {error}");
-            gateway.shutdown().await;
             return ExitCode::from(EXIT_START);
         }
     };
     gateway.upstream().set(service.peer().clone());
-    let service_ct = service.cancellation_token();
-    let waiting = service.waiting();
-    tokio::pin!(waiting);
-    tokio::select! {
-        _ = &mut waiting => tracing::info!("the client closed the connection"),
+    // Cancelled when this future is dropped (a signal ended the select around it).
+    let _stop = CancelOnDrop(Some(service.cancellation_token()));
+    let _ = service.waiting().await;
+    tracing::info!("the client closed the connection");
+    ExitCode::SUCCESS
+}
+
+/// `--http ADDR` (and `--stdio`): the HTTP face, one session per client session, over one set
+/// of servers; stops at a signal, or when the stdio client goes away if there is one.
+async fn serve_http(config: crate::config::Config, addr: SocketAddr, stdio: bool) -> ExitCode {
+    // Bound before any server starts: a taken port is reported at once.
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!("loom: cannot listen on {addr}: {error}");
+            return ExitCode::from(EXIT_START);
+        }
+    };
+    let local = listener.local_addr().unwrap_or(addr);
+    if !local.ip().is_loopback() && config.http.token.is_none() {
+        tracing::warn!(
+            "listening on {local}, which is not loopback, without `http.token`: anyone who can \
+             reach it can use every server behind loom"
+        );
+    }
+    let hub = match Hub::start(config).await {
+        Ok(hub) => hub,
+        Err(error) => {
+            eprintln!("loom: {error}");
+            return ExitCode::from(EXIT_START);
+        }
+    };
+    let server = crate::http::Server::new(hub.clone(), local);
+    tracing::info!("serving MCP at http://{local}{}", crate::http::MCP_PATH);
+    eprintln!(
+        "loom: serving MCP at http://{local}{}",
+        crate::http::MCP_PATH
+    );
+    let running = tokio::spawn(server.clone().run(listener));
+    let stdio_session = if stdio {
+        match Gateway::session(hub.clone(), false).await {
+            Ok(gateway) => Some(gateway),
+            Err(error) => {
+                eprintln!("loom: {error}");
+                server.stop();
+                let _ = running.await;
+                hub.shutdown().await;
+                return ExitCode::from(EXIT_START);
+            }
+        }
+    } else {
+        None
+    };
+    let stdio_done = async {
+        match &stdio_session {
+            Some(gateway) => serve_stdio(gateway).await,
+            None => std::future::pending().await,
+        }
+    };
+    let code = tokio::select! {
+        code = stdio_done => code,
         signal = shutdown_signal() => {
             tracing::info!("{signal}: shutting down");
-            service_ct.cancel();
+            ExitCode::SUCCESS
+        }
+    };
+    server.stop();
+    let _ = running.await;
+    if let Some(gateway) = &stdio_session {
+        gateway.shutdown().await;
+        gateway.write_report();
+    }
+    hub.shutdown().await;
+    code
+}
+
+/// Stops the stdio service when the future serving it is dropped.
+struct CancelOnDrop(Option<rmcp::service::RunningServiceCancellationToken>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(token) = self.0.take() {
+            token.cancel();
         }
     }
-    gateway.shutdown().await;
-    gateway.write_report();
-    ExitCode::SUCCESS
 }
 
 /// SIGINT or SIGTERM (Ctrl-C elsewhere).

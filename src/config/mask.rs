@@ -291,6 +291,20 @@ impl Config {
                     }
                 },
             ),
+            (
+                "http (serve --http)",
+                format!(
+                    "token {}, allowed origins {}, sessions idle after {} s, at most {} sessions",
+                    if self.http.token.is_some() {
+                        MASK
+                    } else {
+                        "(none)"
+                    },
+                    list_or(&self.http.allowed_origins, "loopback only"),
+                    self.http.session_idle_secs,
+                    self.http.max_sessions
+                ),
+            ),
         ];
         for (key, value) in settings {
             lines.push(labelled(key, &value));

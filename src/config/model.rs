@@ -67,6 +67,8 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// The session savings report (SPEC §21).
     pub report: ReportConfig,
+    /// `loom serve --http` (SPEC §22).
+    pub http: HttpConfig,
     pub format: ConfigFormat,
 }
 
@@ -123,6 +125,48 @@ impl Default for ReportConfig {
             enabled: true,
             path: None,
         }
+    }
+}
+
+/// Default of `http.sessionIdleSecs`: an HTTP session without a request this long is closed.
+pub const DEFAULT_HTTP_SESSION_IDLE_SECS: u64 = 1800;
+/// Default of `http.maxSessions`.
+pub const DEFAULT_HTTP_MAX_SESSIONS: usize = 64;
+pub const MAX_HTTP_MAX_SESSIONS: usize = 10_000;
+
+/// Key `http`: loom served over Streamable HTTP (`loom serve --http ADDR`).
+#[derive(Clone, PartialEq)]
+pub struct HttpConfig {
+    /// Required as `Authorization: Bearer <token>` on every request when set.
+    pub token: Option<String>,
+    /// Browser origins allowed besides loopback ones (`Origin` is checked when present).
+    pub allowed_origins: Vec<String>,
+    /// Sessions idle this long are closed and their data freed.
+    pub session_idle_secs: u64,
+    /// Sessions open at once; an `initialize` beyond it is refused with 503.
+    pub max_sessions: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            token: None,
+            allowed_origins: Vec::new(),
+            session_idle_secs: DEFAULT_HTTP_SESSION_IDLE_SECS,
+            max_sessions: DEFAULT_HTTP_MAX_SESSIONS,
+        }
+    }
+}
+
+/// Never prints the token.
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("token", &self.token.as_ref().map(|_| super::MASK))
+            .field("allowed_origins", &self.allowed_origins)
+            .field("session_idle_secs", &self.session_idle_secs)
+            .field("max_sessions", &self.max_sessions)
+            .finish()
     }
 }
 
@@ -287,6 +331,7 @@ impl Config {
             compression: Default::default(),
             tools: ToolsConfig::default(),
             report: ReportConfig::default(),
+            http: HttpConfig::default(),
             format,
         }
     }

@@ -10,11 +10,11 @@ use super::error::{Problem, ROOT_PATH};
 use super::expand::expand;
 use super::json::{Json, Num, json_quote};
 use super::model::{
-    Config, ConfigFormat, DEFAULT_CALL_TIMEOUT_MS, MAX_MAX_JOINED_TOOLS, MAX_MAX_TOOL_NAME_LENGTH,
-    MAX_SERVER_NAME_LENGTH, MIN_MAX_DESCRIPTION_CHARS, MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES,
-    MIN_TOKEN_THRESHOLD, RESERVED_HEADERS, RESERVED_SERVER_NAME, RemoteServer, ReportConfig,
-    RestartPolicy, ServerConfig, ToolsConfig, ToolsMode, Transport, is_valid_env_name,
-    is_valid_server_name,
+    Config, ConfigFormat, DEFAULT_CALL_TIMEOUT_MS, HttpConfig, MAX_HTTP_MAX_SESSIONS,
+    MAX_MAX_JOINED_TOOLS, MAX_MAX_TOOL_NAME_LENGTH, MAX_SERVER_NAME_LENGTH,
+    MIN_MAX_DESCRIPTION_CHARS, MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES, MIN_TOKEN_THRESHOLD,
+    RESERVED_HEADERS, RESERVED_SERVER_NAME, RemoteServer, ReportConfig, RestartPolicy,
+    ServerConfig, ToolsConfig, ToolsMode, Transport, is_valid_env_name, is_valid_server_name,
 };
 use super::policy::{Compression, PolicyPatch};
 use super::size::{UNIT_LIST, human_bytes, parse_size};
@@ -52,6 +52,7 @@ const ROOT_KEYS: &[&str] = &[
     "callToolTimeoutMs",
     "tools",
     "report",
+    "http",
 ];
 
 /// Context Firewall keys loom does not take, and what to do instead.
@@ -82,6 +83,8 @@ const TOOLS_MODES: &str = "\"all\" (every tool listed), \"search\" (tools found 
 const REPORT_KEYS: &[&str] = &["enabled", "path", "markdownPath"];
 
 const RESTART_KEYS: &[&str] = &["maxAttempts", "baseDelayMs"];
+
+const HTTP_KEYS: &[&str] = &["token", "allowedOrigins", "sessionIdleSecs", "maxSessions"];
 
 /// Keys of one server entry. `type`, `url` and `headers` come from the Claude Code / Cursor
 /// schema, `transport` from Context Firewall's.
@@ -488,6 +491,9 @@ impl Checker<'_> {
         if let Some(v) = fields.get("report") {
             config.report = self.report_block(v);
         }
+        if let Some(v) = fields.get("http") {
+            config.http = self.http_block(v);
+        }
         if let Some(v) = fields.get("maxToolNameLength") {
             let (min, max) = (
                 MIN_MAX_TOOL_NAME_LENGTH as u64,
@@ -744,6 +750,52 @@ impl Checker<'_> {
             (None, None) => {}
         }
         report
+    }
+
+    fn http_block(&mut self, value: &Json) -> HttpConfig {
+        let mut http = HttpConfig::default();
+        let Some(entries) = self.object(value, "http") else {
+            return http;
+        };
+        let fields = self.fields(entries, "http", HTTP_KEYS, Unknown::Reject);
+        if let Some(v) = fields.get("token") {
+            http.token = self.non_empty_string(v, "http.token");
+        }
+        if let Some(v) = fields.get("allowedOrigins") {
+            http.allowed_origins = self.string_list(v, "http.allowedOrigins", |origin| {
+                let is_origin = reqwest::Url::parse(origin).is_ok_and(|u| {
+                    matches!(u.scheme(), "http" | "https")
+                        && u.has_host()
+                        && u.path() == "/"
+                        && u.query().is_none()
+                        && u.fragment().is_none()
+                });
+                (!is_origin).then(|| {
+                    format!(
+                        "expected an origin (scheme, host and optional port), e.g. \
+                         \"https://app.example.com\", found {}",
+                        json_quote(origin)
+                    )
+                })
+            });
+        }
+        if let Some(v) = fields.get("sessionIdleSecs")
+            && let Some(n) = self.whole(v, "http.sessionIdleSecs", 1, 7 * 24 * 3600, false)
+        {
+            http.session_idle_secs = n;
+        }
+        if let Some(v) = fields.get("maxSessions")
+            && let Some(n) = self.whole(
+                v,
+                "http.maxSessions",
+                1,
+                MAX_HTTP_MAX_SESSIONS as u64,
+                false,
+            )
+        {
+            http.max_sessions = usize::try_from(n).unwrap_or(MAX_HTTP_MAX_SESSIONS);
+        }
+        http
     }
 
     fn restart(&mut self, value: &Json) -> RestartPolicy {

@@ -51,21 +51,55 @@ pub const TASK_STATUS: &str = "notifications/tasks/status";
 /// The upstream client, once it has connected. Shared by every downstream handler.
 #[derive(Clone, Default)]
 pub struct UpstreamLink {
-    peer: Arc<RwLock<Option<Peer<RoleServer>>>>,
+    peer: Slot,
+    /// Set too whenever this link is (a session's link keeps the hub's "latest session" current).
+    mirror: Option<Slot>,
+    /// Asked when this link holds no peer.
+    fallback: Option<Slot>,
 }
 
+type Slot = Arc<RwLock<Option<Peer<RoleServer>>>>;
+
 impl UpstreamLink {
+    /// A link that also sets `mirror` whenever it is set.
+    pub fn mirrored(mirror: &UpstreamLink) -> Self {
+        UpstreamLink {
+            mirror: Some(mirror.peer.clone()),
+            ..UpstreamLink::default()
+        }
+    }
+
+    /// A link that answers with `fallback`'s peer while it holds none itself.
+    pub fn with_fallback(fallback: &UpstreamLink) -> Self {
+        UpstreamLink {
+            fallback: Some(fallback.peer.clone()),
+            ..UpstreamLink::default()
+        }
+    }
+
     pub fn set(&self, peer: Peer<RoleServer>) {
+        if let Some(mirror) = &self.mirror
+            && let Ok(mut slot) = mirror.write()
+        {
+            *slot = Some(peer.clone());
+        }
         if let Ok(mut slot) = self.peer.write() {
             *slot = Some(peer);
         }
     }
 
     pub fn get(&self) -> Option<Peer<RoleServer>> {
-        self.peer.read().ok().and_then(|slot| slot.clone())
+        self.peer
+            .read()
+            .ok()
+            .and_then(|slot| slot.clone())
+            .or_else(|| {
+                self.fallback
+                    .as_ref()
+                    .and_then(|f| f.read().ok().and_then(|slot| slot.clone()))
+            })
     }
 
-    /// The upstream peer if its client declared the capability `has` checks for.
     fn capable(
         &self,
         what: &str,

@@ -184,8 +184,9 @@ pub fn transport(
     ))
 }
 
-/// rustls needs one process-wide crypto provider; loom uses ring (see Cargo.toml).
-fn install_crypto_provider() {
+/// rustls needs one process-wide crypto provider; loom uses ring (see Cargo.toml). Anything in
+/// this process that builds a reqwest client calls this first.
+pub fn install_crypto_provider() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // Err only when one is installed already, which is just as good.

@@ -138,6 +138,7 @@ impl Gateway {
         context: &RequestContext<RoleServer>,
         timeout: Option<Duration>,
     ) -> Result<Forwarded, ForwardError> {
+        self.hub.calling(index, &self.upstream);
         let Some(server) = self.servers.get(index) else {
             return Err(ForwardError::Down(ServerState::Stopped));
         };

@@ -10,6 +10,7 @@ pub mod discovery;
 pub mod era;
 mod forward;
 mod handler;
+mod hub;
 pub mod naming;
 pub mod read;
 pub mod search;
@@ -22,12 +23,13 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use rmcp::model::ProgressToken;
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use catalog::{ExposedCatalog, Route, ServerListing};
 pub use handler::GatewayService;
+pub use hub::Hub;
 
 use crate::intercept::{Origin, Outcome};
 use crate::store::{Store, StoreSettings};
@@ -54,8 +56,13 @@ pub enum StartError {
     AllFailed(Vec<(String, String)>),
 }
 
-/// The gateway: downstream servers, the catalog it exposes, and the glue between them.
+/// One client session of the gateway: the catalog it sees, its datasets and documents, its
+/// report. The downstream servers are the [`Hub`]'s, shared by every session (one over stdio;
+/// one per HTTP session).
 pub struct Gateway {
+    hub: Arc<Hub>,
+    /// Whether ending this session ends the hub too (stdio: the session is the process).
+    owns_hub: bool,
     config: Arc<Config>,
     servers: Vec<Arc<Downstream>>,
     exposed: RwLock<Arc<ExposedCatalog>>,
@@ -69,6 +76,7 @@ pub struct Gateway {
     /// The snapshot writer, drained at shutdown.
     snapshot_task: Mutex<Option<JoinHandle<()>>>,
     shutdown: CancellationToken,
+    /// This session's own loops (the catalog rebuild).
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// MCP task id → the server that runs it.
     task_routes: Arc<tasks::TaskRoutes>,
@@ -84,20 +92,23 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// Start every enabled server concurrently and wait until each has either listed its tools
-    /// or failed its first start. Fails only when no server could start at all.
+    /// Start the hub (every enabled server) and one session over it that owns it: loom over
+    /// stdio. Fails only when no server could start at all, or the engine fails its check.
     pub async fn start(config: Config) -> Result<Arc<Self>, StartError> {
-        let config = Arc::new(config);
-        let servers: Vec<Arc<Downstream>> = config
-            .servers
-            .iter()
-            .filter(|s| !s.disabled)
-            .enumerate()
-            .map(|(index, server)| Arc::new(Downstream::new(index, server.clone())))
-            .collect();
-        if servers.is_empty() {
-            return Err(StartError::NoServers);
+        let hub = Hub::start(config).await?;
+        match Gateway::session(hub.clone(), true).await {
+            Ok(gateway) => Ok(gateway),
+            Err(error) => {
+                hub.shutdown().await;
+                Err(error)
+            }
         }
+    }
+
+    /// A new client session over `hub`: its own store (checked sealed before use), catalog,
+    /// joined tools and report.
+    pub async fn session(hub: Arc<Hub>, owns_hub: bool) -> Result<Arc<Self>, StartError> {
+        let config = hub.config.clone();
         let store = Arc::new(
             Store::new(StoreSettings {
                 memory_budget_bytes: config.memory_budget_bytes,
@@ -107,7 +118,7 @@ impl Gateway {
             })
             .map_err(StartError::Engine)?,
         );
-        // Sealed or nothing: if any forbidden statement runs, loom does not start.
+        // Sealed or nothing: if any forbidden statement runs, the session does not start.
         store.self_test().await.map_err(StartError::Engine)?;
         let mut snapshot_task = None;
         if let Some(snapshot) = &config.snapshot {
@@ -121,12 +132,13 @@ impl Gateway {
                 Err(error) => tracing::warn!("session snapshots are off: {error}"),
             }
         }
-        let (events_tx, events_rx) = mpsc::unbounded_channel();
         let gateway = Arc::new(Self {
+            upstream: UpstreamLink::mirrored(&hub.latest),
+            hub: hub.clone(),
+            owns_hub,
             config: config.clone(),
-            servers,
+            servers: hub.servers.clone(),
             exposed: RwLock::new(Arc::new(ExposedCatalog::default())),
-            upstream: UpstreamLink::default(),
             splice: RawResults::new(),
             progress: Mutex::new(HashMap::new()),
             dirty: Notify::new(),
@@ -141,43 +153,18 @@ impl Gateway {
             nonce: discovery::new_nonce(),
             stats: crate::report::SessionStats::new(),
         });
-
-        let mut firsts = Vec::new();
-        let mut tasks = Vec::new();
-        for server in &gateway.servers {
-            let (first_tx, first_rx) = oneshot::channel();
-            firsts.push((server.name().to_string(), first_rx));
-            tasks.push(tokio::spawn(server.clone().supervise(
-                config.restart.clone(),
-                gateway.upstream.clone(),
-                events_tx.clone(),
-                gateway.shutdown.clone(),
-                first_tx,
-            )));
-        }
-        tasks.push(tokio::spawn(gateway.clone().event_loop(events_rx)));
-        tasks.push(tokio::spawn(gateway.clone().rebuild_loop()));
-        gateway.lock_tasks().extend(tasks);
-
-        let mut failures = Vec::new();
-        for (name, first) in firsts {
-            match first.await {
-                Ok(Ok(())) => {}
-                Ok(Err(reason)) => failures.push((name, reason)),
-                Err(_) => failures.push((name, "supervisor ended before starting".into())),
-            }
-        }
-        if failures.len() == gateway.servers.len() {
-            gateway.shutdown().await;
-            return Err(StartError::AllFailed(failures));
-        }
-        for (name, reason) in &failures {
-            tracing::warn!(server = %name, "did not start (retrying in the background): {reason}");
-        }
+        hub.register(&gateway);
+        let rebuild = tokio::spawn(gateway.clone().rebuild_loop());
+        gateway.lock_tasks().push(rebuild);
         // The first catalog is built here, not by the coalescing loop, so the first tools/list
         // answers at once.
         gateway.rebuild();
         Ok(gateway)
+    }
+
+    /// The servers and what the sessions share.
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
     }
 
     pub fn config(&self) -> &Config {
@@ -388,7 +375,9 @@ impl Gateway {
         self.progress.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Stop every child (stdin closed, grace, SIGTERM, grace, SIGKILL) within the budget.
+    /// End the session: its loops stop, queued snapshot writes finish, its spill directory
+    /// goes. A session that owns the hub also stops every child (stdin closed, grace, SIGTERM,
+    /// grace, SIGKILL) within the budget.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
         // Dropping the listener closes the writer's queue; what is queued is still written.
@@ -399,13 +388,20 @@ impl Gateway {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         let tasks: Vec<_> = std::mem::take(&mut *self.lock_tasks());
-        let all = futures::future::join_all(tasks);
+        for task in &tasks {
+            task.abort();
+        }
         let snapshots = async {
             if let Some(writer) = writer {
                 let _ = writer.await;
             }
         };
-        if tokio::time::timeout(SHUTDOWN_BUDGET, futures::future::join(all, snapshots))
+        let hub = async {
+            if self.owns_hub {
+                self.hub.shutdown().await;
+            }
+        };
+        if tokio::time::timeout(SHUTDOWN_BUDGET, futures::future::join(hub, snapshots))
             .await
             .is_err()
         {
@@ -506,66 +502,73 @@ impl Gateway {
         }
     }
 
-    async fn event_loop(self: Arc<Self>, mut events: mpsc::UnboundedReceiver<DownstreamEvent>) {
-        loop {
-            let event = tokio::select! {
-                _ = self.shutdown.cancelled() => return,
-                event = events.recv() => match event {
-                    Some(event) => event,
-                    None => return,
-                },
-            };
-            match event {
-                DownstreamEvent::CatalogChanged { .. } => self.dirty.notify_one(),
-                DownstreamEvent::ListChanged { server } => {
-                    let gateway = self.clone();
-                    tokio::spawn(async move {
-                        let Some(downstream) = gateway.servers.get(server) else {
-                            return;
-                        };
-                        if let Err(reason) = downstream.relist().await {
-                            tracing::warn!(server = %downstream.name(), "re-listing failed: {reason}");
-                        }
-                        gateway.dirty.notify_one();
+    /// A downstream event, as far as it concerns this session (the hub hands each event to
+    /// every session).
+    async fn handle_event(&self, event: &DownstreamEvent) {
+        match event {
+            DownstreamEvent::CatalogChanged { .. } | DownstreamEvent::ListChanged { .. } => {
+                self.dirty.notify_one()
+            }
+            DownstreamEvent::Progress { server, params } => {
+                let upstream_token = self
+                    .lock_progress()
+                    .get(&(*server, params.progress_token.clone()))
+                    .cloned();
+                if let (Some(token), Some(peer)) = (upstream_token, self.upstream.get()) {
+                    let mut params = params.clone();
+                    params.progress_token = token;
+                    let _ = peer.notify_progress(params).await;
+                }
+            }
+            #[allow(deprecated)] // logging is SEP-2577-deprecated but clients still show it
+            DownstreamEvent::Logging { server, params } => {
+                if let Some(peer) = self.upstream.get() {
+                    let name = self.servers.get(*server).map(|s| s.name()).unwrap_or("?");
+                    let mut params = params.clone();
+                    params.logger = Some(match params.logger.take() {
+                        Some(logger) => format!("{name}/{logger}"),
+                        None => name.to_string(),
                     });
+                    let _ = peer.notify_logging_message(params).await;
                 }
-                DownstreamEvent::Progress { server, mut params } => {
-                    let upstream_token = self
-                        .lock_progress()
-                        .get(&(server, params.progress_token.clone()))
-                        .cloned();
-                    let downstream_token = params.progress_token.clone();
-                    if let (Some(token), Some(peer)) = (upstream_token, self.upstream.get()) {
-                        params.progress_token = token;
-                        let _ = peer.notify_progress(params).await;
-                    }
-                    if let Some(Ok(live)) = self.servers.get(server).map(|s| s.live()) {
-                        live.progress.done(&downstream_token);
-                    }
-                }
-                #[allow(deprecated)] // logging is SEP-2577-deprecated but clients still show it
-                DownstreamEvent::Logging { server, mut params } => {
-                    if let Some(peer) = self.upstream.get() {
-                        let name = self.servers.get(server).map(|s| s.name()).unwrap_or("?");
-                        params.logger = Some(match params.logger.take() {
-                            Some(logger) => format!("{name}/{logger}"),
-                            None => name.to_string(),
-                        });
-                        let _ = peer.notify_logging_message(params).await;
-                    }
-                }
-                DownstreamEvent::TaskStatus {
-                    server,
-                    notification,
-                } => self.task_status(server, notification).await,
-                DownstreamEvent::ResourceUpdated { params, .. } => {
-                    if let Some(peer) = self.upstream.get() {
-                        let _ = peer.notify_resource_updated(params).await;
-                    }
+            }
+            DownstreamEvent::TaskStatus {
+                server,
+                notification,
+            } => self.task_status(*server, notification.clone()).await,
+            DownstreamEvent::ResourceUpdated { params, .. } => {
+                if let Some(peer) = self.upstream.get() {
+                    let _ = peer.notify_resource_updated(params.clone()).await;
                 }
             }
         }
     }
+}
+
+/// The edit loom's `initialize` answer gets: rmcp's typed capabilities have no 2025-11-25
+/// `tasks` member; loom declares it when a server behind it offers task-augmented tools
+/// (SPEC §5.10).
+pub fn tasks_capability_patch(
+    gateway: &Arc<Gateway>,
+) -> Arc<dyn Fn(&mut serde_json::Value) + Send + Sync> {
+    // Weak: the transport may outlive the session for a moment at exit, and the gateway (its
+    // store, its private spill directory) must be dropped when the session ends.
+    let gateway = Arc::downgrade(gateway);
+    Arc::new(move |result: &mut serde_json::Value| {
+        let version = result
+            .get("protocolVersion")
+            .and_then(serde_json::Value::as_str);
+        if era::Era::has_tasks(version)
+            && gateway
+                .upgrade()
+                .is_some_and(|gateway| gateway.offers_tasks())
+            && let Some(capabilities) = result
+                .get_mut("capabilities")
+                .and_then(serde_json::Value::as_object_mut)
+        {
+            capabilities.insert("tasks".into(), tasks::capability());
+        }
+    })
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

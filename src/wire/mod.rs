@@ -139,6 +139,21 @@ pub fn capture_incoming(
     results.capture_if_wanted(&id, result).then_some(id)
 }
 
+/// JSON text as one line: each `\n` and `\r` becomes a space. In valid JSON a line break can
+/// only be whitespace between tokens (inside strings it is escaped), where a space means the
+/// same; on a line-delimited transport one message must be one line. Borrowed when there is
+/// nothing to change, which is the common case.
+pub fn one_line(json: &[u8]) -> Cow<'_, [u8]> {
+    if memchr::memchr2(b'\n', b'\r', json).is_none() {
+        return Cow::Borrowed(json);
+    }
+    Cow::Owned(
+        json.iter()
+            .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
+            .collect(),
+    )
+}
+
 /// One framed line, or the reason one was skipped.
 enum Line {
     Text(String),
@@ -479,7 +494,8 @@ where
                 // Written from the captured buffer itself: a large result is never copied again.
                 Outgoing::Spliced { head, raw } => {
                     out.write_all(head.as_bytes()).await?;
-                    out.write_all(raw.get().as_bytes()).await?;
+                    // A result from an HTTP server may be pretty-printed (SPEC §5.7).
+                    out.write_all(&one_line(raw.get().as_bytes())).await?;
                     out.write_all(b"}\n").await?;
                 }
             }

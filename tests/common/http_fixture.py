@@ -36,7 +36,12 @@ TOOLS = [
     {"name": "cut", "description": "An SSE stream that stops in the middle of an event.", "inputSchema": {"type": "object"}},
     {"name": "slow", "description": "Answers after `ms` milliseconds (SSE).", "inputSchema": {"type": "object", "properties": {"ms": {"type": "integer"}}}},
     {"name": "fail", "description": "Answers HTTP 500.", "inputSchema": {"type": "object"}},
+    {"name": "pretty", "description": "A pretty-printed JSON body.", "inputSchema": {"type": "object"}},
 ]
+
+# Pretty-printed, as some HTTP servers write their bodies: line breaks between tokens.
+PRETTY_RESULT = '{\n  "content": [\n    {"type": "text", "text": "line\\nbreak"}\n  ],\r\n  "isError": false\n}'
+
 
 
 class State:
@@ -205,6 +210,8 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(int(arguments.get("ms", 1000)) / 1000)
             self.sse_event(head + '{"content":[{"type":"text","text":"slow done"}]}}')
             self.close_connection = True
+        elif name == "pretty":
+            self.send_json('{\n "jsonrpc": "2.0",\n "id": ' + json.dumps(request_id) + ',\n "result": ' + PRETTY_RESULT + "\n}")
         elif name == "fail":
             self.send_body(500, b"internal error", "text/plain")
         else:

@@ -1,0 +1,184 @@
+//! What every client session shares: the downstream servers, their supervisors, and the loop
+//! that hands their events to the sessions.
+//!
+//! Over stdio there is one session; over HTTP (`loom serve --http`) one per client session, each
+//! with its own datasets and documents (SPEC §22). A server's notifications go to the session
+//! they concern (progress to the session whose request it is, task status to the session that
+//! knows the task) or to every session (list changes, log messages, resource updates); a
+//! server's own requests (sampling, elicitation, roots) go to the client of the session that
+//! called that server last, else to the session that connected last.
+
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::{Gateway, SHUTDOWN_BUDGET, StartError};
+use crate::config::Config;
+use crate::downstream::{Downstream, DownstreamEvent, UpstreamLink};
+
+pub struct Hub {
+    pub(super) config: Arc<Config>,
+    pub(super) servers: Vec<Arc<Downstream>>,
+    /// The client of the session that connected last.
+    pub(super) latest: UpstreamLink,
+    /// Per server: the client of the session that called it last (falls back to `latest`).
+    callers: Vec<UpstreamLink>,
+    sessions: Mutex<Vec<Weak<Gateway>>>,
+    shutdown: CancellationToken,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Hub {
+    /// Start every enabled server concurrently and wait until each has either listed its tools
+    /// or failed its first start. Fails only when no server could start at all.
+    pub async fn start(config: Config) -> Result<Arc<Hub>, StartError> {
+        let config = Arc::new(config);
+        let servers: Vec<Arc<Downstream>> = config
+            .servers
+            .iter()
+            .filter(|s| !s.disabled)
+            .enumerate()
+            .map(|(index, server)| Arc::new(Downstream::new(index, server.clone())))
+            .collect();
+        if servers.is_empty() {
+            return Err(StartError::NoServers);
+        }
+        let latest = UpstreamLink::default();
+        let callers = servers
+            .iter()
+            .map(|_| UpstreamLink::with_fallback(&latest))
+            .collect();
+        let hub = Arc::new(Hub {
+            config: config.clone(),
+            servers,
+            latest,
+            callers,
+            sessions: Mutex::new(Vec::new()),
+            shutdown: CancellationToken::new(),
+            tasks: Mutex::new(Vec::new()),
+        });
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let mut firsts = Vec::new();
+        let mut tasks = Vec::new();
+        for (server, link) in hub.servers.iter().zip(&hub.callers) {
+            let (first_tx, first_rx) = oneshot::channel();
+            firsts.push((server.name().to_string(), first_rx));
+            tasks.push(tokio::spawn(server.clone().supervise(
+                config.restart.clone(),
+                link.clone(),
+                events_tx.clone(),
+                hub.shutdown.clone(),
+                first_tx,
+            )));
+        }
+        tasks.push(tokio::spawn(hub.clone().event_loop(events_rx)));
+        hub.lock_tasks().extend(tasks);
+
+        let mut failures = Vec::new();
+        for (name, first) in firsts {
+            match first.await {
+                Ok(Ok(())) => {}
+                Ok(Err(reason)) => failures.push((name, reason)),
+                Err(_) => failures.push((name, "supervisor ended before starting".into())),
+            }
+        }
+        if failures.len() == hub.servers.len() {
+            hub.shutdown().await;
+            return Err(StartError::AllFailed(failures));
+        }
+        for (name, reason) in &failures {
+            tracing::warn!(server = %name, "did not start (retrying in the background): {reason}");
+        }
+        Ok(hub)
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn servers(&self) -> &[Arc<Downstream>] {
+        &self.servers
+    }
+
+    pub(super) fn register(&self, session: &Arc<Gateway>) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions.retain(|s| s.strong_count() > 0);
+        sessions.push(Arc::downgrade(session));
+    }
+
+    /// Sessions still alive.
+    pub fn sessions(&self) -> Vec<Arc<Gateway>> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions.retain(|s| s.strong_count() > 0);
+        sessions.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// A session is about to send a request to server `index`: that server's own requests go
+    /// to this session's client from now on.
+    pub(super) fn calling(&self, index: usize, upstream: &UpstreamLink) {
+        if let (Some(link), Some(peer)) = (self.callers.get(index), upstream.get()) {
+            link.set(peer);
+        }
+    }
+
+    fn lock_tasks(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+        self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stop every child (stdin closed, grace, SIGTERM, grace, SIGKILL) within the budget.
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        let tasks: Vec<_> = std::mem::take(&mut *self.lock_tasks());
+        if tokio::time::timeout(SHUTDOWN_BUDGET, futures::future::join_all(tasks))
+            .await
+            .is_err()
+        {
+            tracing::warn!("shutdown budget ran out with servers still stopping");
+        }
+    }
+
+    async fn event_loop(self: Arc<Self>, mut events: mpsc::UnboundedReceiver<DownstreamEvent>) {
+        loop {
+            let event = tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                event = events.recv() => match event {
+                    Some(event) => event,
+                    None => return,
+                },
+            };
+            match &event {
+                DownstreamEvent::ListChanged { server } => {
+                    // Re-listed once for everybody, then every session rebuilds its catalog.
+                    let hub = self.clone();
+                    let server = *server;
+                    tokio::spawn(async move {
+                        let Some(downstream) = hub.servers.get(server) else {
+                            return;
+                        };
+                        if let Err(reason) = downstream.relist().await {
+                            tracing::warn!(server = %downstream.name(), "re-listing failed: {reason}");
+                        }
+                        for session in hub.sessions() {
+                            session
+                                .handle_event(&DownstreamEvent::CatalogChanged { server })
+                                .await;
+                        }
+                    });
+                    continue;
+                }
+                _ => {
+                    for session in self.sessions() {
+                        session.handle_event(&event).await;
+                    }
+                }
+            }
+            if let DownstreamEvent::Progress { server, params } = &event
+                && let Some(Ok(live)) = self.servers.get(*server).map(|s| s.live())
+            {
+                live.progress.done(&params.progress_token);
+            }
+        }
+    }
+}

@@ -1,0 +1,496 @@
+//! `loom serve --http ADDR`: the same catalog over Streamable HTTP at `/mcp` (SPEC §22).
+//!
+//! hyper carries HTTP; each HTTP session is a [`Gateway`] session served by rmcp over loom's own
+//! line transport through an in-memory pipe ([`session`]). That is why loom does not use rmcp's
+//! Streamable HTTP server: it serialises results from rmcp's typed model (which re-encodes them)
+//! and needs a typed `ServerHandler`, while loom's results that pass through are spliced in as
+//! the bytes the server sent (SPEC §5.7) — over HTTP as over stdio.
+//!
+//! What this layer adds: sessions (`Mcp-Session-Id`), routing of each message loom writes to the
+//! POST it answers, the standing GET stream or a backlog, `application/json` answers where the
+//! client accepts them (no SSE event size limit for large results), `Origin` and `Host` checks
+//! against DNS rebinding, the bearer token, idle sessions closed, graceful shutdown.
+
+// The `Err` of these helpers is the HTTP answer itself, built once per refused request.
+#![allow(clippy::result_large_err)]
+
+mod session;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{ACCEPT, ALLOW, AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::HttpConfig;
+use crate::gateway::Hub;
+use crate::wire::MAX_MESSAGE_BYTES;
+
+pub use session::Session;
+
+/// The one path loom serves MCP at.
+pub const MCP_PATH: &str = "/mcp";
+const SESSION_HEADER: &str = "mcp-session-id";
+
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed_unsync()
+}
+
+/// A plain-text answer.
+fn plain(status: StatusCode, text: impl Into<String>) -> Response<Body> {
+    let mut response = Response::new(full(text.into()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// A JSON-RPC error answer (for messages that cannot reach a session).
+fn rpc_error(status: StatusCode, id: Option<&str>, code: i64, message: &str) -> Response<Body> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id.and_then(|raw| serde_json::from_str::<serde_json::Value>(raw).ok()),
+        "error": {"code": code, "message": message},
+    });
+    let mut response = Response::new(full(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The HTTP face: its settings and the sessions it holds.
+pub struct Server {
+    hub: Arc<Hub>,
+    settings: HttpConfig,
+    /// Bound to a loopback address: `Host` must name a loopback host too.
+    loopback: bool,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    shutdown: CancellationToken,
+}
+
+impl Server {
+    pub fn new(hub: Arc<Hub>, local: SocketAddr) -> Arc<Server> {
+        let settings = hub.config().http.clone();
+        Arc::new(Server {
+            hub,
+            settings,
+            loopback: local.ip().is_loopback(),
+            sessions: Mutex::new(HashMap::new()),
+            shutdown: CancellationToken::new(),
+        })
+    }
+
+    fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sessions open now.
+    pub fn session_count(&self) -> usize {
+        self.lock_sessions().len()
+    }
+
+    /// Accept connections until [`Server::stop`], then close every session.
+    pub async fn run(self: Arc<Self>, listener: TcpListener) {
+        let reaper = tokio::spawn(self.clone().reap_idle());
+        loop {
+            let accepted = tokio::select! {
+                _ = self.shutdown.cancelled() => break,
+                accepted = listener.accept() => accepted,
+            };
+            let (stream, _) = match accepted {
+                Ok(connection) => connection,
+                Err(error) => {
+                    // Out of file descriptors and the like: wait a moment instead of spinning.
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let server = self.clone();
+            let shutdown = self.shutdown.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request| {
+                    let server = server.clone();
+                    async move { Ok::<_, Infallible>(server.handle(request).await) }
+                });
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+                tokio::pin!(connection);
+                tokio::select! {
+                    _ = &mut connection => {}
+                    _ = shutdown.cancelled() => {
+                        connection.as_mut().graceful_shutdown();
+                        let _ = tokio::time::timeout(Duration::from_secs(1), connection).await;
+                    }
+                }
+            });
+        }
+        reaper.abort();
+        let sessions: Vec<Arc<Session>> = self.lock_sessions().drain().map(|(_, s)| s).collect();
+        futures::future::join_all(sessions.iter().map(|s| s.close())).await;
+    }
+
+    /// Stop accepting; [`Server::run`] then closes the sessions.
+    pub fn stop(&self) {
+        self.shutdown.cancel();
+    }
+
+    async fn reap_idle(self: Arc<Self>) {
+        let idle = Duration::from_secs(self.settings.session_idle_secs);
+        let every = (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(60));
+        loop {
+            tokio::time::sleep(every).await;
+            let expired: Vec<Arc<Session>> = {
+                let mut sessions = self.lock_sessions();
+                let ids: Vec<String> = sessions
+                    .iter()
+                    .filter(|(_, s)| s.idle_for() >= idle)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                ids.iter().filter_map(|id| sessions.remove(id)).collect()
+            };
+            for session in expired {
+                tracing::info!(session = %session.id(), "closing an idle HTTP session");
+                session.close().await;
+            }
+        }
+    }
+
+    async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+        if request.uri().path() != MCP_PATH {
+            return plain(
+                StatusCode::NOT_FOUND,
+                format!("loom serves MCP at {MCP_PATH}"),
+            );
+        }
+        if let Some(refusal) = self.refuse(&request) {
+            return refusal;
+        }
+        match *request.method() {
+            Method::POST => self.post(request).await,
+            Method::GET => self.get(&request),
+            Method::DELETE => self.delete(&request).await,
+            _ => {
+                let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "use POST, GET or DELETE");
+                response
+                    .headers_mut()
+                    .insert(ALLOW, http::HeaderValue::from_static("GET, POST, DELETE"));
+                response
+            }
+        }
+    }
+
+    /// `Host`, `Origin` and the bearer token, checked on every request.
+    fn refuse(&self, request: &Request<Incoming>) -> Option<Response<Body>> {
+        let headers = request.headers();
+        if self.loopback {
+            let host = headers
+                .get(HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or_default();
+            if !is_loopback_authority(host) {
+                return Some(plain(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "loom listens on loopback and answers requests for a loopback host only; \
+                         this one was for {host:?}"
+                    ),
+                ));
+            }
+        }
+        if let Some(origin) = headers.get(ORIGIN) {
+            let origin = origin.to_str().unwrap_or_default();
+            if !self.origin_allowed(origin) {
+                return Some(plain(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "origin {origin:?} is not allowed (loopback origins are; add others to \
+                         `http.allowedOrigins`)"
+                    ),
+                ));
+            }
+        }
+        if let Some(token) = &self.settings.token {
+            let given = headers
+                .get(AUTHORIZATION)
+                .and_then(|h| h.to_str().ok())
+                .and_then(|h| h.strip_prefix("Bearer "));
+            let accepted = given.is_some_and(|given| same_secret(given, token));
+            if !accepted {
+                let mut response = plain(
+                    StatusCode::UNAUTHORIZED,
+                    if given.is_some() {
+                        "the bearer token was refused"
+                    } else {
+                        "this loom wants `Authorization: Bearer <token>` (its `http.token`)"
+                    },
+                );
+                response.headers_mut().insert(
+                    WWW_AUTHENTICATE,
+                    http::HeaderValue::from_static("Bearer realm=\"loom\""),
+                );
+                return Some(response);
+            }
+        }
+        None
+    }
+
+    fn origin_allowed(&self, origin: &str) -> bool {
+        let Ok(url) = reqwest::Url::parse(origin) else {
+            return false;
+        };
+        let loopback = url.host_str().is_some_and(is_loopback_authority);
+        loopback
+            || self.settings.allowed_origins.iter().any(|allowed| {
+                reqwest::Url::parse(allowed).is_ok_and(|a| a.origin() == url.origin())
+            })
+    }
+
+    fn session_of(&self, request: &Request<Incoming>) -> Result<Arc<Session>, Response<Body>> {
+        let Some(id) = request
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|h| h.to_str().ok())
+        else {
+            return Err(plain(
+                StatusCode::BAD_REQUEST,
+                "the Mcp-Session-Id header is missing: send `initialize` first and then the \
+                 session id it answered with",
+            ));
+        };
+        match self.lock_sessions().get(id) {
+            Some(session) => Ok(session.clone()),
+            None => Err(plain(
+                StatusCode::NOT_FOUND,
+                "no such session (it ended, or was closed after being idle): initialize again",
+            )),
+        }
+    }
+
+    async fn post(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+        let accept = header_text(&request, ACCEPT);
+        let wants_json = accepts(&accept, "application/json");
+        let wants_sse = accepts(&accept, "text/event-stream");
+        if !wants_json && !wants_sse {
+            return plain(
+                StatusCode::NOT_ACCEPTABLE,
+                "Accept must include application/json or text/event-stream",
+            );
+        }
+        if !header_text(&request, CONTENT_TYPE)
+            .to_ascii_lowercase()
+            .starts_with("application/json")
+        {
+            return plain(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Content-Type must be application/json",
+            );
+        }
+        let session = match request.headers().get(SESSION_HEADER) {
+            Some(_) => match self.session_of(&request) {
+                Ok(session) => Some(session),
+                Err(response) => return response,
+            },
+            None => None,
+        };
+        let body = match http_body_util::Limited::new(request.into_body(), MAX_MESSAGE_BYTES)
+            .collect()
+            .await
+        {
+            Ok(body) => body.to_bytes(),
+            Err(error) => {
+                return plain(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the request body could not be read whole: {error}"),
+                );
+            }
+        };
+        let message = match session::Message::read(&body) {
+            Ok(message) => message,
+            Err(why) => return rpc_error(StatusCode::BAD_REQUEST, None, -32700, &why),
+        };
+        let session = match (session, message.method.as_deref()) {
+            (Some(session), _) => session,
+            (None, Some("initialize")) => match self.open_session().await {
+                Ok(session) => session,
+                Err(response) => return response,
+            },
+            // 2026-07-28 has no sessions, and a session is where a client's datasets live:
+            // a client that asks is told to use the initialize handshake.
+            (None, Some("server/discover")) => {
+                return rpc_error(
+                    StatusCode::OK,
+                    message.id.as_deref(),
+                    -32601,
+                    "loom over HTTP speaks the session-based protocol revisions (2025-11-25 and \
+                     earlier): use the initialize handshake",
+                );
+            }
+            (None, _) => {
+                return plain(
+                    StatusCode::BAD_REQUEST,
+                    "the Mcp-Session-Id header is missing: send `initialize` first and then the \
+                     session id it answered with",
+                );
+            }
+        };
+        session.post(message, body, wants_json, wants_sse).await
+    }
+
+    async fn open_session(&self) -> Result<Arc<Session>, Response<Body>> {
+        if self.session_count() >= self.settings.max_sessions {
+            return Err(plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "loom holds {} sessions already (`http.maxSessions`); close one or retry later",
+                    self.settings.max_sessions
+                ),
+            ));
+        }
+        match Session::open(self.hub.clone()).await {
+            Ok(session) => {
+                self.lock_sessions()
+                    .insert(session.id().to_string(), session.clone());
+                tracing::info!(session = %session.id(), "HTTP session opened");
+                Ok(session)
+            }
+            Err(error) => Err(plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("loom could not open a session: {error}"),
+            )),
+        }
+    }
+
+    fn get(&self, request: &Request<Incoming>) -> Response<Body> {
+        if !accepts(&header_text(request, ACCEPT), "text/event-stream") {
+            return plain(
+                StatusCode::NOT_ACCEPTABLE,
+                "the GET stream is text/event-stream; Accept must include it",
+            );
+        }
+        match self.session_of(request) {
+            Ok(session) => session.standing_stream(),
+            Err(response) => response,
+        }
+    }
+
+    async fn delete(&self, request: &Request<Incoming>) -> Response<Body> {
+        let session = match self.session_of(request) {
+            Ok(session) => session,
+            Err(response) => return response,
+        };
+        self.lock_sessions().remove(session.id());
+        session.close().await;
+        tracing::info!(session = %session.id(), "HTTP session ended by the client");
+        plain(StatusCode::OK, "session closed")
+    }
+}
+
+fn header_text(request: &Request<Incoming>, name: http::header::HeaderName) -> String {
+    request
+        .headers()
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Whether an `Accept` value takes `mime` (also through `*/*` or `type/*`).
+fn accepts(accept: &str, mime: &str) -> bool {
+    let kind = mime.split('/').next().unwrap_or_default();
+    accept.split(',').any(|part| {
+        let range = part.split(';').next().unwrap_or_default().trim();
+        range.eq_ignore_ascii_case(mime)
+            || range == "*/*"
+            || range.eq_ignore_ascii_case(&format!("{kind}/*"))
+    })
+}
+
+/// `localhost`, `127.0.0.1`, `[::1]`, with or without a port.
+fn is_loopback_authority(host: &str) -> bool {
+    let host = host.trim();
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        host.rsplit_once(':').map_or(host, |(name, _)| name)
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Compares a secret without stopping at the first difference.
+fn same_secret(given: &str, expected: &str) -> bool {
+    let (a, b) = (given.as_bytes(), expected.as_bytes());
+    let mut difference = a.len() ^ b.len();
+    for (i, byte) in b.iter().enumerate() {
+        difference |= usize::from(a.get(i).copied().unwrap_or(0) ^ byte);
+    }
+    difference == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_ranges() {
+        assert!(accepts(
+            "application/json, text/event-stream",
+            "application/json"
+        ));
+        assert!(accepts("text/event-stream;q=0.9", "text/event-stream"));
+        assert!(accepts("*/*", "application/json"));
+        assert!(accepts("application/*", "application/json"));
+        assert!(!accepts("text/html", "application/json"));
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        for host in [
+            "localhost",
+            "localhost:8808",
+            "127.0.0.1:1",
+            "[::1]:80",
+            "LOCALHOST",
+        ] {
+            assert!(is_loopback_authority(host), "{host}");
+        }
+        for host in [
+            "evil.example",
+            "evil.example:8808",
+            "10.0.0.1",
+            "",
+            "localhost.evil",
+        ] {
+            assert!(!is_loopback_authority(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret("abc", "abc"));
+        assert!(!same_secret("abd", "abc"));
+        assert!(!same_secret("ab", "abc"));
+        assert!(!same_secret("abcd", "abc"));
+        assert!(!same_secret("", "abc"));
+    }
+}

@@ -1,0 +1,495 @@
+//! One HTTP session: a [`Gateway`] session served by rmcp over loom's line transport through an
+//! in-memory pipe, and the routing of what loom writes back to the HTTP requests waiting for it.
+//!
+//! Every line loom writes is one JSON-RPC message. A response goes to the POST of its request
+//! (and ends it); a progress notification to the POST whose request carried its token; anything
+//! else loom sends on its own (log messages, list changes, a server's sampling or elicitation
+//! request) to the standing GET stream when one is open, else to the most recent POST still
+//! waiting (as SSE), else into a bounded backlog the next GET stream starts with.
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http::header::CONTENT_TYPE;
+use http::{HeaderValue, Response, StatusCode};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, WriteHalf};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{Body, full, plain};
+use crate::gateway::{Gateway, GatewayService, Hub, StartError};
+use crate::wire::{LineTransport, MAX_MESSAGE_BYTES};
+
+/// Size of the in-memory pipe between the HTTP side and the session's transport, each way.
+const PIPE_BYTES: usize = 256 * 1024;
+/// Messages kept for a GET stream that is not open yet; the oldest go first beyond it.
+const BACKLOG: usize = 256;
+
+/// What the HTTP side needs to know of one JSON-RPC message.
+pub struct Message {
+    /// The id as written (`1`, `"a"`), when there is one.
+    pub id: Option<String>,
+    pub method: Option<String>,
+    /// `params._meta.progressToken` as written.
+    pub progress_token: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Peek<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(borrow, default)]
+    params: Option<PeekParams<'a>>,
+}
+
+#[derive(Deserialize)]
+struct PeekParams<'a> {
+    #[serde(borrow, rename = "_meta", default)]
+    meta: Option<PeekMeta<'a>>,
+    #[serde(borrow, rename = "progressToken", default)]
+    progress_token: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct PeekMeta<'a> {
+    #[serde(borrow, rename = "progressToken", default)]
+    progress_token: Option<&'a RawValue>,
+}
+
+impl Message {
+    /// Reads one JSON-RPC message object (a batch array is refused: removed in 2025-06-18).
+    pub fn read(body: &[u8]) -> Result<Message, String> {
+        let text = std::str::from_utf8(body).map_err(|_| "the body is not UTF-8".to_string())?;
+        if text.trim_start().starts_with('[') {
+            return Err("JSON-RPC batches are not supported; send one message per request".into());
+        }
+        let peek: Peek<'_> = serde_json::from_str(text)
+            .map_err(|e| format!("the body is not a JSON-RPC message: {e}"))?;
+        // A request's token is in `_meta`; a progress notification's in `params`.
+        let progress_token = peek.params.as_ref().and_then(|p| {
+            p.meta
+                .as_ref()
+                .and_then(|m| m.progress_token)
+                .or(p.progress_token)
+                .map(|raw| raw.get().to_string())
+        });
+        Ok(Message {
+            id: peek.id.map(|raw| raw.get().to_string()),
+            method: peek.method,
+            progress_token,
+        })
+    }
+
+    fn is_request(&self) -> bool {
+        self.id.is_some() && self.method.is_some()
+    }
+}
+
+/// One message for a waiting POST; `last` ends it.
+struct Out {
+    line: Bytes,
+    last: bool,
+}
+
+#[derive(Default)]
+struct Routes {
+    /// Request id (as written) → the POST waiting for its answer.
+    pending: HashMap<String, mpsc::UnboundedSender<Out>>,
+    /// Progress token (as written) → request id.
+    progress: HashMap<String, String>,
+    /// Most recent request first-come order, for messages that belong to no request.
+    order: VecDeque<String>,
+    standing: Option<mpsc::UnboundedSender<Out>>,
+    backlog: VecDeque<Bytes>,
+}
+
+pub struct Session {
+    id: String,
+    gateway: Arc<Gateway>,
+    to_loom: tokio::sync::Mutex<WriteHalf<DuplexStream>>,
+    routes: Mutex<Routes>,
+    last_active: Mutex<Instant>,
+    closed: CancellationToken,
+}
+
+impl Session {
+    /// A new session over `hub`, its transport running.
+    pub async fn open(hub: Arc<Hub>) -> Result<Arc<Session>, StartError> {
+        let gateway = Gateway::session(hub, false).await?;
+        let (loom_side, http_side) = tokio::io::duplex(PIPE_BYTES);
+        let (loom_read, loom_write) = tokio::io::split(loom_side);
+        let (http_read, http_write) = tokio::io::split(http_side);
+        let session = Arc::new(Session {
+            id: new_session_id(),
+            gateway: gateway.clone(),
+            to_loom: tokio::sync::Mutex::new(http_write),
+            routes: Mutex::new(Routes::default()),
+            last_active: Mutex::new(Instant::now()),
+            closed: CancellationToken::new(),
+        });
+        let transport =
+            LineTransport::splicing(loom_read, loom_write, gateway.splice_table(), "client")
+                .with_initialize_patch(crate::gateway::tasks_capability_patch(&gateway));
+        let closed = session.closed.clone();
+        let served = gateway.clone();
+        tokio::spawn(async move {
+            let service =
+                match rmcp::serve_server(GatewayService::new(served.clone()), transport).await {
+                    Ok(service) => service,
+                    Err(error) => {
+                        tracing::warn!("an HTTP session's handshake failed: {error}");
+                        return;
+                    }
+                };
+            served.upstream().set(service.peer().clone());
+            let ct = service.cancellation_token();
+            tokio::select! {
+                _ = service.waiting() => {}
+                _ = closed.cancelled() => ct.cancel(),
+            }
+        });
+        tokio::spawn(session.clone().read_loom(http_read));
+        Ok(session)
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn idle_for(&self) -> Duration {
+        let busy = !self.lock_routes().pending.is_empty();
+        if busy {
+            return Duration::ZERO;
+        }
+        self.last_active
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .elapsed()
+    }
+
+    fn touch(&self) {
+        *self
+            .last_active
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+
+    fn lock_routes(&self) -> std::sync::MutexGuard<'_, Routes> {
+        self.routes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// End the session: its streams end, its transport closes, its datasets are freed.
+    pub async fn close(&self) {
+        self.closed.cancel();
+        {
+            let mut routes = self.lock_routes();
+            routes.pending.clear();
+            routes.standing = None;
+        }
+        let _ = self.to_loom.lock().await.shutdown().await;
+        self.gateway.shutdown().await;
+        if self.gateway.config().report.enabled {
+            eprintln!(
+                "session {}: {}",
+                self.id,
+                crate::report::stderr_summary(&self.gateway.report())
+            );
+        }
+    }
+
+    async fn send_to_loom(&self, body: &[u8]) -> std::io::Result<()> {
+        let mut pipe = self.to_loom.lock().await;
+        pipe.write_all(&crate::wire::one_line(body)).await?;
+        pipe.write_all(b"\n").await?;
+        pipe.flush().await
+    }
+
+    /// A client's POST: a request waits for its answer; anything else is accepted at once.
+    pub async fn post(
+        self: Arc<Self>,
+        message: Message,
+        body: Bytes,
+        wants_json: bool,
+        wants_sse: bool,
+    ) -> Response<Body> {
+        self.touch();
+        if !message.is_request() {
+            return match self.send_to_loom(&body).await {
+                Ok(()) => plain(StatusCode::ACCEPTED, ""),
+                Err(error) => plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("the session is closing: {error}"),
+                ),
+            };
+        }
+        let Some(id) = message.id.clone() else {
+            return plain(StatusCode::BAD_REQUEST, "a request needs an id");
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        {
+            let mut routes = self.lock_routes();
+            if routes.pending.contains_key(&id) {
+                return super::rpc_error(
+                    StatusCode::OK,
+                    Some(&id),
+                    -32600,
+                    "a request with this id is still in progress in this session",
+                );
+            }
+            routes.pending.insert(id.clone(), tx);
+            routes.order.push_back(id.clone());
+            if let Some(token) = &message.progress_token {
+                routes.progress.insert(token.clone(), id.clone());
+            }
+        }
+        if let Err(error) = self.send_to_loom(&body).await {
+            self.forget(&id);
+            return plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the session is closing: {error}"),
+            );
+        }
+        let first = tokio::select! {
+            first = rx.recv() => first,
+            _ = self.closed.cancelled() => None,
+        };
+        let Some(first) = first else {
+            self.forget(&id);
+            return plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the session ended before answering",
+            );
+        };
+        let session_header = HeaderValue::from_str(&self.id).ok();
+        // The answer alone, to a client that takes JSON: one plain body, no SSE event limit.
+        if first.last && wants_json {
+            self.touch();
+            let mut response = Response::new(full(first.line));
+            response
+                .headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            if let Some(value) = session_header {
+                response.headers_mut().insert(super::SESSION_HEADER, value);
+            }
+            return response;
+        }
+        if !wants_sse {
+            // Only JSON accepted, but messages came before the answer: they are dropped and the
+            // answer awaited (the client could not read them anyway).
+            let mut answer = first;
+            while !answer.last {
+                match rx.recv().await {
+                    Some(next) => answer = next,
+                    None => {
+                        return plain(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "the session ended before answering",
+                        );
+                    }
+                }
+            }
+            let mut response = Response::new(full(answer.line));
+            response
+                .headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            return response;
+        }
+        let session = self.clone();
+        let stream =
+            futures::stream::unfold((Some(first), rx, false), move |(next, mut rx, done)| {
+                let session = session.clone();
+                async move {
+                    if done {
+                        return None;
+                    }
+                    let out = match next {
+                        Some(out) => out,
+                        None => rx.recv().await?,
+                    };
+                    session.touch();
+                    let last = out.last;
+                    Some((sse_event(&out.line), (None, rx, last)))
+                }
+            });
+        sse_response(stream, session_header)
+    }
+
+    /// The GET stream: what loom sends on its own, from the backlog on.
+    pub fn standing_stream(self: &Arc<Self>) -> Response<Body> {
+        self.touch();
+        let (tx, rx) = mpsc::unbounded_channel();
+        {
+            let mut routes = self.lock_routes();
+            if routes.standing.as_ref().is_some_and(|s| !s.is_closed()) {
+                return plain(
+                    StatusCode::CONFLICT,
+                    "this session has a GET stream open already",
+                );
+            }
+            for line in routes.backlog.drain(..) {
+                let _ = tx.send(Out { line, last: false });
+            }
+            routes.standing = Some(tx);
+        }
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            let out = rx.recv().await?;
+            Some((sse_event(&out.line), rx))
+        });
+        sse_response(stream, HeaderValue::from_str(&self.id).ok())
+    }
+
+    fn forget(&self, id: &str) {
+        let mut routes = self.lock_routes();
+        routes.pending.remove(id);
+        routes.order.retain(|o| o != id);
+        routes.progress.retain(|_, owner| owner != id);
+    }
+
+    /// Route every line loom writes until the pipe closes.
+    async fn read_loom(self: Arc<Self>, from_loom: tokio::io::ReadHalf<DuplexStream>) {
+        let mut reader = BufReader::with_capacity(PIPE_BYTES, from_loom);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            if line.len() > MAX_MESSAGE_BYTES {
+                tracing::warn!(session = %self.id, "dropping a message over the size limit");
+                continue;
+            }
+            while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                line.pop();
+            }
+            if line.is_empty() {
+                continue;
+            }
+            let bytes = Bytes::copy_from_slice(&line);
+            self.route(bytes);
+        }
+        // The transport ended: nothing will answer the POSTs still waiting.
+        let mut routes = self.lock_routes();
+        routes.pending.clear();
+        routes.standing = None;
+    }
+
+    fn route(&self, line: Bytes) {
+        let Ok(message) = Message::read(&line) else {
+            return;
+        };
+        let mut routes = self.lock_routes();
+        // A response (or error) to one of the client's requests ends that request's POST.
+        if message.method.is_none()
+            && let Some(id) = &message.id
+        {
+            if let Some(waiting) = routes.pending.remove(id) {
+                routes.order.retain(|o| o != id);
+                routes.progress.retain(|_, owner| owner != id);
+                let _ = waiting.send(Out { line, last: true });
+            }
+            return;
+        }
+        if message.method.as_deref() == Some("notifications/progress")
+            && let Some(owner) = message
+                .progress_token
+                .as_ref()
+                .and_then(|token| routes.progress.get(token))
+                .cloned()
+            && let Some(waiting) = routes.pending.get(&owner)
+            && offer(waiting, &line)
+        {
+            return;
+        }
+        if let Some(standing) = &routes.standing
+            && offer(standing, &line)
+        {
+            return;
+        }
+        routes.standing = None;
+        let newest = routes
+            .order
+            .iter()
+            .rev()
+            .find_map(|id| routes.pending.get(id).cloned());
+        if let Some(waiting) = newest
+            && offer(&waiting, &line)
+        {
+            return;
+        }
+        if routes.backlog.len() >= BACKLOG {
+            routes.backlog.pop_front();
+        }
+        routes.backlog.push_back(line);
+    }
+}
+
+/// Hands a message that does not end anything to a stream; false when that stream is gone.
+fn offer(to: &mpsc::UnboundedSender<Out>, line: &Bytes) -> bool {
+    to.send(Out {
+        line: line.clone(),
+        last: false,
+    })
+    .is_ok()
+}
+
+/// One SSE event carrying one message; a message with line breaks (none is written by loom's
+/// transport, but the rule is SSE's) becomes several `data:` lines, which SSE joins back.
+fn sse_event(line: &[u8]) -> Result<Frame<Bytes>, Infallible> {
+    let mut event = Vec::with_capacity(line.len() + 24);
+    event.extend_from_slice(b"event: message\n");
+    for part in line.split(|b| *b == b'\n') {
+        event.extend_from_slice(b"data: ");
+        event.extend_from_slice(part);
+        event.push(b'\n');
+    }
+    event.push(b'\n');
+    Ok(Frame::data(Bytes::from(event)))
+}
+
+fn sse_response(
+    stream: impl futures::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send + 'static,
+    session: Option<HeaderValue>,
+) -> Response<Body> {
+    let mut response = Response::new(StreamBody::new(stream.boxed()).boxed_unsync());
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    if let Some(value) = session {
+        headers.insert(super::SESSION_HEADER, value);
+    }
+    response
+}
+
+/// 128 random bits as hex, from the standard library's per-process random keys (the same
+/// source as the tool search nonce): unguessable enough to name a session, not a credential
+/// (the bearer token is).
+fn new_session_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut id = String::with_capacity(32);
+    for salt in 0..2u64 {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u64(salt);
+        hasher.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default(),
+        );
+        id.push_str(&format!("{:016x}", hasher.finish()));
+    }
+    id
+}
