@@ -452,3 +452,111 @@ async fn bad_requests_get_clear_answers() {
     let ping = client.request("ping", json!({})).await;
     assert_eq!(ping.status, StatusCode::OK, "{}", ping.body);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn many_clients_at_once_get_their_own_answers() {
+    let loom = LoomHttp::start(json!({"http": {"maxSessions": 100}}));
+    let tasks: Vec<_> = (0..50)
+        .map(|c| {
+            let mut client = Client::new(&loom);
+            tokio::spawn(async move {
+                client.initialize().await;
+                let mut wrong = Vec::new();
+                for i in 0..20 {
+                    let text = format!("client {c} call {i}");
+                    let answer = client.call("fx_echo", json!({"text": text})).await.json();
+                    if answer["result"]["content"][0]["text"] != json!(text) {
+                        wrong.push(answer);
+                    }
+                }
+                wrong
+            })
+        })
+        .collect();
+    for task in tasks {
+        let wrong = task.await.expect("a client finished");
+        assert!(wrong.is_empty(), "crossed or lost answers: {wrong:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_servers_sampling_request_reaches_the_http_client_and_its_answer_gets_back() {
+    let loom = LoomHttp::start(json!({}));
+    let mut client = Client::new(&loom);
+    // A client that can sample.
+    let init = client
+        .post(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {"sampling": {}},
+                       "clientInfo": {"name": "sampler", "version": "1"}}}))
+        .await;
+    client.session = init
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    client
+        .post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+
+    // The call's answer comes as SSE: first the server's sampling request, then (once the
+    // client answered it in a POST of its own) the result.
+    let mut response = client
+        .http
+        .post(&client.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", client.session.clone().expect("session"))
+        .body(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                   "params": {"name": "fx_sample", "arguments": {"prompt": "haiku?"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(
+        response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("text/event-stream")
+    );
+    let mut seen = String::new();
+    let request = loop {
+        let chunk = tokio::time::timeout(PATIENCE, response.chunk())
+            .await
+            .expect("in time")
+            .expect("read")
+            .expect("the stream goes on");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+        if let Some(data) = seen.lines().find_map(|l| l.strip_prefix("data: ")) {
+            break serde_json::from_str::<Value>(data).expect("json");
+        }
+    };
+    assert_eq!(request["method"], "sampling/createMessage", "{request}");
+    let answer = client
+        .post(json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+            "role": "assistant", "model": "test-model",
+            "content": {"type": "text", "text": "an old silent pond"}}}))
+        .await;
+    assert_eq!(answer.status, StatusCode::ACCEPTED);
+    let mut rest = String::new();
+    while let Some(chunk) = tokio::time::timeout(PATIENCE, response.chunk())
+        .await
+        .expect("in time")
+        .expect("read")
+    {
+        rest.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let result = rest
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .last()
+        .map(|d| serde_json::from_str::<Value>(d).expect("json"))
+        .expect("the result");
+    assert_eq!(result["id"], 2, "{result}");
+    assert_eq!(
+        result["result"]["content"][0]["text"], "an old silent pond",
+        "{result}"
+    );
+}
