@@ -560,3 +560,86 @@ async fn a_servers_sampling_request_reaches_the_http_client_and_its_answer_gets_
         "{result}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_call_ends_its_post_and_is_cancelled_downstream() {
+    let loom = LoomHttp::start(json!({}));
+    let mut client = Client::new(&loom);
+    client.initialize().await;
+    let slow = {
+        let http = client.http.clone();
+        let url = client.url.clone();
+        let session = client.session.clone().expect("session");
+        tokio::spawn(async move {
+            let response = http
+                .post(&url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", session)
+                .body(
+                    json!({"jsonrpc": "2.0", "id": "slow-1", "method": "tools/call",
+                           "params": {"name": "fx_slow", "arguments": {"ms": 20000, "steps": 0}}})
+                    .to_string(),
+                )
+                .send()
+                .await
+                .expect("sent");
+            (response.status(), response.text().await.expect("body"))
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cancel = client
+        .post(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": "slow-1", "reason": "changed my mind"}}),
+        )
+        .await;
+    assert_eq!(cancel.status, StatusCode::ACCEPTED);
+    let (status, body) = tokio::time::timeout(PATIENCE, slow)
+        .await
+        .expect("the POST ended well before the call would have")
+        .expect("joined");
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        !body.contains("\"result\""),
+        "no answer to a cancelled call: {body}"
+    );
+    // The fixture saw the cancellation.
+    let mut seen = Value::Null;
+    for _ in 0..100 {
+        let answer = client.call("fx_cancelled", json!({})).await.json();
+        seen = answer["result"]["content"][0]["text"].clone();
+        if seen.as_str().is_some_and(|t| t != "[]") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(seen.as_str().is_some_and(|t| t != "[]"), "{seen}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_closes_the_sessions_and_stops_the_servers() {
+    let mut loom = LoomHttp::start(json!({}));
+    let mut client = Client::new(&loom);
+    client.initialize().await;
+    let pid = client.call("fx_pid", json!({})).await.json()["result"]["content"][0]["text"]
+        .as_str()
+        .and_then(|t| t.parse::<u32>().ok())
+        .expect("the fixture's pid");
+    assert!(pid_alive(pid));
+    let status = Command::new("kill")
+        .args(["-TERM", &loom.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exit = tokio::task::spawn_blocking(move || {
+        let status = loom.child.wait().expect("wait");
+        (status, loom)
+    })
+    .await
+    .expect("joined");
+    assert_eq!(exit.0.code(), Some(0), "{}", exit.1.log());
+    assert!(!pid_alive(pid), "the fixture outlived loom");
+    // The open session's summary was printed as it closed.
+    assert!(exit.1.log().contains("session "), "{}", exit.1.log());
+}

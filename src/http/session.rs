@@ -40,6 +40,8 @@ pub struct Message {
     pub method: Option<String>,
     /// `params._meta.progressToken` as written.
     pub progress_token: Option<String>,
+    /// `params.requestId` of a `notifications/cancelled`, as written.
+    pub cancels: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -58,6 +60,8 @@ struct PeekParams<'a> {
     meta: Option<PeekMeta<'a>>,
     #[serde(borrow, rename = "progressToken", default)]
     progress_token: Option<&'a RawValue>,
+    #[serde(borrow, rename = "requestId", default)]
+    request_id: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -83,10 +87,19 @@ impl Message {
                 .or(p.progress_token)
                 .map(|raw| raw.get().to_string())
         });
+        let cancels = match peek.method.as_deref() {
+            Some("notifications/cancelled") => peek
+                .params
+                .as_ref()
+                .and_then(|p| p.request_id)
+                .map(|raw| raw.get().to_string()),
+            _ => None,
+        };
         Ok(Message {
             id: peek.id.map(|raw| raw.get().to_string()),
             method: peek.method,
             progress_token,
+            cancels,
         })
     }
 
@@ -95,7 +108,8 @@ impl Message {
     }
 }
 
-/// One message for a waiting POST; `last` ends it.
+/// One message for a waiting POST; `last` ends it. An empty `line` that is `last` ends it
+/// without an answer: the client cancelled the request (no answer is sent to a cancelled one).
 struct Out {
     line: Bytes,
     last: bool,
@@ -224,6 +238,9 @@ impl Session {
     ) -> Response<Body> {
         self.touch();
         if !message.is_request() {
+            if let Some(cancelled) = &message.cancels {
+                self.end_without_answer(cancelled);
+            }
             return match self.send_to_loom(&body).await {
                 Ok(()) => plain(StatusCode::ACCEPTED, ""),
                 Err(error) => plain(
@@ -271,6 +288,10 @@ impl Session {
             );
         };
         let session_header = HeaderValue::from_str(&self.id).ok();
+        if first.last && first.line.is_empty() {
+            // Cancelled by the client: the stream ends with no answer.
+            return sse_response(futures::stream::empty(), session_header);
+        }
         // The answer alone, to a client that takes JSON: one plain body, no SSE event limit.
         if first.last && wants_json {
             self.touch();
@@ -298,6 +319,9 @@ impl Session {
                     }
                 }
             }
+            if answer.line.is_empty() {
+                return plain(StatusCode::ACCEPTED, "cancelled by the client");
+            }
             let mut response = Response::new(full(answer.line));
             response
                 .headers_mut()
@@ -316,6 +340,9 @@ impl Session {
                         Some(out) => out,
                         None => rx.recv().await?,
                     };
+                    if out.last && out.line.is_empty() {
+                        return None;
+                    }
                     session.touch();
                     let last = out.last;
                     Some((sse_event(&out.line), (None, rx, last)))
@@ -346,6 +373,22 @@ impl Session {
             Some((sse_event(&out.line), rx))
         });
         sse_response(stream, HeaderValue::from_str(&self.id).ok())
+    }
+
+    /// The client cancelled request `id`: its POST ends now, without an answer.
+    fn end_without_answer(&self, id: &str) {
+        let waiting = {
+            let mut routes = self.lock_routes();
+            routes.order.retain(|o| o != id);
+            routes.progress.retain(|_, owner| owner != id);
+            routes.pending.remove(id)
+        };
+        if let Some(waiting) = waiting {
+            let _ = waiting.send(Out {
+                line: Bytes::new(),
+                last: true,
+            });
+        }
     }
 
     fn forget(&self, id: &str) {
