@@ -147,7 +147,7 @@ impl Http1 {
             Some(_) => body
                 .lines()
                 .filter_map(|l| l.strip_prefix("data: "))
-                .last()
+                .next_back()
                 .unwrap_or_default()
                 .to_string(),
         };
