@@ -551,7 +551,7 @@ async fn a_servers_sampling_request_reaches_the_http_client_and_its_answer_gets_
     let result = rest
         .lines()
         .filter_map(|l| l.strip_prefix("data: "))
-        .last()
+        .next_back()
         .map(|d| serde_json::from_str::<Value>(d).expect("json"))
         .expect("the result");
     assert_eq!(result["id"], 2, "{result}");
