@@ -352,6 +352,12 @@ async fn token_origin_and_host_are_checked_on_every_request() {
 
     let authorized = || Client::new(&loom).with_header("authorization", "Bearer t0k3n-for-tests");
     assert_eq!(authorized().post(init.clone()).await.status, StatusCode::OK);
+    // The scheme ignores case.
+    let lower = Client::new(&loom)
+        .with_header("authorization", "bearer t0k3n-for-tests")
+        .post(init.clone())
+        .await;
+    assert_eq!(lower.status, StatusCode::OK, "{}", lower.body);
     let foreign = authorized()
         .with_header("origin", "https://evil.example")
         .post(init.clone())
@@ -415,8 +421,18 @@ async fn bad_requests_get_clear_answers() {
     let loom = LoomHttp::start(json!({}));
     let mut client = Client::new(&loom);
     client.initialize().await;
+    let again = client
+        .request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                                      "clientInfo": {"name": "t", "version": "1"}}),
+        )
+        .await;
+    assert_eq!(again.status, StatusCode::BAD_REQUEST);
+    assert!(again.body.contains("initialized already"), "{}", again.body);
     let batch = client.post_raw("[]".into(), "application/json").await;
     assert_eq!(batch.status, StatusCode::BAD_REQUEST);
+    assert_eq!(batch.json()["error"]["code"], -32600);
     assert!(
         batch.body.contains("batches are not supported"),
         "{}",

@@ -47,9 +47,20 @@ fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into()).boxed_unsync()
 }
 
-/// A plain-text answer.
+/// An answer of loom's own: plain text when it succeeds; a refusal as a JSON-RPC error body
+/// (`application/json`), because that is what clients show their user (the SDKs print the
+/// `message` of a JSON error body and only the status of a text one).
 fn plain(status: StatusCode, text: impl Into<String>) -> Response<Body> {
-    let mut response = Response::new(full(text.into()));
+    let text = text.into();
+    if status.is_client_error() || status.is_server_error() {
+        let code = if status.is_server_error() {
+            -32603
+        } else {
+            -32600
+        };
+        return rpc_error(status, None, code, &text);
+    }
+    let mut response = Response::new(full(text));
     *response.status_mut() = status;
     response.headers_mut().insert(
         CONTENT_TYPE,
@@ -227,18 +238,22 @@ impl Server {
             }
         }
         if let Some(token) = &self.settings.token {
+            // The scheme ignores case (RFC 7235).
             let given = headers
                 .get(AUTHORIZATION)
                 .and_then(|h| h.to_str().ok())
-                .and_then(|h| h.strip_prefix("Bearer "));
+                .and_then(|h| h.split_once(' '))
+                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                .map(|(_, token)| token.trim());
             let accepted = given.is_some_and(|given| same_secret(given, token));
             if !accepted {
                 let mut response = plain(
                     StatusCode::UNAUTHORIZED,
                     if given.is_some() {
-                        "the bearer token was refused"
+                        "the bearer token was refused (it is not this loom's `http.token`)"
                     } else {
-                        "this loom wants `Authorization: Bearer <token>` (its `http.token`)"
+                        "the bearer token is missing: this loom wants `Authorization: Bearer \
+                         <token>` (its `http.token`)"
                     },
                 );
                 response.headers_mut().insert(
@@ -323,9 +338,25 @@ impl Server {
         };
         let message = match session::Message::read(&body) {
             Ok(message) => message,
-            Err(why) => return rpc_error(StatusCode::BAD_REQUEST, None, -32700, &why),
+            Err(why) => {
+                let code = if why.contains("batches") {
+                    -32600
+                } else {
+                    -32700
+                };
+                return rpc_error(StatusCode::BAD_REQUEST, None, code, &why);
+            }
         };
         let session = match (session, message.method.as_deref()) {
+            (Some(_), Some("initialize")) => {
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    message.id.as_deref(),
+                    -32600,
+                    "this session is initialized already; to start another, send `initialize` \
+                     without an Mcp-Session-Id",
+                );
+            }
             (Some(session), _) => session,
             (None, Some("initialize")) => match self.open_session().await {
                 Ok(session) => session,

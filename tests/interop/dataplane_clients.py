@@ -267,10 +267,18 @@ class Sdk1Client(DataClient):
 
 @asynccontextmanager
 async def _sdk1(setup: Setup) -> AsyncIterator[Sdk1Client]:
+    params = setup.loom()
+    async with sdk1_client({"command": params.command, "args": params.args, "env": params.env}) as client:
+        yield client
+
+
+@asynccontextmanager
+async def sdk1_client(spec: dict[str, Any]) -> AsyncIterator[Sdk1Client]:
+    """The 1.x driver connected as `spec` says (clients/sdk1_driver.py: a stdio `command`, or a
+    Streamable HTTP `url` with optional `headers`)."""
     if not VENV1_PYTHON.is_file():
         raise pytest.UsageError(f"{VENV1_PYTHON} is missing: run .ci/setup-interop")
-    params = setup.loom()
-    spec = {"command": params.command, "args": params.args, "env": params.env, "patience": PATIENCE}
+    spec = {"patience": PATIENCE, **spec}
     # stderr is inherited: loom's log and the driver's tracebacks land in pytest's capture.
     process = await anyio.open_process(
         [str(VENV1_PYTHON), str(SDK1_DRIVER), json.dumps(spec)],
@@ -285,7 +293,8 @@ async def _sdk1(setup: Setup) -> AsyncIterator[Sdk1Client]:
         assert ready["serverInfo"]["name"] == "loom", ready
         yield client
     finally:
-        # EOF on its stdin ends the driver, which closes loom's stdin, which ends loom.
+        # EOF on its stdin ends the driver, which closes loom's stdin (ending loom), or ends its
+        # HTTP session.
         await process.stdin.aclose()
         with anyio.move_on_after(PATIENCE) as waited:
             await process.wait()

@@ -223,23 +223,7 @@ def _run_suite(label: str, command: list[str], workdir: Path) -> Run:
         )
         try:
             _wait_healthy(port, bridge)
-            results = workdir / "results"
-            suite = subprocess.run(
-                [str(NODE22), str(SUITE_JS), "server", "--url", f"http://127.0.0.1:{port}/mcp",
-                 "--suite", "all", "-o", str(results)],
-                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=SUITE_TIMEOUT,
-                cwd=workdir,
-            )
-            # Exit 1 just means some scenario failed; the verdicts are in the result files.
-            run.stdout = suite.stdout + suite.stderr
-            for checks_file in sorted(results.glob("server-*/checks.json")):
-                checks = json.loads(checks_file.read_text())
-                scenario = next((s for s in SCENARIOS if checks_file.parent.name.startswith(f"server-{s}-")), None)
-                if scenario is None:
-                    continue
-                run.verdicts[scenario] = Verdict(
-                    passed=not any(c.get("status") == "FAILURE" for c in checks), checks=checks
-                )
+            run_scenarios(run, f"http://127.0.0.1:{port}/mcp", workdir)
         finally:
             _stop(bridge.pid)
             bridge.wait(timeout=10)
@@ -247,6 +231,26 @@ def _run_suite(label: str, command: list[str], workdir: Path) -> Run:
                 for pid in pids.read_text().split():
                     _stop(int(pid))
     return run
+
+
+def run_scenarios(run: Run, url: str, workdir: Path) -> None:
+    """Every server scenario against the MCP endpoint `url`; the verdicts go into `run`."""
+    results = workdir / "results"
+    suite = subprocess.run(
+        [str(NODE22), str(SUITE_JS), "server", "--url", url, "--suite", "all", "-o", str(results)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=SUITE_TIMEOUT,
+        cwd=workdir,
+    )
+    # Exit 1 just means some scenario failed; the verdicts are in the result files.
+    run.stdout = suite.stdout + suite.stderr
+    for checks_file in sorted(results.glob("server-*/checks.json")):
+        checks = json.loads(checks_file.read_text())
+        scenario = next((s for s in SCENARIOS if checks_file.parent.name.startswith(f"server-{s}-")), None)
+        if scenario is None:
+            continue
+        run.verdicts[scenario] = Verdict(
+            passed=not any(c.get("status") == "FAILURE" for c in checks), checks=checks
+        )
 
 
 def _sh_quote(arg: str) -> str:

@@ -6,7 +6,11 @@ under .ci/venv (2.x) and starts this script under .ci/venv1 (1.x, tests/interop/
 
     .ci/venv1/bin/python sdk1_driver.py '{"command": ..., "args": [...], "env": {...}, "patience": 30}'
 
-It starts the server, runs the `initialize` handshake with `mcp.ClientSession` (the only lifecycle
+    .ci/venv1/bin/python sdk1_driver.py '{"url": "http://127.0.0.1:PORT/mcp", "headers": {...}, "patience": 30}'
+
+With `command` it starts the server over stdio; with `url` it connects over Streamable HTTP
+(`mcp.client.streamable_http.streamable_http_client`, with `headers` on every request). It then
+runs the `initialize` handshake with `mcp.ClientSession` (the only lifecycle
 1.x has), and then answers requests read from stdin, one JSON object per line, in order:
 
     {"op": "list_tools"}                                   -> result: [Tool, ...]
@@ -27,6 +31,8 @@ from __future__ import annotations
 import json
 import sys
 import traceback
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -83,10 +89,26 @@ async def _serve(session: ClientSession) -> None:
             _say({"ok": True, "result": answer, **extra})
 
 
-async def main(spec: dict[str, Any]) -> None:
+@asynccontextmanager
+async def _transport(spec: dict[str, Any], patience: timedelta) -> AsyncIterator[tuple[Any, Any]]:
+    """The read and write streams to the server: over Streamable HTTP for a `url`, else stdio."""
+    if "url" in spec:
+        import httpx
+        from mcp.client.streamable_http import streamable_http_client
+
+        timeout = httpx.Timeout(patience.total_seconds(), read=300)
+        async with httpx.AsyncClient(headers=spec.get("headers") or {}, timeout=timeout) as http:
+            async with streamable_http_client(spec["url"], http_client=http) as (read, write, _):
+                yield read, write
+        return
     params = StdioServerParameters(command=spec["command"], args=spec.get("args", []), env=spec.get("env"))
-    patience = timedelta(seconds=float(spec.get("patience", 30)))
     async with stdio_client(params) as (read, write):
+        yield read, write
+
+
+async def main(spec: dict[str, Any]) -> None:
+    patience = timedelta(seconds=float(spec.get("patience", 30)))
+    async with _transport(spec, patience) as (read, write):
         async with ClientSession(read, write, read_timeout_seconds=patience) as session:
             try:
                 with anyio.fail_after(patience.total_seconds()):

@@ -89,6 +89,20 @@ def build_log(lines: int) -> str:
     return "\n".join(out) + f"\nSUMMARY: {lines} steps, 1 error"
 
 
+def big_text_of(size: int) -> str:
+    """The text `big_text` answers: `size` characters of numbered prose lines (no table, no JSON),
+    rebuilt by the tests to compare."""
+    line = "{:08d} the quick brown fox jumps over the lazy dog; nothing here is a table.\n"
+    count = size // len(line.format(0)) + 1
+    return "".join(line.format(n) for n in range(count))[:size]
+
+
+@app.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+def big_text(size: int) -> str:
+    """`size` characters of plain text as one text block (no structuredContent copy)."""
+    return big_text_of(size)
+
+
 @app.tool()
 def fail(reason: str) -> str:
     """Always fails with the given reason."""
