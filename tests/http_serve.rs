@@ -659,3 +659,61 @@ async fn sigterm_closes_the_sessions_and_stops_the_servers() {
     // The open session's summary was printed as it closed.
     assert!(exit.1.log().contains("session "), "{}", exit.1.log());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stdio_and_http_at_once_are_two_sessions_over_one_set_of_servers() {
+    let (_dir, path) = write_config(&json!({"servers": [fixture_server("fx", &[])]}));
+    let mut stdio = RawClient::spawn(
+        &loom_bin(),
+        &[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--stdio",
+            "--config",
+            path.to_str().expect("utf8"),
+        ],
+        &[],
+    );
+    let mut url = String::new();
+    eventually("loom says where it listens", || {
+        url = stdio
+            .stderr_text()
+            .lines()
+            .find_map(|l| l.strip_prefix("loom: serving MCP at "))
+            .unwrap_or_default()
+            .to_string();
+        !url.is_empty()
+    });
+    stdio.initialize();
+    let line = stdio.call_tool("fx_rows", json!({"count": 3000}));
+    let reference = envelope(&line)["ref"].as_str().expect("ref").to_string();
+    let stdio_pid = first_text(&stdio.call_tool("fx_pid", json!({})));
+
+    loom::downstream::http::install_crypto_provider();
+    let mut http = Client {
+        http: reqwest::Client::new(),
+        url,
+        session: None,
+        headers: Vec::new(),
+        next_id: 1,
+    };
+    http.initialize().await;
+    let http_pid = http.call("fx_pid", json!({})).await.json()["result"]["content"][0]["text"]
+        .as_str()
+        .expect("pid")
+        .to_string();
+    assert_eq!(stdio_pid, http_pid, "one fixture process serves both faces");
+    let theirs = http
+        .call(
+            "loom_query",
+            json!({"sql": format!("SELECT count(*) FROM {reference}")}),
+        )
+        .await
+        .json();
+    assert_eq!(theirs["result"]["isError"], true, "{theirs}");
+
+    // The stdio client leaving ends loom.
+    stdio.close_stdin();
+    assert!(stdio.wait_exit().success());
+}
