@@ -28,6 +28,8 @@ pub struct Hub {
     sessions: Mutex<Vec<Weak<Gateway>>>,
     shutdown: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The query engine every session's store runs on.
+    pub(super) engine: crate::store::SharedEngine,
 }
 
 impl Hub {
@@ -45,6 +47,8 @@ impl Hub {
         if servers.is_empty() {
             return Err(StartError::NoServers);
         }
+        let engine = crate::store::SharedEngine::start(&super::store_settings(&config))
+            .map_err(StartError::Engine)?;
         let latest = UpstreamLink::default();
         let callers = servers
             .iter()
@@ -58,6 +62,7 @@ impl Hub {
             sessions: Mutex::new(Vec::new()),
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
+            engine,
         });
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let mut firsts = Vec::new();
@@ -137,6 +142,7 @@ impl Hub {
         {
             tracing::warn!("shutdown budget ran out with servers still stopping");
         }
+        self.engine.remove_spill();
     }
 
     async fn event_loop(self: Arc<Self>, mut events: mpsc::UnboundedReceiver<DownstreamEvent>) {

@@ -109,15 +109,7 @@ impl Gateway {
     /// joined tools and report.
     pub async fn session(hub: Arc<Hub>, owns_hub: bool) -> Result<Arc<Self>, StartError> {
         let config = hub.config.clone();
-        let store = Arc::new(
-            Store::new(StoreSettings {
-                memory_budget_bytes: config.memory_budget_bytes,
-                engine_memory_limit_bytes: config.engine_memory_limit_bytes,
-                query_timeout: Duration::from_millis(config.query_timeout_ms),
-                ..StoreSettings::default()
-            })
-            .map_err(StartError::Engine)?,
-        );
+        let store = Arc::new(Store::on_shared(store_settings(&config), &hub.engine));
         // Sealed or nothing: if any forbidden statement runs, the session does not start.
         store.self_test().await.map_err(StartError::Engine)?;
         let mut snapshot_task = None;
@@ -542,6 +534,16 @@ impl Gateway {
                 }
             }
         }
+    }
+}
+
+/// What every session's store is built with.
+fn store_settings(config: &Config) -> StoreSettings {
+    StoreSettings {
+        memory_budget_bytes: config.memory_budget_bytes,
+        engine_memory_limit_bytes: config.engine_memory_limit_bytes,
+        query_timeout: Duration::from_millis(config.query_timeout_ms),
+        ..StoreSettings::default()
     }
 }
 

@@ -133,6 +133,8 @@ impl Server {
                     continue;
                 }
             };
+            // Answers are written whole at once; waiting to coalesce them only adds latency.
+            let _ = stream.set_nodelay(true);
             let server = self.clone();
             let shutdown = self.shutdown.clone();
             tokio::spawn(async move {

@@ -155,12 +155,13 @@ pub type Listener = Box<dyn Fn(Arc<Dataset>) + Send + Sync>;
 pub struct Store {
     ctx: SessionContext,
     /// Where planning, checking and running queries happen: never on the threads that carry
-    /// passthrough traffic.
-    engine: engine::Engine,
+    /// passthrough traffic. Shared by every session of one loom ([`SharedEngine`]).
+    engine: Arc<engine::Engine>,
     catalog: Mutex<Catalog>,
     listener: Mutex<Option<Listener>>,
     settings: StoreSettings,
-    /// Private spill directory, removed when the store is dropped.
+    /// Private spill directory of a store with its own engine, removed when the store is
+    /// dropped (a shared engine's is the [`SharedEngine`]'s).
     spill: Mutex<Option<tempfile::TempDir>>,
 }
 
@@ -205,8 +206,18 @@ async fn plan_checked_in(
     Ok((plan, scanned))
 }
 
-impl Store {
-    pub fn new(settings: StoreSettings) -> Result<Self, String> {
+/// The query engine's threads, memory pool and spill directory, shared by every store (every
+/// client session) of one loom process: however many sessions are open, queries run on one set
+/// of engine threads and within one memory pool (SPEC §10.2, §22).
+pub struct SharedEngine {
+    engine: Arc<engine::Engine>,
+    runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
+    /// Removed by [`SharedEngine::remove_spill`] at shutdown, or when dropped.
+    spill: Mutex<Option<tempfile::TempDir>>,
+}
+
+impl SharedEngine {
+    pub fn start(settings: &StoreSettings) -> Result<Self, String> {
         let spill = tempfile::Builder::new()
             .prefix("loom-spill-")
             .tempdir()
@@ -225,20 +236,58 @@ impl Store {
         let runtime = runtime
             .build_arc()
             .map_err(|e| format!("cannot start the query engine: {e}"))?;
+        Ok(SharedEngine {
+            engine: Arc::new(engine::Engine::start()?),
+            runtime,
+            spill: Mutex::new(Some(spill)),
+        })
+    }
+
+    /// Remove the spill directory now (at shutdown).
+    pub fn remove_spill(&self) {
+        let spill = self
+            .spill
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(dir) = spill
+            && let Err(error) = dir.close()
+        {
+            tracing::warn!("cannot remove the spill directory: {error}");
+        }
+    }
+}
+
+impl Store {
+    /// A store with an engine of its own (one session: `loom query`, tests).
+    pub fn new(settings: StoreSettings) -> Result<Self, String> {
+        let shared = SharedEngine::start(&settings)?;
+        let spill = shared
+            .spill
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let mut store = Store::on_shared(settings, &shared);
+        store.spill = Mutex::new(spill);
+        Ok(store)
+    }
+
+    /// A store on `shared`'s engine (one of several sessions).
+    pub fn on_shared(settings: StoreSettings, shared: &SharedEngine) -> Self {
         let config = SessionConfig::new()
             .with_information_schema(false)
             .with_target_partitions(2);
-        let ctx = SessionContext::new_with_config_rt(config, runtime);
+        let ctx = SessionContext::new_with_config_rt(config, shared.runtime.clone());
         bounded::install(&ctx);
         output::install(&ctx);
-        Ok(Self {
+        Self {
             ctx,
-            engine: engine::Engine::start()?,
+            engine: shared.engine.clone(),
             catalog: Mutex::new(Catalog::default()),
             listener: Mutex::new(None),
             settings,
-            spill: Mutex::new(Some(spill)),
-        })
+            spill: Mutex::new(None),
+        }
     }
 
     /// Tell `listener` about every dataset from now on; `None` stops.
