@@ -24,6 +24,10 @@ struct LoomHttp {
 
 impl LoomHttp {
     fn start(extra: Value) -> LoomHttp {
+        Self::start_with_log(extra, "info")
+    }
+
+    fn start_with_log(extra: Value, log_filter: &str) -> LoomHttp {
         let mut config = json!({"servers": [fixture_server("fx", &[])]});
         if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
             for (k, v) in extra {
@@ -34,7 +38,7 @@ impl LoomHttp {
         let mut child = Command::new(loom_bin())
             .args(["serve", "--http", "127.0.0.1:0", "--config"])
             .arg(&path)
-            .env("LOOM_LOG", "info")
+            .env("LOOM_LOG", log_filter)
             .env("LOOM_HTTP_TEST_TOKEN", "t0k3n-for-tests")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -716,4 +720,24 @@ async fn stdio_and_http_at_once_are_two_sessions_over_one_set_of_servers() {
     // The stdio client leaving ends loom.
     stdio.close_stdin();
     assert!(stdio.wait_exit().success());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn closed_sessions_are_freed() {
+    let loom = LoomHttp::start_with_log(json!({}), "info,loom::gateway=debug");
+    for _ in 0..5 {
+        let mut client = Client::new(&loom);
+        client.initialize().await;
+        client.call("fx_echo", json!({"text": "x"})).await;
+        client.call("fx_rows", json!({"count": 3000})).await;
+        let _ = client
+            .http
+            .delete(&client.url)
+            .header("mcp-session-id", client.session.clone().expect("session"))
+            .send()
+            .await;
+    }
+    eventually("every closed session was freed", || {
+        loom.log().matches("a gateway session was freed").count() >= 5
+    });
 }

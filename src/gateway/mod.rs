@@ -537,6 +537,12 @@ impl Gateway {
     }
 }
 
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        tracing::debug!("a gateway session was freed");
+    }
+}
+
 /// What every session's store is built with.
 fn store_settings(config: &Config) -> StoreSettings {
     StoreSettings {
