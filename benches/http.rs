@@ -319,11 +319,11 @@ async fn run() {
     );
     session.close().await;
 
-    // 200 clients × 50 calls at once, twice: what the second round leaves behind shows
+    // 200 clients × 50 calls at once, four times: what later rounds leave behind shows
     // whether closed sessions are freed (the first round also warms the allocator).
     let pid = loom_child.id();
     let before = rss_kib(pid);
-    for round in 1..=2 {
+    for round in 1..=4 {
         let started = Instant::now();
         let tasks: Vec<_> = (0..200)
             .map(|c| {
