@@ -323,8 +323,7 @@ impl CapturingClient {
                 "only requests are captured".into(),
             ));
         };
-        let id = request.id.clone();
-        self.raw.want(id.clone());
+        self.raw.want(request.id.clone());
         let body = serde_json::to_vec(&message)?;
         let mut builder = self
             .http
@@ -393,7 +392,8 @@ impl CapturingClient {
             )));
         }
         if status == StatusCode::ACCEPTED || status == StatusCode::NO_CONTENT {
-            self.raw.forget(&id);
+            // The answer will come on the GET stream, where it is captured the same way (a
+            // request that never gets one is forgotten by its timeout).
             return Ok(StreamableHttpPostResponse::Accepted);
         }
         if is(EVENT_STREAM_MIME_TYPE) {
