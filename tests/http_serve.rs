@@ -468,6 +468,32 @@ async fn bad_requests_get_clear_answers() {
         "{}",
         discover.body
     );
+    // An id loom could not answer is refused; one written with escapes is answered.
+    let fractional = client
+        .post_raw(
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#.into(),
+            "application/json",
+        )
+        .await;
+    assert_eq!(
+        fractional.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        fractional.body
+    );
+    assert!(
+        fractional.body.contains("not a JSON-RPC id"),
+        "{}",
+        fractional.body
+    );
+    let escaped = client
+        .post_raw(
+            r#"{"jsonrpc":"2.0","id":"ab","method":"ping"}"#.into(),
+            "application/json",
+        )
+        .await;
+    assert_eq!(escaped.status, StatusCode::OK, "{}", escaped.body);
+    assert_eq!(escaped.json()["id"], "ab", "{}", escaped.body);
     // Still serving.
     let ping = client.request("ping", json!({})).await;
     assert_eq!(ping.status, StatusCode::OK, "{}", ping.body);

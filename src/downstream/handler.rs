@@ -88,16 +88,16 @@ impl UpstreamLink {
         }
     }
 
+    /// The peer, if it is still connected; else the fallback's (a session that called a
+    /// server last may have ended since).
     pub fn get(&self) -> Option<Peer<RoleServer>> {
-        self.peer
-            .read()
-            .ok()
-            .and_then(|slot| slot.clone())
-            .or_else(|| {
-                self.fallback
-                    .as_ref()
-                    .and_then(|f| f.read().ok().and_then(|slot| slot.clone()))
-            })
+        let open = |slot: &Slot| {
+            slot.read()
+                .ok()
+                .and_then(|slot| slot.clone())
+                .filter(|peer| !peer.is_transport_closed())
+        };
+        open(&self.peer).or_else(|| self.fallback.as_ref().and_then(open))
     }
 
     fn capable(

@@ -85,18 +85,29 @@ impl Message {
                 .as_ref()
                 .and_then(|m| m.progress_token)
                 .or(p.progress_token)
-                .map(|raw| raw.get().to_string())
+                .and_then(|raw| canonical::<rmcp::model::ProgressToken>(raw))
         });
         let cancels = match peek.method.as_deref() {
             Some("notifications/cancelled") => peek
                 .params
                 .as_ref()
                 .and_then(|p| p.request_id)
-                .map(|raw| raw.get().to_string()),
+                .and_then(canonical::<rmcp::model::RequestId>),
             _ => None,
         };
+        // Keys are ids as rmcp reads and writes them (`"\u0061"` is `"a"`); an id rmcp cannot
+        // read would never be answered, so it is refused here.
+        let id = match peek.id {
+            None => None,
+            Some(raw) => Some(canonical::<rmcp::model::RequestId>(raw).ok_or_else(|| {
+                format!(
+                    "the id {} is not a JSON-RPC id loom can answer (a string or an integer)",
+                    raw.get()
+                )
+            })?),
+        };
         Ok(Message {
-            id: peek.id.map(|raw| raw.get().to_string()),
+            id,
             method: peek.method,
             progress_token,
             cancels,
@@ -108,6 +119,12 @@ impl Message {
     }
 }
 
+/// `raw` as the type reads it, written back: the same id or token always gives the same key.
+fn canonical<T: serde::de::DeserializeOwned + serde::Serialize>(raw: &RawValue) -> Option<String> {
+    let value: T = serde_json::from_str(raw.get()).ok()?;
+    serde_json::to_string(&value).ok()
+}
+
 /// One message for a waiting POST; `last` ends it. An empty `line` that is `last` ends it
 /// without an answer: the client cancelled the request (no answer is sent to a cancelled one).
 struct Out {
@@ -117,8 +134,9 @@ struct Out {
 
 #[derive(Default)]
 struct Routes {
-    /// Request id (as written) → the POST waiting for its answer.
-    pending: HashMap<String, mpsc::UnboundedSender<Out>>,
+    /// Request id → the POST waiting for its answer, and whether that client takes SSE (only
+    /// then can it carry messages other than its answer).
+    pending: HashMap<String, (mpsc::UnboundedSender<Out>, bool)>,
     /// Progress token (as written) → request id.
     progress: HashMap<String, String>,
     /// Most recent request first-come order, for messages that belong to no request.
@@ -263,7 +281,7 @@ impl Session {
                     "a request with this id is still in progress in this session",
                 );
             }
-            routes.pending.insert(id.clone(), tx);
+            routes.pending.insert(id.clone(), (tx, wants_sse));
             routes.order.push_back(id.clone());
             if let Some(token) = &message.progress_token {
                 routes.progress.insert(token.clone(), id.clone());
@@ -289,7 +307,10 @@ impl Session {
         };
         let session_header = HeaderValue::from_str(&self.id).ok();
         if first.last && first.line.is_empty() {
-            // Cancelled by the client: the stream ends with no answer.
+            // Cancelled by the client: no answer.
+            if !wants_sse {
+                return plain(StatusCode::ACCEPTED, "cancelled by the client");
+            }
             return sse_response(futures::stream::empty(), session_header);
         }
         // The answer alone, to a client that takes JSON: one plain body, no SSE event limit.
@@ -383,7 +404,7 @@ impl Session {
             routes.progress.retain(|_, owner| owner != id);
             routes.pending.remove(id)
         };
-        if let Some(waiting) = waiting {
+        if let Some((waiting, _)) = waiting {
             let _ = waiting.send(Out {
                 line: Bytes::new(),
                 last: true,
@@ -436,7 +457,7 @@ impl Session {
         if message.method.is_none()
             && let Some(id) = &message.id
         {
-            if let Some(waiting) = routes.pending.remove(id) {
+            if let Some((waiting, _)) = routes.pending.remove(id) {
                 routes.order.retain(|o| o != id);
                 routes.progress.retain(|_, owner| owner != id);
                 let _ = waiting.send(Out { line, last: true });
@@ -449,7 +470,7 @@ impl Session {
                 .as_ref()
                 .and_then(|token| routes.progress.get(token))
                 .cloned()
-            && let Some(waiting) = routes.pending.get(&owner)
+            && let Some((waiting, true)) = routes.pending.get(&owner)
             && offer(waiting, &line)
         {
             return;
@@ -464,7 +485,10 @@ impl Session {
             .order
             .iter()
             .rev()
-            .find_map(|id| routes.pending.get(id).cloned());
+            .find_map(|id| match routes.pending.get(id) {
+                Some((waiting, true)) => Some(waiting.clone()),
+                _ => None,
+            });
         if let Some(waiting) = newest
             && offer(&waiting, &line)
         {
