@@ -85,7 +85,7 @@ impl Message {
                 .as_ref()
                 .and_then(|m| m.progress_token)
                 .or(p.progress_token)
-                .and_then(|raw| canonical::<rmcp::model::ProgressToken>(raw))
+                .and_then(canonical::<rmcp::model::ProgressToken>)
         });
         let cancels = match peek.method.as_deref() {
             Some("notifications/cancelled") => peek
