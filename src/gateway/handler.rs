@@ -397,11 +397,21 @@ impl ServerHandler for GatewayHandler {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let uri = request.uri.clone();
-        self.on_subscribers(&uri, "refused the subscription", |peer| {
-            let request = request.clone();
-            async move { peer.subscribe(request).await }
-        })
-        .await
+        // Other sessions may hold the same subscription; the server is asked once, and updates
+        // reach only the sessions that subscribed (SPEC §22).
+        if !self.0.subscribe(&uri) {
+            return Ok(());
+        }
+        let outcome = self
+            .on_subscribers(&uri, "refused the subscription", |peer| {
+                let request = request.clone();
+                async move { peer.subscribe(request).await }
+            })
+            .await;
+        if outcome.is_err() {
+            self.0.unsubscribe(&uri);
+        }
+        outcome
     }
 
     async fn unsubscribe(
@@ -410,6 +420,10 @@ impl ServerHandler for GatewayHandler {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let uri = request.uri.clone();
+        if !self.0.unsubscribe(&uri) {
+            // Another session still wants its updates (or this one never subscribed).
+            return Ok(());
+        }
         self.on_subscribers(&uri, "refused to unsubscribe", |peer| {
             let request = request.clone();
             async move { peer.unsubscribe(request).await }

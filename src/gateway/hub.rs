@@ -30,6 +30,8 @@ pub struct Hub {
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// The query engine every session's store runs on.
     pub(super) engine: crate::store::SharedEngine,
+    /// Resource URI → how many sessions subscribed to it.
+    subscribers: Mutex<std::collections::HashMap<String, usize>>,
 }
 
 impl Hub {
@@ -63,6 +65,7 @@ impl Hub {
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
             engine,
+            subscribers: Mutex::new(std::collections::HashMap::new()),
         });
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let mut firsts = Vec::new();
@@ -125,6 +128,36 @@ impl Hub {
     pub(super) fn calling(&self, index: usize, upstream: &UpstreamLink) {
         if let (Some(link), Some(peer)) = (self.callers.get(index), upstream.get()) {
             link.set(peer);
+        }
+    }
+
+    /// One more session subscribed to `uri`; true for the first.
+    pub(super) fn subscribed(&self, uri: &str) -> bool {
+        let mut counts = self
+            .subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let count = counts.entry(uri.to_string()).or_default();
+        *count += 1;
+        *count == 1
+    }
+
+    /// One session fewer subscribed to `uri`; true when none is left.
+    pub(super) fn unsubscribed(&self, uri: &str) -> bool {
+        let mut counts = self
+            .subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match counts.get_mut(uri) {
+            Some(count) if *count > 1 => {
+                *count -= 1;
+                false
+            }
+            Some(_) => {
+                counts.remove(uri);
+                true
+            }
+            None => false,
         }
     }
 

@@ -89,6 +89,8 @@ pub struct Gateway {
     /// Marks server-written descriptions in `loom_find_tools` results.
     nonce: String,
     stats: crate::report::SessionStats,
+    /// Resource URIs this session subscribed to: only their updates reach its client.
+    subscriptions: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Gateway {
@@ -144,6 +146,7 @@ impl Gateway {
             tools_changed: AtomicBool::new(false),
             nonce: discovery::new_nonce(),
             stats: crate::report::SessionStats::new(),
+            subscriptions: Mutex::new(std::collections::HashSet::new()),
         });
         hub.register(&gateway);
         let rebuild = tokio::spawn(gateway.clone().rebuild_loop());
@@ -286,6 +289,28 @@ impl Gateway {
         self.stats.report(held)
     }
 
+    /// This session subscribes to `uri`; true when no session was subscribed to it before
+    /// (the downstream subscription is then made).
+    pub(crate) fn subscribe(&self, uri: &str) -> bool {
+        let new = self
+            .subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(uri.to_string());
+        new && self.hub.subscribed(uri)
+    }
+
+    /// This session unsubscribes from `uri`; true when no session is subscribed to it any more
+    /// (the downstream subscription is then ended).
+    pub(crate) fn unsubscribe(&self, uri: &str) -> bool {
+        let had = self
+            .subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uri);
+        had && self.hub.unsubscribed(uri)
+    }
+
     pub fn stats(&self) -> &crate::report::SessionStats {
         &self.stats
     }
@@ -372,6 +397,15 @@ impl Gateway {
     /// grace, SIGKILL) within the budget.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
+        let held: Vec<String> = self
+            .subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+            .collect();
+        for uri in held {
+            self.hub.unsubscribed(&uri);
+        }
         // Dropping the listener closes the writer's queue; what is queued is still written.
         self.store.set_listener(None);
         let writer = self
@@ -529,7 +563,12 @@ impl Gateway {
                 notification,
             } => self.task_status(*server, notification.clone()).await,
             DownstreamEvent::ResourceUpdated { params, .. } => {
-                if let Some(peer) = self.upstream.get() {
+                let subscribed = self
+                    .subscriptions
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .contains(&params.uri);
+                if subscribed && let Some(peer) = self.upstream.get() {
                     let _ = peer.notify_resource_updated(params.clone()).await;
                 }
             }
