@@ -206,6 +206,16 @@ async fn plan_checked_in(
     Ok((plan, scanned))
 }
 
+/// Remove the spill directory held in `slot` now, if it is still there.
+fn close_spill(slot: &Mutex<Option<tempfile::TempDir>>) {
+    let spill = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+    if let Some(dir) = spill
+        && let Err(error) = dir.close()
+    {
+        tracing::warn!("cannot remove the spill directory: {error}");
+    }
+}
+
 /// The query engine's threads, memory pool and spill directory, shared by every store (every
 /// client session) of one loom process: however many sessions are open, queries run on one set
 /// of engine threads and within one memory pool (SPEC §10.2, §22).
@@ -245,16 +255,7 @@ impl SharedEngine {
 
     /// Remove the spill directory now (at shutdown).
     pub fn remove_spill(&self) {
-        let spill = self
-            .spill
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(dir) = spill
-            && let Err(error) = dir.close()
-        {
-            tracing::warn!("cannot remove the spill directory: {error}");
-        }
+        close_spill(&self.spill);
     }
 }
 
@@ -303,16 +304,7 @@ impl Store {
     /// when the process exits — a blocking task the runtime stopped waiting for — must not keep
     /// it on disk.
     pub fn remove_spill(&self) {
-        let spill = self
-            .spill
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(dir) = spill
-            && let Err(error) = dir.close()
-        {
-            tracing::warn!("cannot remove the spill directory: {error}");
-        }
+        close_spill(&self.spill);
     }
 
     pub fn settings(&self) -> &StoreSettings {
