@@ -2,8 +2,13 @@
 //!
 //! * `passthrough/direct` vs `passthrough/via_loom`: one `tools/call` round trip (a small `echo`)
 //!   against the fixture server directly and through a real loom process in front of it.
-//! * After criterion, a fixed-count run prints p50/p99 of both and the difference (criterion
-//!   reports central tendency; the tail needs percentiles), loom's idle RSS, and cold start:
+//! * After criterion, a fixed-count run prints p50/p99 of three sides in one run: the fixture
+//!   directly, through a bare relay (this bench binary re-executed as a 30-line program that
+//!   copies lines both ways with blocking threads and parses nothing: the floor any stdio proxy
+//!   pays for two more pipe hops), and through loom; with 1, 10 and 100 callers keeping a call
+//!   each in flight on the one connection. The figures that matter are what the relay and loom
+//!   add to the direct p50/p99, and their ratio. Then loom's idle RSS (with its split into
+//!   anonymous and file-backed pages), and cold start:
 //!   spawn → first `tools/list` answer through loom, against spawn → `initialize` answer of the
 //!   fixture alone (loom starts its children in parallel, so the gap is loom's own start-up).
 //!
@@ -11,8 +16,10 @@
 //!   on a 3-valued key of a 5,000-row dataset, far beyond what finishes before the timeout) run
 //!   on the engine, against idle.
 //!
-//! Run: `cargo bench --bench passthrough`. Figures go in `benches/README.md`.
+//! Run: `cargo bench --bench passthrough` (append `-- skip` to skip criterion and print only the
+//! fixed-count figures). Figures go in `benches/README.md`.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -31,8 +38,13 @@ struct Peer {
 
 impl Peer {
     fn spawn(program: &PathBuf, args: &[&str]) -> Self {
-        let mut child = Command::new(program)
-            .args(args)
+        let mut command = Command::new(program);
+        command.args(args);
+        Self::from_command(command)
+    }
+
+    fn from_command(mut command: Command) -> Self {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -50,13 +62,18 @@ impl Peer {
         }
     }
 
-    /// Send a request, read lines until its response.
-    fn call(&mut self, method: &str, params: Value) -> Value {
+    /// Send a request without waiting; returns its id.
+    fn send(&mut self, method: &str, params: Value) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         writeln!(self.stdin, "{message}").expect("write");
         self.stdin.flush().expect("flush");
+        id
+    }
+
+    /// Read lines until the next response (a message with a numeric id and no method).
+    fn next_response(&mut self) -> (u64, Value) {
         loop {
             self.line.clear();
             assert!(
@@ -64,10 +81,36 @@ impl Peer {
                 "closed"
             );
             let value: Value = serde_json::from_str(&self.line).expect("json");
-            if value["id"] == json!(id) {
+            if let (Some(id), None) = (value["id"].as_u64(), value.get("method")) {
+                return (id, value);
+            }
+        }
+    }
+
+    /// Send a request, read lines until its response.
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params);
+        loop {
+            let (answered, value) = self.next_response();
+            if answered == id {
                 return value;
             }
         }
+    }
+
+    /// Send an `echo` call without waiting; returns its id.
+    fn send_echo(&mut self, tool: &str) -> u64 {
+        self.send(
+            "tools/call",
+            json!({"name": tool, "arguments": {"text": "ping"}}),
+        )
+    }
+
+    /// Read lines until a response, which must be a result; returns its id.
+    fn read_response(&mut self) -> u64 {
+        let (id, value) = self.next_response();
+        assert!(value.get("result").is_some(), "{value}");
+        id
     }
 
     fn initialize(&mut self) {
@@ -141,6 +184,8 @@ fn bench_calls(c: &mut Criterion) {
     let mut group = c.benchmark_group("passthrough");
     let mut d = direct();
     group.bench_function("direct", |b| b.iter(|| d.echo("echo")));
+    let mut r = via_relay();
+    group.bench_function("via_relay", |b| b.iter(|| r.echo("echo")));
     let mut l = via_loom(&config);
     group.bench_function("via_loom", |b| b.iter(|| l.echo("fx_echo")));
     group.finish();
@@ -166,44 +211,147 @@ fn timed(peer: &mut Peer, tool: &str, n: usize) -> Vec<Duration> {
     samples
 }
 
-fn rss_kib(pid: u32) -> u64 {
+/// VmRSS of `pid` with its split into anonymous and file-backed pages, in MiB.
+fn rss_line(pid: u32) -> String {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
+    let field = |name: &str| -> f64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1024.0
+    };
+    format!(
+        "{:.1} MiB (anonymous {:.1}, file-backed {:.1})",
+        field("VmRSS:"),
+        field("RssAnon:"),
+        field("RssFile:")
+    )
+}
+
+/// The environment variable that turns this bench binary into the bare relay.
+const RELAY_ENV: &str = "LOOM_BENCH_RELAY";
+
+/// The bare relay: start the command given as arguments and copy lines both ways, one blocking
+/// thread per direction, flushing each line. It parses nothing, so what it adds is the cost of
+/// two more pipe hops and a thread wake-up each way.
+fn relay(args: &[String]) -> ! {
+    let mut child = Command::new(&args[0])
+        .args(&args[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("relay: spawn");
+    let mut to_child = child.stdin.take().expect("stdin");
+    let mut from_child = BufReader::new(child.stdout.take().expect("stdout"));
+    std::thread::spawn(move || {
+        let mut line = Vec::new();
+        let mut stdout = std::io::stdout().lock();
+        while from_child.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
+            stdout
+                .write_all(&line)
+                .and_then(|()| stdout.flush())
+                .expect("relay: write");
+            line.clear();
+        }
+    });
+    let mut stdin = std::io::stdin().lock();
+    let mut line = Vec::new();
+    while stdin.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
+        if to_child
+            .write_all(&line)
+            .and_then(|()| to_child.flush())
+            .is_err()
+        {
+            break;
+        }
+        line.clear();
+    }
+    drop(to_child);
+    let _ = child.wait();
+    std::process::exit(0)
+}
+
+fn via_relay() -> Peer {
+    let exe = std::env::current_exe().expect("bench binary");
+    let fixture = fixture();
+    let fixture = fixture.to_str().expect("utf8");
+    let mut child = Command::new(exe);
+    child.env(RELAY_ENV, "1").args([fixture, "--name", "fx"]);
+    let mut peer = Peer::from_command(child);
+    peer.initialize();
+    peer
+}
+
+/// `callers` closed-loop callers on one connection: each keeps one `echo` in flight and sends
+/// the next as soon as its answer arrives, until `total` answers were timed (after a warm-up).
+fn closed_loop(peer: &mut Peer, tool: &str, callers: usize, total: usize) -> Vec<Duration> {
+    let mut in_flight: HashMap<u64, Instant> = HashMap::new();
+    let mut samples = Vec::with_capacity(total);
+    let warm_up = 200;
+    let mut sent = 0;
+    for _ in 0..callers {
+        let id = peer.send_echo(tool);
+        in_flight.insert(id, Instant::now());
+        sent += 1;
+    }
+    while samples.len() < total {
+        let id = peer.read_response();
+        let Some(start) = in_flight.remove(&id) else {
+            continue;
+        };
+        let elapsed = start.elapsed();
+        if sent > warm_up + callers {
+            samples.push(elapsed);
+        }
+        let id = peer.send_echo(tool);
+        in_flight.insert(id, Instant::now());
+        sent += 1;
+    }
+    // Drain the calls still in flight so the next run starts on a quiet connection.
+    while !in_flight.is_empty() {
+        let id = peer.read_response();
+        in_flight.remove(&id);
+    }
+    samples
 }
 
 fn report() {
     const N: usize = 5000;
     let config = config_file();
-    // Interleave rounds so drift on a shared machine hits both sides alike.
-    let (mut all_direct, mut all_loom) = (Vec::new(), Vec::new());
-    let mut d = direct();
-    let mut l = via_loom(&config);
-    for _ in 0..5 {
-        all_direct.extend(timed(&mut d, "echo", N / 5));
-        all_loom.extend(timed(&mut l, "fx_echo", N / 5));
-    }
-    all_direct.sort_unstable();
-    all_loom.sort_unstable();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let (d50, d99) = (percentile(&all_direct, 0.5), percentile(&all_direct, 0.99));
-    let (l50, l99) = (percentile(&all_loom, 0.5), percentile(&all_loom, 0.99));
-    println!("\npassthrough round trip, {N} calls each (µs)");
-    println!("  direct    p50 {:8.1}  p99 {:8.1}", us(d50), us(d99));
-    println!("  via loom  p50 {:8.1}  p99 {:8.1}", us(l50), us(l99));
-    println!(
-        "  overhead  p50 {:8.1}  p99 {:8.1}",
-        us(l50) - us(d50),
-        us(l99) - us(d99)
-    );
-    std::thread::sleep(Duration::from_millis(500));
-    println!(
-        "loom idle RSS after {N} calls: {} KiB",
-        rss_kib(l.child.id())
-    );
+    let mut d = direct();
+    let mut r = via_relay();
+    let mut l = via_loom(&config);
+    println!("\npassthrough round trip, {N} calls per side and concurrency (µs)");
+    for callers in [1, 10, 100] {
+        // Interleave rounds so drift on a shared machine hits all sides alike.
+        let (mut all_direct, mut all_relay, mut all_loom) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..5 {
+            all_direct.extend(closed_loop(&mut d, "echo", callers, N / 5));
+            all_relay.extend(closed_loop(&mut r, "echo", callers, N / 5));
+            all_loom.extend(closed_loop(&mut l, "fx_echo", callers, N / 5));
+        }
+        for samples in [&mut all_direct, &mut all_relay, &mut all_loom] {
+            samples.sort_unstable();
+        }
+        let p = |s: &[Duration], q: f64| us(percentile(s, q));
+        let (d50, d99) = (p(&all_direct, 0.5), p(&all_direct, 0.99));
+        let (r50, r99) = (p(&all_relay, 0.5) - d50, p(&all_relay, 0.99) - d99);
+        let (l50, l99) = (p(&all_loom, 0.5) - d50, p(&all_loom, 0.99) - d99);
+        println!("  {callers:>3} callers  direct p50 {d50:8.1}  p99 {d99:8.1}");
+        println!("               relay adds p50 {r50:8.1}  p99 {r99:8.1}");
+        println!(
+            "               loom adds  p50 {l50:8.1}  p99 {l99:8.1}   (p50 {:.1}× the relay's)",
+            l50 / r50.max(0.1)
+        );
+    }
+    drop(d);
+    drop(r);
+    std::thread::sleep(Duration::from_millis(1500));
+    println!("loom idle RSS after the calls: {}", rss_line(l.child.id()));
     drop(l);
 
     let mut loom_starts = Vec::new();
@@ -218,9 +366,13 @@ fn report() {
         let mut l = via_loom(&config);
         l.call("tools/list", json!({}));
         loom_starts.push(start.elapsed());
-        let fresh_rss = rss_kib(l.child.id());
         if loom_starts.len() == 1 {
-            println!("loom idle RSS right after start: {fresh_rss} KiB");
+            // Idle: loom hands back its start-up pages one second after start (SPEC §2).
+            std::thread::sleep(Duration::from_millis(1500));
+            println!(
+                "loom idle RSS right after the first tools/list: {}",
+                rss_line(l.child.id())
+            );
         }
     }
     loom_starts.sort_unstable();
@@ -282,6 +434,10 @@ fn report_under_load() {
 criterion_group!(benches, bench_calls);
 
 fn main() {
+    if std::env::var_os(RELAY_ENV).is_some() {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        relay(&args);
+    }
     benches();
     Criterion::default().configure_from_args().final_summary();
     report();

@@ -9,6 +9,7 @@ pub mod demo;
 pub mod downstream;
 pub mod envelope;
 pub mod export;
+pub mod footprint;
 pub mod gateway;
 pub mod hints;
 pub mod http;

@@ -25,10 +25,16 @@ pub fn run(path: &Path, faces: Faces) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // Over stdio every message passes one thread: the runtime runs on the thread that reads
+    // and writes the pipes, so a pass-through call wakes no other thread (measured: 150 → 120 µs
+    // of CPU and 5.8 → 3 context switches per call). Work that takes long never runs here: the
+    // engine has its own runtime and large results are handled on blocking threads. The HTTP
+    // face serves many sessions at once and keeps one worker per core.
+    let mut builder = match faces.http {
+        None => tokio::runtime::Builder::new_current_thread(),
+        Some(_) => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("loom: cannot start the async runtime: {error}");
@@ -41,8 +47,8 @@ pub fn run(path: &Path, faces: Faces) -> ExitCode {
             Some(addr) => serve_http(config, addr, faces.stdio).await,
         }
     });
-    // Reading stdin parks a blocking thread that only returns at EOF; after a signal it may
-    // still be parked, and it must not hold the exit.
+    // Reading stdin from a terminal or a file parks a blocking thread that only returns at
+    // EOF; after a signal it may still be parked, and it must not hold the exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
     code
 }
@@ -55,6 +61,7 @@ async fn serve(config: crate::config::Config) -> ExitCode {
             return ExitCode::from(EXIT_START);
         }
     };
+    release_start_up_pages();
     let code = tokio::select! {
         code = serve_stdio(&gateway) => code,
         signal = shutdown_signal() => {
@@ -67,11 +74,32 @@ async fn serve(config: crate::config::Config) -> ExitCode {
     code
 }
 
+/// Start-up is over (the engine checked, the servers started): hand back the code pages it
+/// touched (src/footprint.rs), a second later and on a thread of its own. Reclaiming some 60 MiB
+/// of pages takes tens of milliseconds, which the client's `initialize` and first listing must
+/// not wait for (measured: the cold-start gap went from 26 to 106 ms when done inline).
+fn release_start_up_pages() {
+    const AFTER: Duration = Duration::from_secs(1);
+    let spawned = std::thread::Builder::new()
+        .name("loom-footprint".into())
+        .spawn(|| {
+            std::thread::sleep(AFTER);
+            let advised = crate::footprint::release_start_up_pages();
+            tracing::debug!(
+                "released the start-up pages of {} MiB of mappings",
+                advised >> 20
+            );
+        });
+    if let Err(error) = spawned {
+        tracing::debug!(%error, "start-up pages are kept");
+    }
+}
+
 /// Serve `gateway` over stdin/stdout until the client goes away.
 async fn serve_stdio(gateway: &std::sync::Arc<Gateway>) -> ExitCode {
     let transport = LineTransport::splicing(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
+        crate::wire::stdio::stdin(),
+        crate::wire::stdio::stdout(),
         gateway.splice_table(),
         "client",
     )
@@ -137,6 +165,7 @@ async fn serve_http(config: crate::config::Config, addr: SocketAddr, stdio: bool
     } else {
         None
     };
+    release_start_up_pages();
     let stdio_done = async {
         match &stdio_session {
             Some(gateway) => serve_stdio(gateway).await,

@@ -14,6 +14,8 @@
 //!
 //! Everything else (handshake, lists, notifications) flows through rmcp's typed model as usual.
 
+pub mod stdio;
+
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::marker::PhantomData;
