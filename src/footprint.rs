@@ -13,10 +13,49 @@
 //! Writable mappings are never touched, and a relocated read-only page is anonymous memory
 //! whose content `MADV_PAGEOUT` preserves (it is swapped, or left alone without swap).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
 /// Release the resident pages of the executable's read-only and code mappings. Returns the
 /// bytes of mappings advised (0 where the platform has no such advice).
 pub fn release_start_up_pages() -> usize {
     imp::release()
+}
+
+/// Heavy work (the engine, parsing a large result) done so far, counted by [`heavy_work`].
+static HEAVY_WORK: AtomicU64 = AtomicU64::new(0);
+
+/// Heavy work ran: its code pages will be handed back once loom is idle again.
+pub fn heavy_work() {
+    HEAVY_WORK.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How long heavy work must have stopped before its pages are handed back.
+pub const IDLE_AFTER_HEAVY_WORK: Duration = Duration::from_secs(10);
+
+/// Release the start-up pages after `first`, then keep watching: each time heavy work ran and
+/// none followed for a whole [`IDLE_AFTER_HEAVY_WORK`], release again. A query's code pages
+/// (most of the engine) are then not held for the rest of an idle session. Runs forever; call
+/// it on a thread of its own.
+pub fn keep_idle_footprint_small(first: Duration) -> ! {
+    std::thread::sleep(first);
+    let advised = release_start_up_pages();
+    tracing::debug!(
+        "released the start-up pages of {} MiB of mappings",
+        advised >> 20
+    );
+    let mut released_at = HEAVY_WORK.load(Ordering::Relaxed);
+    let mut previous = released_at;
+    loop {
+        std::thread::sleep(IDLE_AFTER_HEAVY_WORK);
+        let now = HEAVY_WORK.load(Ordering::Relaxed);
+        // Work happened since the last release, and none during the last whole period.
+        if now != released_at && now == previous {
+            release_start_up_pages();
+            released_at = now;
+        }
+        previous = now;
+    }
 }
 
 #[cfg(target_os = "linux")]

@@ -75,21 +75,15 @@ async fn serve(config: crate::config::Config) -> ExitCode {
 }
 
 /// Start-up is over (the engine checked, the servers started): hand back the code pages it
-/// touched (src/footprint.rs), a second later and on a thread of its own. Reclaiming some 60 MiB
-/// of pages takes tens of milliseconds, which the client's `initialize` and first listing must
-/// not wait for (measured: the cold-start gap went from 26 to 106 ms when done inline).
+/// touched (src/footprint.rs), a second later and on a thread of its own, and again whenever
+/// heavy work has stopped for a while. Reclaiming some 60 MiB of pages takes tens of
+/// milliseconds, which the client's `initialize` and first listing must not wait for
+/// (measured: the cold-start gap went from 26 to 106 ms when done inline).
 fn release_start_up_pages() {
     const AFTER: Duration = Duration::from_secs(1);
     let spawned = std::thread::Builder::new()
         .name("loom-footprint".into())
-        .spawn(|| {
-            std::thread::sleep(AFTER);
-            let advised = crate::footprint::release_start_up_pages();
-            tracing::debug!(
-                "released the start-up pages of {} MiB of mappings",
-                advised >> 20
-            );
-        });
+        .spawn(|| crate::footprint::keep_idle_footprint_small(AFTER));
     if let Err(error) = spawned {
         tracing::debug!(%error, "start-up pages are kept");
     }

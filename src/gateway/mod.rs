@@ -225,6 +225,7 @@ impl Gateway {
         {
             crate::intercept::intercept(raw, &origin, &store, threshold, &policy)
         } else {
+            crate::footprint::heavy_work();
             match tokio::task::spawn_blocking(move || {
                 crate::intercept::intercept(raw, &origin, &store, threshold, &policy)
             })

@@ -643,6 +643,7 @@ impl Store {
         &self,
         work: impl std::future::Future<Output = T> + Send + 'static,
     ) -> Result<Option<T>, String> {
+        crate::footprint::heavy_work();
         self.engine.run(self.settings.query_timeout, work).await
     }
 
