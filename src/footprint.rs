@@ -10,8 +10,8 @@
 //! Once start-up is over, loom asks the kernel to reclaim the pages of its own read-only
 //! mappings (`MADV_PAGEOUT`). They are clean copies of the executable: nothing is lost, and
 //! code that runs again is faulted back in from the page cache (or the file) on first use.
-//! Writable mappings are never touched, and a relocated read-only page is anonymous memory
-//! whose content `MADV_PAGEOUT` preserves (it is swapped, or left alone without swap).
+//! Writable mappings are never touched, nor read-only ones that hold anonymous pages (the
+//! relocated `.data.rel.ro`: hot data that would go to swap).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -64,25 +64,62 @@ mod imp {
         let Ok(exe) = std::env::current_exe() else {
             return 0;
         };
-        let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        // smaps rather than maps: it says which mappings hold anonymous pages.
+        let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
             return 0;
         };
         let exe = exe.to_string_lossy();
         let mut advised = 0;
-        for line in maps.lines() {
-            if let Some((start, len)) = read_only_mapping_of(line, &exe) {
-                // SAFETY: `start..start+len` is a whole mapping of this process as the kernel
-                // listed it. MADV_PAGEOUT only reclaims pages and keeps their content (file
-                // pages are re-read, anonymous ones swapped or kept), so no memory changes
-                // meaning; the mapping is not writable, so no store can race with it.
-                let done =
-                    unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_PAGEOUT) };
-                if done == 0 {
-                    advised += len;
-                }
+        for (start, len) in file_only_mappings_of(&smaps, &exe) {
+            // SAFETY: `start..start+len` is a whole mapping of this process as the kernel
+            // listed it. MADV_PAGEOUT only reclaims pages and keeps their content (clean file
+            // pages are re-read when touched), so no memory changes meaning; the mapping is
+            // not writable, so no store can race with it.
+            let done =
+                unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_PAGEOUT) };
+            if done == 0 {
+                advised += len;
             }
         }
         advised
+    }
+
+    /// The read-only mappings of `exe` in `smaps` that hold no anonymous pages. A mapping with
+    /// anonymous pages (the relocated `.data.rel.ro`) is left alone: with swap on, paging it
+    /// out would swap out hot data (vtables) and cost a disk read on next use.
+    fn file_only_mappings_of(smaps: &str, exe: &str) -> Vec<(usize, usize)> {
+        let mut found = Vec::new();
+        let mut current: Option<(usize, usize)> = None;
+        let mut anonymous = false;
+        let mut close = |current: Option<(usize, usize)>, anonymous: bool| {
+            if let (Some(mapping), false) = (current, anonymous) {
+                found.push(mapping);
+            }
+        };
+        for line in smaps.lines() {
+            if let Some(kib) = line.strip_prefix("Anonymous:") {
+                anonymous |= kib.trim().trim_end_matches("kB").trim() != "0";
+            } else if is_mapping_header(line) {
+                close(current.take(), anonymous);
+                current = read_only_mapping_of(line, exe);
+                anonymous = false;
+            }
+        }
+        close(current, anonymous);
+        found
+    }
+
+    /// A mapping's first line in smaps starts with its address range (`start-end`, hex);
+    /// the lines of fields under it start with a name and a colon.
+    fn is_mapping_header(line: &str) -> bool {
+        line.split(' ')
+            .next()
+            .and_then(|range| range.split_once('-'))
+            .is_some_and(|(a, b)| {
+                !a.is_empty()
+                    && a.bytes().all(|c| c.is_ascii_hexdigit())
+                    && b.bytes().all(|c| c.is_ascii_hexdigit())
+            })
     }
 
     /// `(start, length)` of a `/proc/self/maps` line that maps `exe` without write permission.
@@ -104,7 +141,29 @@ mod imp {
 
     #[cfg(test)]
     mod tests {
-        use super::read_only_mapping_of;
+        use super::{file_only_mappings_of, read_only_mapping_of};
+
+        #[test]
+        fn mappings_with_anonymous_pages_are_left_alone() {
+            let exe = "/usr/bin/loom";
+            let smaps = "\
+1000-3000 r--p 00000000 fd:01 1234      /usr/bin/loom
+Rss:                   8 kB
+Anonymous:             0 kB
+3000-5000 r-xp 00002000 fd:01 1234      /usr/bin/loom
+Anonymous:             0 kB
+5000-6000 r--p 00004000 fd:01 1234      /usr/bin/loom
+Anonymous:             4 kB
+6000-7000 rw-p 00005000 fd:01 1234      /usr/bin/loom
+Anonymous:             0 kB
+7000-8000 r-xp 00000000 fd:01 99        /usr/lib/libc.so.6
+Anonymous:             0 kB
+";
+            assert_eq!(
+                file_only_mappings_of(smaps, exe),
+                vec![(0x1000, 0x2000), (0x3000, 0x2000)]
+            );
+        }
 
         #[test]
         fn only_read_only_mappings_of_the_executable_are_picked() {
