@@ -226,11 +226,12 @@ impl Gateway {
             crate::intercept::intercept(raw, &origin, &store, threshold, &policy)
         } else {
             crate::footprint::heavy_work();
-            match tokio::task::spawn_blocking(move || {
+            let outcome = tokio::task::spawn_blocking(move || {
                 crate::intercept::intercept(raw, &origin, &store, threshold, &policy)
             })
-            .await
-            {
+            .await;
+            crate::footprint::heavy_work();
+            match outcome {
                 Ok(outcome) => outcome,
                 Err(error) => {
                     tracing::error!(%error, "interception crashed; the result is lost");

@@ -643,8 +643,11 @@ impl Store {
         &self,
         work: impl std::future::Future<Output = T> + Send + 'static,
     ) -> Result<Option<T>, String> {
+        // Counted at both ends, so the idle period is timed from the end of long work.
         crate::footprint::heavy_work();
-        self.engine.run(self.settings.query_timeout, work).await
+        let outcome = self.engine.run(self.settings.query_timeout, work).await;
+        crate::footprint::heavy_work();
+        outcome
     }
 
     /// Statements that must never run, each with the words of the refusal that must stop it:
@@ -753,6 +756,8 @@ impl Store {
     /// something other than what must stop it. SQL text over the size limit and expressions
     /// nested too deep are checked too.
     pub async fn self_test(&self) -> Result<(), String> {
+        // Its code pages are handed back once loom is idle (a new HTTP session runs it too).
+        crate::footprint::heavy_work();
         let oversized = format!("SELECT 1 AS x{}", " ".repeat(guard::MAX_SQL_BYTES));
         let deep = format!(
             "SELECT {}1 AS x",
