@@ -500,6 +500,37 @@ async fn bad_requests_get_clear_answers() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn initializes_that_arrive_together_do_not_pass_max_sessions() {
+    let loom = LoomHttp::start(json!({"http": {"maxSessions": 3}}));
+    let attempts: Vec<_> = (0..12)
+        .map(|_| {
+            let mut client = Client::new(&loom);
+            tokio::spawn(async move {
+                client
+                    .request(
+                        "initialize",
+                        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                               "clientInfo": {"name": "http-test", "version": "1"}}),
+                    )
+                    .await
+            })
+        })
+        .collect();
+    let mut opened = 0;
+    for attempt in attempts {
+        let answer = attempt.await.expect("an answer");
+        match answer.status {
+            StatusCode::OK => opened += 1,
+            StatusCode::SERVICE_UNAVAILABLE => {
+                assert!(answer.body.contains("http.maxSessions"), "{}", answer.body)
+            }
+            other => panic!("unexpected {other}: {}", answer.body),
+        }
+    }
+    assert_eq!(opened, 3, "exactly maxSessions sessions open");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn many_clients_at_once_get_their_own_answers() {
     let loom = LoomHttp::start(json!({"http": {"maxSessions": 100}}));
     let tasks: Vec<_> = (0..50)

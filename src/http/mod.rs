@@ -92,7 +92,20 @@ pub struct Server {
     /// Bound to a loopback address: `Host` must name a loopback host too.
     loopback: bool,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Sessions being opened (their `initialize` is under way): they count against
+    /// `maxSessions` from the moment they are admitted, so initializes that arrive together
+    /// cannot together pass the limit.
+    opening: std::sync::atomic::AtomicUsize,
     shutdown: CancellationToken,
+}
+
+/// One admitted session still being opened; gives its place back when dropped.
+struct OpeningSlot<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for OpeningSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl Server {
@@ -103,6 +116,7 @@ impl Server {
             settings,
             loopback: local.ip().is_loopback(),
             sessions: Mutex::new(HashMap::new()),
+            opening: std::sync::atomic::AtomicUsize::new(0),
             shutdown: CancellationToken::new(),
         })
     }
@@ -387,7 +401,17 @@ impl Server {
     }
 
     async fn open_session(&self) -> Result<Arc<Session>, Response<Body>> {
-        if self.session_count() >= self.settings.max_sessions {
+        let admitted = {
+            // Checked and counted under the sessions' lock, where opened sessions are added.
+            let sessions = self.lock_sessions();
+            let opening = self.opening.load(std::sync::atomic::Ordering::SeqCst);
+            (sessions.len() + opening < self.settings.max_sessions).then(|| {
+                self.opening
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                OpeningSlot(&self.opening)
+            })
+        };
+        let Some(_slot) = admitted else {
             return Err(plain(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
@@ -395,7 +419,7 @@ impl Server {
                     self.settings.max_sessions
                 ),
             ));
-        }
+        };
         match Session::open(self.hub.clone()).await {
             Ok(session) => {
                 self.lock_sessions()
