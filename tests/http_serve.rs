@@ -531,6 +531,31 @@ async fn initializes_that_arrive_together_do_not_pass_max_sessions() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_stops_mid_headers_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let loom = LoomHttp::start(json!({}));
+    let address = loom.url.trim_start_matches("http://");
+    let address = address.split('/').next().expect("host:port").to_string();
+    let mut socket = tokio::net::TcpStream::connect(&address)
+        .await
+        .expect("connected");
+    socket
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .expect("half a request");
+    // loom closes the connection (after HEADER_READ_TIMEOUT, 10 s): the read ends.
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(PATIENCE, socket.read_to_end(&mut rest)).await;
+    assert!(
+        closed.is_ok(),
+        "the connection was still open after {PATIENCE:?}"
+    );
+    // And loom goes on serving.
+    let mut client = Client::new(&loom);
+    client.initialize().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn many_clients_at_once_get_their_own_answers() {
     let loom = LoomHttp::start(json!({"http": {"maxSessions": 100}}));
     let tasks: Vec<_> = (0..50)

@@ -40,6 +40,11 @@ pub use session::Session;
 /// The one path loom serves MCP at.
 pub const MCP_PATH: &str = "/mcp";
 const SESSION_HEADER: &str = "mcp-session-id";
+/// How long a connection may take to send a request's headers (also an idle keep-alive
+/// connection's wait for its next request). hyper has such a timeout but only runs it with a
+/// timer; without one, a client that sends half a request and goes quiet holds its socket and
+/// task for ever.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
@@ -157,6 +162,8 @@ impl Server {
                     async move { Ok::<_, Infallible>(server.handle(request).await) }
                 });
                 let connection = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(HEADER_READ_TIMEOUT)
                     .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
                 tokio::pin!(connection);
                 tokio::select! {
