@@ -30,31 +30,34 @@ pub enum StdoutStream {
 /// Stdin, polled by the runtime when it is a pipe or a socket. Must be called inside the
 /// runtime.
 pub fn stdin() -> StdinStream {
-    let polled = duplicate(std::io::stdin().as_fd()).and_then(|fd| {
-        if is_socket(&fd) {
-            socket(fd).map(StdinStream::Socket)
-        } else {
-            tokio::net::unix::pipe::Receiver::from_owned_fd(fd)
-                .ok()
-                .map(StdinStream::Pipe)
-        }
-    });
-    polled.unwrap_or_else(|| StdinStream::Blocking(tokio::io::stdin()))
+    polled(std::io::stdin().as_fd(), StdinStream::Socket, |fd| {
+        tokio::net::unix::pipe::Receiver::from_owned_fd(fd).map(StdinStream::Pipe)
+    })
+    .unwrap_or_else(|| StdinStream::Blocking(tokio::io::stdin()))
 }
 
 /// Stdout, polled by the runtime when it is a pipe or a socket. Must be called inside the
 /// runtime.
 pub fn stdout() -> StdoutStream {
-    let polled = duplicate(std::io::stdout().as_fd()).and_then(|fd| {
-        if is_socket(&fd) {
-            socket(fd).map(StdoutStream::Socket)
-        } else {
-            tokio::net::unix::pipe::Sender::from_owned_fd(fd)
-                .ok()
-                .map(StdoutStream::Pipe)
-        }
-    });
-    polled.unwrap_or_else(|| StdoutStream::Blocking(tokio::io::stdout()))
+    polled(std::io::stdout().as_fd(), StdoutStream::Socket, |fd| {
+        tokio::net::unix::pipe::Sender::from_owned_fd(fd).map(StdoutStream::Pipe)
+    })
+    .unwrap_or_else(|| StdoutStream::Blocking(tokio::io::stdout()))
+}
+
+/// `fd` as a socket or a pipe registered with the runtime; `None` for anything else (tokio's
+/// pipe types refuse what is not a FIFO).
+fn polled<T>(
+    fd: std::os::fd::BorrowedFd<'_>,
+    as_socket: fn(tokio::net::UnixStream) -> T,
+    as_pipe: impl FnOnce(OwnedFd) -> std::io::Result<T>,
+) -> Option<T> {
+    let fd = duplicate(fd)?;
+    if is_socket(&fd) {
+        socket(fd).map(as_socket)
+    } else {
+        as_pipe(fd).ok()
+    }
 }
 
 /// A descriptor of its own for the stream: dropping it closes the duplicate, never fd 0 or 1.
