@@ -173,12 +173,18 @@ fn the_per_server_timeout_cancels_downstream_and_names_the_server() {
     assert_eq!(line.value["result"]["isError"], true, "{}", line.raw);
     let text = first_text(&line);
     assert!(text.contains("`fx`") && text.contains("300 ms"), "{text}");
-    // The fixture saw the cancellation of that very request.
+    // The fixture saw the cancellation of that very request, which loom sent on its direct
+    // path (SPEC §5.1: ids of the form `loom:N` towards the child).
     eventually("the fixture records the cancellation", || {
         let cancelled = loom.call_tool("fx_cancelled", json!({}));
         let ids: Vec<Value> = serde_json::from_str(&first_text(&cancelled)).expect("json");
-        !ids.is_empty()
+        ids.first()
+            .and_then(Value::as_str)
+            .is_some_and(|id| id.starts_with("loom:"))
     });
+    // The server is still usable.
+    let line = loom.call_tool("fx_echo", json!({"text": "after"}));
+    assert_eq!(first_text(&line), "after", "{}", line.raw);
 }
 
 #[test]
@@ -198,6 +204,11 @@ fn a_client_cancellation_reaches_the_downstream_request() {
         let ids: Vec<Value> = serde_json::from_str(&first_text(&cancelled)).expect("json");
         ids.len() == 1
     });
+    // A cancelled request gets no answer (the fixture stopped at once, so it would be here).
+    let line = loom.call_tool("fx_echo", json!({"text": "next"}));
+    assert_eq!(first_text(&line), "next", "{}", line.raw);
+    let late = loom.response_within(&[id], std::time::Duration::from_millis(500));
+    assert!(late.is_none(), "a cancelled call was answered: {late:?}");
 }
 
 #[test]

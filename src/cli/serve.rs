@@ -97,7 +97,8 @@ async fn serve_stdio(gateway: &std::sync::Arc<Gateway>) -> ExitCode {
         gateway.splice_table(),
         "client",
     )
-    .with_initialize_patch(crate::gateway::tasks_capability_patch(gateway));
+    .with_initialize_patch(crate::gateway::tasks_capability_patch(gateway))
+    .with_bypass(crate::gateway::direct::DirectLane::new(gateway.clone()));
     let service = match rmcp::serve_server(GatewayService::new(gateway.clone()), transport).await {
         Ok(service) => service,
         Err(error) => {

@@ -17,6 +17,7 @@ use super::handler::{DownstreamEvent, DownstreamHandler, UpstreamLink};
 use super::http;
 use super::process::{self, ChildProcess};
 use crate::config::{RestartPolicy, ServerConfig, Transport};
+use crate::wire::direct::DirectCalls;
 use crate::wire::{LineTransport, ProgressLedger, RawResults};
 
 /// A server counts as recovered (its failure count starts again from zero) only after it stayed
@@ -82,6 +83,8 @@ pub struct Live {
     pub progress: ProgressLedger,
     /// A remote server's failures, in loom's words (`None` for a child process).
     pub remote: Option<http::Outage>,
+    /// Tool calls relayed without rmcp (a child process only; SPEC §5.1).
+    pub direct: Option<Arc<DirectCalls>>,
 }
 
 impl Live {
@@ -308,17 +311,20 @@ impl Downstream {
         let raw = RawResults::new();
         let progress = ProgressLedger::default();
         let live = |service: &RunningService<RoleClient, DownstreamHandler>,
-                    remote: Option<http::Outage>| Live {
+                    remote: Option<http::Outage>,
+                    direct: Option<Arc<DirectCalls>>| Live {
             peer: service.peer().clone(),
             raw: raw.clone(),
             progress: progress.clone(),
             remote,
+            direct,
         };
         match &self.config.transport {
             Transport::Stdio => {
                 let spawned = process::spawn(&self.config)
                     .map_err(|e| format!("cannot start `{}`: {e}", self.config.command))?;
                 let mut child = spawned.child;
+                let direct = DirectCalls::new();
                 let transport = LineTransport::capturing(
                     spawned.stdout,
                     spawned.stdin,
@@ -326,10 +332,11 @@ impl Downstream {
                     passes_through,
                     "downstream",
                 )
-                .with_progress_ledger(progress.clone());
+                .with_progress_ledger(progress.clone())
+                .with_direct_calls(direct.clone());
                 match self.handshake(handler, transport, &raw).await {
                     Ok((service, catalog)) => {
-                        let live = live(&service, None);
+                        let live = live(&service, None, Some(direct));
                         Ok((service, Link::Child(Box::new(child)), live, catalog))
                     }
                     Err(reason) => Err(with_exit(reason, &mut child).await),
@@ -346,7 +353,7 @@ impl Downstream {
                         _ => reason,
                     },
                 )?;
-                let live = live(&service, Some(outage.clone()));
+                let live = live(&service, Some(outage.clone()), None);
                 Ok((service, Link::Remote(outage), live, catalog))
             }
         }

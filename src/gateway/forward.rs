@@ -19,7 +19,7 @@ use crate::wire::placeholder_result;
 const PROGRESS_DRAIN: Duration = Duration::from_millis(500);
 
 /// `_meta` keys of the MCP protocol envelope itself, which are per connection.
-const PROTOCOL_META_PREFIX: &str = "io.modelcontextprotocol/";
+pub(super) const PROTOCOL_META_PREFIX: &str = "io.modelcontextprotocol/";
 
 /// Why a forwarded request has no downstream answer.
 #[derive(Debug)]
@@ -219,7 +219,7 @@ impl Gateway {
 }
 
 /// Resolves when `timeout` has passed, never without one.
-async fn expire(timeout: Option<Duration>) -> Duration {
+pub(super) async fn expire(timeout: Option<Duration>) -> Duration {
     match timeout {
         Some(after) => {
             tokio::time::sleep(after).await;

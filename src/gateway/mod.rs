@@ -6,6 +6,7 @@
 //! to the upstream one (see [`crate::wire`]).
 
 pub mod catalog;
+pub mod direct;
 pub mod discovery;
 pub mod era;
 mod forward;
@@ -59,6 +60,14 @@ pub enum StartError {
 /// One client session of the gateway: the catalog it sees, its datasets and documents, its
 /// report. The downstream servers are the [`Hub`]'s, shared by every session (one over stdio;
 /// one per HTTP session).
+/// What answers a downstream tool result ([`Gateway::decide`]).
+pub(crate) enum Decided {
+    /// The server's bytes, passed through.
+    PassThrough(Box<serde_json::value::RawValue>),
+    /// A result loom built in its place.
+    Built(Box<rmcp::model::ServerResult>),
+}
+
 pub struct Gateway {
     hub: Arc<Hub>,
     /// Whether ending this session ends the hub too (stdio: the session is the process).
@@ -209,6 +218,19 @@ impl Gateway {
         origin: Origin,
         context: &rmcp::service::RequestContext<rmcp::service::RoleServer>,
     ) -> rmcp::model::ServerResult {
+        match self.decide(raw, origin).await {
+            Decided::PassThrough(raw) => self.pass_on(forward::Forwarded::Raw(raw), context, false),
+            Decided::Built(result) => *result,
+        }
+    }
+
+    /// What answers a raw tool result: its own bytes (not yet shaped for the client's era), or
+    /// an envelope, a reduced result or an error loom built. Counted in the session's report.
+    pub(crate) async fn decide(
+        &self,
+        raw: Box<serde_json::value::RawValue>,
+        origin: Origin,
+    ) -> Decided {
         use crate::report::{Handling, Size};
         let before = Size::of(raw.get());
         let tool = format!("{}/{}", origin.server, origin.tool);
@@ -235,9 +257,11 @@ impl Gateway {
                 Ok(outcome) => outcome,
                 Err(error) => {
                     tracing::error!(%error, "interception crashed; the result is lost");
-                    return rmcp::model::ServerResult::CallToolResult(synthetic::error_result(
-                        "loom: interception of this result failed unexpectedly; call the tool again",
-                    ));
+                    return Decided::Built(Box::new(rmcp::model::ServerResult::CallToolResult(
+                        synthetic::error_result(
+                            "loom: interception of this result failed unexpectedly; call the tool again",
+                        ),
+                    )));
                 }
             }
         };
@@ -245,7 +269,7 @@ impl Gateway {
             Outcome::PassThrough(raw, _) => {
                 self.stats
                     .called(&tool, Handling::PassedThrough, before, before);
-                return self.pass_on(forward::Forwarded::Raw(raw), context, false);
+                return Decided::PassThrough(raw);
             }
             Outcome::Replaced(value) => (Handling::Table, value),
             Outcome::Reduced(value) => (Handling::Document, value),
@@ -254,14 +278,14 @@ impl Gateway {
             .map(|text| Size::of(&text))
             .unwrap_or_default();
         self.stats.called(&tool, handling, before, after);
-        {
+        Decided::Built(Box::new(rmcp::model::ServerResult::CallToolResult(
             match serde_json::from_value(value) {
-                Ok(result) => rmcp::model::ServerResult::CallToolResult(result),
-                Err(error) => rmcp::model::ServerResult::CallToolResult(synthetic::error_result(
-                    format!("loom: could not encode the envelope: {error}"),
-                )),
-            }
-        }
+                Ok(result) => result,
+                Err(error) => {
+                    synthetic::error_result(format!("loom: could not encode the envelope: {error}"))
+                }
+            },
+        )))
     }
 
     /// One of loom's own tools answered: its answer counts against the session's saving.

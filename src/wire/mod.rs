@@ -14,6 +14,7 @@
 //!
 //! Everything else (handshake, lists, notifications) flows through rmcp's typed model as usual.
 
+pub mod direct;
 pub mod stdio;
 
 use std::borrow::Cow;
@@ -34,6 +35,8 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::Mutex;
 use tokio_util::bytes::BytesMut;
 use tokio_util::codec::{Decoder, FramedRead, LinesCodec, LinesCodecError};
+
+use direct::{Bypass, CloseOnDrop, DirectCalls, LineSink};
 
 /// The largest JSON-RPC message (one line) loom reads from either side. Both SDK peers the
 /// product was conceived against break near 10 MiB; 256 MiB of tabular JSON is what a large
@@ -346,6 +349,10 @@ pub struct LineTransport<Role: ServiceRole, R, W> {
     /// Upstream face: adds members to the `initialize` answer that rmcp's typed model cannot
     /// carry (the 2025-11-25 `tasks` capability).
     initialize_patch: Option<InitializePatch>,
+    /// Upstream face: what may take a line before rmcp decodes it, and the writer it answers on.
+    bypass: Option<(Arc<dyn Bypass>, Arc<dyn LineSink>)>,
+    /// Downstream face: the direct calls open on this connection, closed with it.
+    direct: Option<CloseOnDrop>,
     _role: PhantomData<fn() -> Role>,
 }
 
@@ -358,6 +365,8 @@ impl<Role: ServiceRole, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTranspo
             peer,
             progress: None,
             initialize_patch: None,
+            bypass: None,
+            direct: None,
             _role: PhantomData,
         }
     }
@@ -384,6 +393,27 @@ impl<Role: ServiceRole, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTranspo
     /// Count incoming progress notifications in `ledger`.
     pub fn with_progress_ledger(mut self, ledger: ProgressLedger) -> Self {
         self.progress = Some(ledger);
+        self
+    }
+
+    /// Offer every incoming line to `bypass` before rmcp decodes it (upstream face).
+    pub fn with_bypass(mut self, bypass: Arc<dyn Bypass>) -> Self
+    where
+        W: Send + 'static,
+    {
+        let sink: Arc<dyn LineSink> = self.writer.clone();
+        self.bypass = Some((bypass, sink));
+        self
+    }
+
+    /// Carry `calls` on this connection (downstream face): they write through this transport's
+    /// writer, their answers and progress are routed to them, and they end with the connection.
+    pub fn with_direct_calls(mut self, calls: Arc<DirectCalls>) -> Self
+    where
+        W: Send + 'static,
+    {
+        calls.attach(self.writer.clone());
+        self.direct = Some(CloseOnDrop(calls));
         self
     }
 
@@ -509,7 +539,11 @@ where
         loop {
             // FramedRead keeps partial lines in its buffer, so this is cancel-safe inside
             // rmcp's `select!` loop.
-            let line = match self.lines.next().await? {
+            let Some(next) = self.lines.next().await else {
+                self.end_direct_calls();
+                return None;
+            };
+            let line = match next {
                 Ok(Line::Text(line)) => line,
                 Ok(Line::Skipped(why)) => {
                     tracing::warn!(peer = self.peer, "ignoring a line: {why}");
@@ -517,11 +551,17 @@ where
                 }
                 Err(error) => {
                     tracing::warn!(peer = self.peer, %error, "read failed; closing");
+                    self.end_direct_calls();
                     return None;
                 }
             };
             let line = line.trim_start_matches('\u{feff}').trim_end_matches('\r');
             if line.trim().is_empty() {
+                continue;
+            }
+            if let Some((bypass, reply)) = &self.bypass
+                && bypass.offer(line, reply)
+            {
                 continue;
             }
             match self.decode(line) {
@@ -567,6 +607,13 @@ impl<Role: ServiceRole, R, W> LineTransport<Role, R, W>
 where
     Role::PeerResp: From<CustomResult>,
 {
+    /// The connection ended: direct calls still open get no answer from it.
+    fn end_direct_calls(&self) {
+        if let Some(CloseOnDrop(calls)) = &self.direct {
+            calls.close();
+        }
+    }
+
     fn decode(&self, line: &str) -> Decoded<Role> {
         let peek: Peek<'_> = match serde_json::from_str(line) {
             Ok(peek) => peek,
@@ -577,6 +624,11 @@ where
                 return Decoded::Skip;
             }
         };
+        if let Some(CloseOnDrop(calls)) = &self.direct
+            && calls.route(peek.id, peek.method.as_deref(), line)
+        {
+            return Decoded::Skip;
+        }
         if let (Some(ledger), Some("notifications/progress")) =
             (&self.progress, peek.method.as_deref())
             && let Ok(progress) = serde_json::from_str::<ProgressPeek>(line)

@@ -1,0 +1,464 @@
+//! Direct calls, the gateway's half (SPEC §5.1): a plain `tools/call` for a child's tool, taken
+//! off the upstream transport before rmcp decodes it, relayed to the child under an id of loom's
+//! own, and answered with the child's bytes — with what rmcp's path gives kept: the size check
+//! that decides pass-through, `callTimeoutMs` and the client's cancellation (both cancel the
+//! call downstream), progress passed on before the answer, an `isError` result when the child
+//! goes away, era shaping and the session's report.
+//!
+//! Anything else goes to rmcp as before: other methods, loom's own tools, task-augmented calls,
+//! a tool no server lists, a server that is down or remote, a request that does not decode
+//! cleanly (rmcp words the error), and everything before the client's handshake.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex as StdMutex, PoisonError};
+use std::time::Duration;
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::RequestId;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+
+use super::era::Era;
+use super::forward::{ForwardError, PROTOCOL_META_PREFIX, expire};
+use super::{Decided, Gateway, discovery, synthetic};
+use crate::downstream::Live;
+use crate::wire::direct::{Arrival, Bypass, DirectCall, DirectCalls, LineSink};
+use crate::wire::one_line;
+
+/// The upstream calls in flight on the direct path, by the client's request id: what cancels
+/// each.
+type InFlight = Arc<StdMutex<HashMap<RequestId, CancellationToken>>>;
+
+/// The [`Bypass`] of one client session.
+pub struct DirectLane {
+    gateway: Arc<Gateway>,
+    in_flight: InFlight,
+}
+
+impl DirectLane {
+    pub fn new(gateway: Arc<Gateway>) -> Arc<Self> {
+        Arc::new(Self {
+            gateway,
+            in_flight: InFlight::default(),
+        })
+    }
+}
+
+/// The top of an incoming message, its params left as text.
+#[derive(Deserialize)]
+struct Incoming<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct CallParams<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+    #[serde(rename = "_meta", borrow, default)]
+    meta: Option<BTreeMap<Cow<'a, str>, &'a RawValue>>,
+    #[serde(default)]
+    task: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct CancelParams {
+    #[serde(rename = "requestId")]
+    request_id: RequestId,
+}
+
+/// The members of a child's response line.
+#[derive(Deserialize)]
+struct Answer<'a> {
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(default)]
+    error: Option<McpError>,
+}
+
+/// A child's progress line, its params member by member.
+#[derive(Deserialize)]
+struct ProgressLine<'a> {
+    #[serde(borrow)]
+    params: BTreeMap<Cow<'a, str>, &'a RawValue>,
+}
+
+/// One call taken off rmcp's hands, ready to go to its child.
+struct Relay {
+    /// The client's id, as it wrote it (answers carry it back unchanged).
+    id_text: String,
+    id: RequestId,
+    server: usize,
+    server_name: String,
+    tool: String,
+    arguments: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The client's progress token, as JSON text.
+    progress_token: Option<String>,
+    era: Era,
+    timeout: Duration,
+    /// The request line for the child.
+    line: Vec<u8>,
+    calls: Arc<DirectCalls>,
+    call: DirectCall,
+}
+
+impl Bypass for DirectLane {
+    fn offer(&self, line: &str, reply: &Arc<dyn LineSink>) -> bool {
+        let finder = memchr::memmem::find;
+        let bytes = line.as_bytes();
+        let cancels =
+            !self.lock().is_empty() && finder(bytes, b"notifications/cancelled").is_some();
+        if !cancels && finder(bytes, b"tools/call").is_none() {
+            return false;
+        }
+        let Ok(incoming) = serde_json::from_str::<Incoming<'_>>(line) else {
+            return false;
+        };
+        if incoming.jsonrpc.as_deref() != Some("2.0") {
+            return false;
+        }
+        match (incoming.method.as_deref(), incoming.id) {
+            (Some("tools/call"), Some(id)) => match self.relay(id, incoming.params) {
+                Some(relay) => {
+                    self.start(relay, reply.clone());
+                    true
+                }
+                None => false,
+            },
+            (Some("notifications/cancelled"), None) => self.cancel(incoming.params),
+            _ => false,
+        }
+    }
+}
+
+impl DirectLane {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A cancellation of a direct call: taken (the call cancels itself downstream and sends no
+    /// answer, as for any cancelled request). Anyone else's goes to rmcp.
+    fn cancel(&self, params: Option<&RawValue>) -> bool {
+        let Some(params) = params.and_then(|p| serde_json::from_str::<CancelParams>(p.get()).ok())
+        else {
+            return false;
+        };
+        match self.lock().remove(&params.request_id) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The call, if it is one the direct path takes.
+    fn relay(&self, id_raw: &RawValue, params: Option<&RawValue>) -> Option<Relay> {
+        let gateway = &self.gateway;
+        let id = serde_json::from_str::<RequestId>(id_raw.get()).ok()?;
+        let params = serde_json::from_str::<CallParams<'_>>(params?.get()).ok()?;
+        if params.task.is_some()
+            || synthetic::NAMES.contains(&params.name.as_ref())
+            || discovery::DISCOVERY_NAMES.contains(&params.name.as_ref())
+            || params.name == discovery::STATS
+        {
+            return None;
+        }
+        // Arguments are an object or absent; anything else is rmcp's to refuse in its words.
+        let arguments = match params.arguments {
+            None => None,
+            Some(raw) if raw.get() == "null" => None,
+            Some(raw) => Some(serde_json::from_str::<serde_json::Map<_, _>>(raw.get()).ok()?),
+        };
+        let meta = params.meta.unwrap_or_default();
+        // A request carrying the 2026-07-28 envelope is checked by rmcp against that revision's
+        // lifecycle; the direct path serves sessions opened with `initialize`.
+        if meta.keys().any(|key| key.starts_with(PROTOCOL_META_PREFIX)) {
+            return None;
+        }
+        let era = Era::of(Some(&gateway.upstream.get()?.peer_info()?.protocol_version));
+        let exposed = gateway.exposed();
+        let route = exposed.tool_route(&params.name)?;
+        let server = gateway.servers.get(route.server)?;
+        let Ok(Live {
+            direct: Some(calls),
+            ..
+        }) = server.live()
+        else {
+            return None;
+        };
+        if self.lock().contains_key(&id) {
+            // The client reused an id still in flight: rmcp's path decides what that means.
+            return None;
+        }
+        let call = calls.open()?;
+        let progress_token = meta.get("progressToken").map(|t| t.get().to_string());
+        let line = request_line(
+            &call.id,
+            &route.name,
+            params.arguments,
+            &meta,
+            progress_token.is_some(),
+        )
+        .ok()?;
+        Some(Relay {
+            id_text: id_raw.get().to_string(),
+            id,
+            server: route.server,
+            server_name: server.name().to_string(),
+            tool: route.name.clone(),
+            arguments,
+            progress_token,
+            era,
+            timeout: Duration::from_millis(server.config.call_timeout_ms),
+            line,
+            calls,
+            call,
+        })
+    }
+
+    fn start(&self, relay: Relay, reply: Arc<dyn LineSink>) {
+        let cancelled = CancellationToken::new();
+        self.lock().insert(relay.id.clone(), cancelled.clone());
+        self.gateway
+            .hub
+            .calling(relay.server, &self.gateway.upstream);
+        let gateway = self.gateway.clone();
+        let in_flight = self.in_flight.clone();
+        tokio::spawn(async move {
+            let id = relay.id.clone();
+            run(&gateway, relay, reply, cancelled).await;
+            in_flight
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+        });
+    }
+}
+
+/// The request line for the child: the server's own tool name, the client's arguments as it
+/// wrote them, its `_meta` without what describes loom's client session (the 2026-07-28
+/// envelope) and with loom's progress token in place of the client's.
+fn request_line(
+    id: &str,
+    tool: &str,
+    arguments: Option<&RawValue>,
+    meta: &BTreeMap<Cow<'_, str>, &RawValue>,
+    wants_progress: bool,
+) -> serde_json::Result<Vec<u8>> {
+    let mut line = Vec::with_capacity(128 + arguments.map_or(0, |a| a.get().len()));
+    line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    line.extend_from_slice(id.as_bytes());
+    line.extend_from_slice(br#","method":"tools/call","params":{"name":"#);
+    serde_json::to_writer(&mut line, tool)?;
+    if let Some(arguments) = arguments.filter(|a| a.get() != "null") {
+        line.extend_from_slice(br#","arguments":"#);
+        line.extend_from_slice(arguments.get().as_bytes());
+    }
+    let kept = meta
+        .iter()
+        .filter(|(key, _)| *key != "progressToken" && !key.starts_with(PROTOCOL_META_PREFIX));
+    let mut first = true;
+    let mut open_meta = |line: &mut Vec<u8>| {
+        line.extend_from_slice(if first { br#","_meta":{"# } else { b"," });
+        first = false;
+    };
+    for (key, value) in kept {
+        open_meta(&mut line);
+        serde_json::to_writer(&mut line, key)?;
+        line.push(b':');
+        line.extend_from_slice(value.get().as_bytes());
+    }
+    if wants_progress {
+        open_meta(&mut line);
+        line.extend_from_slice(br#""progressToken":"#);
+        line.extend_from_slice(id.as_bytes());
+    }
+    if !first {
+        line.push(b'}');
+    }
+    line.extend_from_slice(b"}}\n");
+    Ok(line)
+}
+
+/// Relay one call and answer it (unless the client cancelled it).
+async fn run(
+    gateway: &Gateway,
+    mut relay: Relay,
+    reply: Arc<dyn LineSink>,
+    cancelled: CancellationToken,
+) {
+    let what = format!("tool `{}`", relay.tool);
+    let outcome = exchange(&mut relay, &reply, &cancelled).await;
+    let result = match outcome {
+        Ok(line) => match serde_json::from_str::<Answer<'_>>(&line) {
+            Ok(Answer {
+                result: Some(raw), ..
+            }) => {
+                let origin = gateway.origin_of(
+                    &super::catalog::Route {
+                        server: relay.server,
+                        name: relay.tool.clone(),
+                    },
+                    relay.arguments.as_ref(),
+                );
+                match gateway.decide(raw.to_owned(), origin).await {
+                    Decided::PassThrough(raw) => {
+                        let raw = relay.era.shape_raw(raw, false);
+                        let head = format!(r#"{{"jsonrpc":"2.0","id":{},"result":"#, relay.id_text);
+                        if let Err(error) = reply
+                            .write_parts(&[
+                                head.as_bytes(),
+                                &one_line(raw.get().as_bytes()),
+                                b"}\n",
+                            ])
+                            .await
+                        {
+                            tracing::debug!(%error, "the client went away before the answer");
+                        }
+                        return;
+                    }
+                    Decided::Built(result) => *result,
+                }
+            }
+            Ok(Answer {
+                error: Some(error), ..
+            }) => ForwardError::Rpc(error).into_tool_result(&relay.server_name, &what),
+            _ => ForwardError::Closed("its answer was not a JSON-RPC response".into())
+                .into_tool_result(&relay.server_name, &what),
+        },
+        Err(ForwardError::Cancelled) => return,
+        Err(error) => error.into_tool_result(&relay.server_name, &what),
+    };
+    let result = relay.era.shape_built(result);
+    let line = match serde_json::to_vec(&result) {
+        Ok(body) => body,
+        Err(error) => {
+            tracing::error!(%error, "could not encode a tool result");
+            return;
+        }
+    };
+    let head = format!(r#"{{"jsonrpc":"2.0","id":{},"result":"#, relay.id_text);
+    if let Err(error) = reply.write_parts(&[head.as_bytes(), &line, b"}\n"]).await {
+        tracing::debug!(%error, "the client went away before the answer");
+    }
+}
+
+/// Send the call to the child and wait for its answer line, passing progress on; a timeout or
+/// the client's cancellation cancels it downstream.
+async fn exchange(
+    relay: &mut Relay,
+    reply: &Arc<dyn LineSink>,
+    cancelled: &CancellationToken,
+) -> Result<String, ForwardError> {
+    let closed = |error: std::io::Error| ForwardError::Closed(error.to_string());
+    relay.calls.send(&[&relay.line]).await.map_err(closed)?;
+    let expired = expire(Some(relay.timeout));
+    tokio::pin!(expired);
+    let outcome = loop {
+        tokio::select! {
+            arrival = relay.call.arrivals.recv() => match arrival {
+                Some(Arrival::Progress(line)) => pass_progress(&line, relay.progress_token.as_deref(), reply).await,
+                Some(Arrival::Answer(line)) => break Ok(line),
+                None => break Err(ForwardError::Closed("the connection ended".into())),
+            },
+            after = &mut expired => break Err(ForwardError::TimedOut(after)),
+            _ = cancelled.cancelled() => break Err(ForwardError::Cancelled),
+        }
+    };
+    let reason = match &outcome {
+        Err(ForwardError::TimedOut(_)) => "timed out in loom",
+        Err(ForwardError::Cancelled) => "cancelled by loom's client",
+        _ => return outcome,
+    };
+    let notice = format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"{reason}"}}}}"#,
+        relay.call.id
+    );
+    let _ = relay.calls.send(&[notice.as_bytes(), b"\n"]).await;
+    outcome
+}
+
+/// A child's progress for a call, passed on with the client's token in place of loom's (and
+/// dropped if the client asked for none).
+async fn pass_progress(line: &str, token: Option<&str>, reply: &Arc<dyn LineSink>) {
+    let Some(token) = token else { return };
+    let Ok(progress) = serde_json::from_str::<ProgressLine<'_>>(line) else {
+        return;
+    };
+    let mut out = Vec::with_capacity(line.len() + token.len());
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"#);
+    for (n, (key, value)) in progress.params.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        if serde_json::to_writer(&mut out, key).is_err() {
+            return;
+        }
+        out.push(b':');
+        let value = match key.as_ref() {
+            "progressToken" => token,
+            _ => value.get(),
+        };
+        out.extend_from_slice(value.as_bytes());
+    }
+    out.extend_from_slice(b"}}\n");
+    if let Err(error) = reply.write_parts(&[&out]).await {
+        tracing::debug!(%error, "progress not passed on");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.into()).expect("json")
+    }
+
+    #[test]
+    fn the_child_gets_its_own_name_loom_s_id_and_token_and_the_client_s_arguments() {
+        let arguments = raw(r#"{"b": 2.50, "a":[1]}"#);
+        let token = raw("\"client-token\"");
+        let trace = raw(r#"{"x":1}"#);
+        let version = raw("\"2026-07-28\"");
+        let meta: BTreeMap<Cow<'_, str>, &RawValue> = [
+            (Cow::Borrowed("progressToken"), &*token),
+            (Cow::Borrowed("trace"), &*trace),
+            (
+                Cow::Borrowed("io.modelcontextprotocol/protocolVersion"),
+                &*version,
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let line =
+            request_line("\"loom:7\"", "echo \"x\"", Some(&arguments), &meta, true).expect("line");
+        let line = String::from_utf8(line).expect("utf-8");
+        assert_eq!(
+            line,
+            "{\"jsonrpc\":\"2.0\",\"id\":\"loom:7\",\"method\":\"tools/call\",\"params\":{\"name\":\
+             \"echo \\\"x\\\"\",\"arguments\":{\"b\": 2.50, \"a\":[1]},\"_meta\":{\"trace\":{\"x\":1},\
+             \"progressToken\":\"loom:7\"}}}\n"
+        );
+        serde_json::from_str::<serde_json::Value>(&line).expect("valid JSON");
+        let bare = request_line("\"loom:8\"", "t", None, &BTreeMap::new(), false).expect("line");
+        assert_eq!(
+            String::from_utf8(bare).expect("utf-8"),
+            "{\"jsonrpc\":\"2.0\",\"id\":\"loom:8\",\"method\":\"tools/call\",\"params\":{\"name\":\"t\"}}\n"
+        );
+    }
+}
