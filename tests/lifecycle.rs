@@ -79,6 +79,34 @@ fn stdin_eof_stops_loom_and_every_child_even_a_lingering_one() {
 }
 
 #[test]
+fn calls_in_flight_when_stdin_closes_are_still_answered() {
+    // A scripted client writes its requests and closes stdin at once: the answers still come.
+    let (_dir, path) = write_config(&json!({"servers": [fixture_server("fx", &[])]}));
+    let mut loom = RawClient::loom(&path);
+    loom.initialize();
+    let slow = loom.request(
+        "tools/call",
+        json!({"name": "fx_slow", "arguments": {"ms": 400}}),
+    );
+    let echo = loom.request(
+        "tools/call",
+        json!({"name": "fx_echo", "arguments": {"text": "last words"}}),
+    );
+    loom.close_stdin();
+    let echoed = loom.response(echo);
+    assert_eq!(
+        echoed.value["result"]["content"][0]["text"], "last words",
+        "{}",
+        echoed.raw
+    );
+    let slow = loom.response(slow);
+    assert!(slow.value["result"].is_object(), "{}", slow.raw);
+    assert_ne!(slow.value["result"]["isError"], true, "{}", slow.raw);
+    let status = loom.wait_exit();
+    assert!(status.success(), "{status:?}\n{}", loom.stderr_text());
+}
+
+#[test]
 fn sigterm_and_sigint_stop_loom_and_its_children() {
     for signal in ["-TERM", "-INT"] {
         let (_dir, path) = write_config(&json!({"servers": [fixture_server("fx", &[])]}));

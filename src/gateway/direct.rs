@@ -11,31 +11,43 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, PoisonError};
 use std::time::Duration;
 
+use futures::FutureExt;
 use rmcp::ErrorData as McpError;
 use rmcp::model::RequestId;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::era::Era;
 use super::forward::{ForwardError, PROTOCOL_META_PREFIX, expire};
 use super::{Decided, Gateway, discovery, synthetic};
 use crate::downstream::Live;
-use crate::wire::direct::{Arrival, Bypass, DirectCall, DirectCalls, LineSink};
+use crate::wire::direct::{Arrival, BoxFuture, Bypass, DirectCall, DirectCalls, LineSink};
 use crate::wire::one_line;
 
-/// The upstream calls in flight on the direct path, by the client's request id: what cancels
-/// each.
-type InFlight = Arc<StdMutex<HashMap<RequestId, CancellationToken>>>;
+/// The upstream calls in flight on the direct path, by the client's request id: which call
+/// (a number, so a finished call never removes a later one that reused its id) and what
+/// cancels it.
+type InFlight = Arc<StdMutex<HashMap<RequestId, (u64, CancellationToken)>>>;
+
+/// How long a closing connection waits for direct calls still running to be answered (rmcp
+/// waits as long for its own handlers when the client closes its end).
+const DRAIN: Duration = Duration::from_secs(5);
 
 /// The [`Bypass`] of one client session.
 pub struct DirectLane {
     gateway: Arc<Gateway>,
     in_flight: InFlight,
+    started: AtomicU64,
+    running: TaskTracker,
+    /// Cancelled when the connection closes: every call still running is cancelled with it.
+    closing: CancellationToken,
 }
 
 impl DirectLane {
@@ -43,6 +55,9 @@ impl DirectLane {
         Arc::new(Self {
             gateway,
             in_flight: InFlight::default(),
+            started: AtomicU64::new(0),
+            running: TaskTracker::new(),
+            closing: CancellationToken::new(),
         })
     }
 }
@@ -115,6 +130,10 @@ struct Relay {
 
 impl Bypass for DirectLane {
     fn offer(&self, line: &str, reply: &Arc<dyn LineSink>) -> bool {
+        // A JSON-RPC message is an object; serde would also read an array into the structs.
+        if !line.trim_start().starts_with('{') {
+            return false;
+        }
         let finder = memchr::memmem::find;
         let bytes = line.as_bytes();
         let cancels =
@@ -140,10 +159,26 @@ impl Bypass for DirectLane {
             _ => false,
         }
     }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.running.close();
+            if tokio::time::timeout(DRAIN, self.running.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    "direct calls still running {} s after the client closed: cancelled",
+                    DRAIN.as_secs()
+                );
+            }
+            self.closing.cancel();
+        })
+    }
 }
 
 impl DirectLane {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, (u64, CancellationToken)>> {
         self.in_flight
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -157,7 +192,7 @@ impl DirectLane {
             return false;
         };
         match self.lock().remove(&params.request_id) {
-            Some(token) => {
+            Some((_, token)) => {
                 token.cancel();
                 true
             }
@@ -169,7 +204,8 @@ impl DirectLane {
     fn relay(&self, id_raw: &RawValue, params: Option<&RawValue>) -> Option<Relay> {
         let gateway = &self.gateway;
         let id = serde_json::from_str::<RequestId>(id_raw.get()).ok()?;
-        let params = serde_json::from_str::<CallParams<'_>>(params?.get()).ok()?;
+        let params = params.filter(|p| p.get().starts_with('{'))?;
+        let params = serde_json::from_str::<CallParams<'_>>(params.get()).ok()?;
         if params.task.is_some()
             || synthetic::NAMES.contains(&params.name.as_ref())
             || discovery::DISCOVERY_NAMES.contains(&params.name.as_ref())
@@ -205,7 +241,11 @@ impl DirectLane {
             return None;
         }
         let call = calls.open()?;
-        let progress_token = meta.get("progressToken").map(|t| t.get().to_string());
+        // A token that is not one (`null`, an object) asks for no progress, as on rmcp's path.
+        let progress_token = meta
+            .get("progressToken")
+            .filter(|t| serde_json::from_str::<rmcp::model::ProgressToken>(t.get()).is_ok())
+            .map(|t| t.get().to_string());
         let line = request_line(
             &call.id,
             &route.name,
@@ -231,20 +271,22 @@ impl DirectLane {
     }
 
     fn start(&self, relay: Relay, reply: Arc<dyn LineSink>) {
-        let cancelled = CancellationToken::new();
-        self.lock().insert(relay.id.clone(), cancelled.clone());
+        let cancelled = self.closing.child_token();
+        let number = self.started.fetch_add(1, Ordering::Relaxed);
+        self.lock()
+            .insert(relay.id.clone(), (number, cancelled.clone()));
         self.gateway
             .hub
             .calling(relay.server, &self.gateway.upstream);
         let gateway = self.gateway.clone();
         let in_flight = self.in_flight.clone();
-        tokio::spawn(async move {
+        self.running.spawn(async move {
             let id = relay.id.clone();
             run(&gateway, relay, reply, cancelled).await;
-            in_flight
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&id);
+            let mut in_flight = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+            if in_flight.get(&id).is_some_and(|(n, _)| *n == number) {
+                in_flight.remove(&id);
+            }
         });
     }
 }
@@ -290,7 +332,11 @@ fn request_line(
     if !first {
         line.push(b'}');
     }
-    line.extend_from_slice(b"}}\n");
+    line.extend_from_slice(b"}}");
+    // A line ends only where the message does: `\r` is whitespace in JSON but a line break to
+    // some readers (universal newlines), so none reaches the child inside a message.
+    let mut line = one_line(&line).into_owned();
+    line.push(b'\n');
     Ok(line)
 }
 
@@ -316,6 +362,8 @@ async fn run(
                     relay.arguments.as_ref(),
                 );
                 match gateway.decide(raw.to_owned(), origin).await {
+                    // Cancelled while the result was being decided: no answer.
+                    _ if cancelled.is_cancelled() => return,
                     Decided::PassThrough(raw) => {
                         let raw = relay.era.shape_raw(raw, false);
                         let head = format!(r#"{{"jsonrpc":"2.0","id":{},"result":"#, relay.id_text);
@@ -337,12 +385,15 @@ async fn run(
             Ok(Answer {
                 error: Some(error), ..
             }) => ForwardError::Rpc(error).into_tool_result(&relay.server_name, &what),
-            _ => ForwardError::Closed("its answer was not a JSON-RPC response".into())
+            _ => ForwardError::Failed("its answer was not a JSON-RPC response".into())
                 .into_tool_result(&relay.server_name, &what),
         },
         Err(ForwardError::Cancelled) => return,
         Err(error) => error.into_tool_result(&relay.server_name, &what),
     };
+    if cancelled.is_cancelled() {
+        return;
+    }
     let result = relay.era.shape_built(result);
     let line = match serde_json::to_vec(&result) {
         Ok(body) => body,
@@ -364,20 +415,46 @@ async fn exchange(
     reply: &Arc<dyn LineSink>,
     cancelled: &CancellationToken,
 ) -> Result<String, ForwardError> {
-    let closed = |error: std::io::Error| ForwardError::Closed(error.to_string());
-    relay.calls.send(&[&relay.line]).await.map_err(closed)?;
+    // The limit and the client's cancellation count from the start (on rmcp's path the
+    // request is only queued before they start): a child that stops reading cannot hold a call
+    // past them.
     let expired = expire(Some(relay.timeout));
     tokio::pin!(expired);
-    let outcome = loop {
-        tokio::select! {
-            arrival = relay.call.arrivals.recv() => match arrival {
-                Some(Arrival::Progress(line)) => pass_progress(&line, relay.progress_token.as_deref(), reply).await,
-                Some(Arrival::Answer(line)) => break Ok(line),
-                None => break Err(ForwardError::Closed("the connection ended".into())),
-            },
-            after = &mut expired => break Err(ForwardError::TimedOut(after)),
-            _ = cancelled.cancelled() => break Err(ForwardError::Cancelled),
+    if cancelled.is_cancelled() {
+        return Err(ForwardError::Cancelled);
+    }
+    // A write is never abandoned half-way (the rest of the line would be lost and the next
+    // message read as its tail): one that cannot finish at once goes on in a task of its own.
+    let calls = relay.calls.clone();
+    let line = std::mem::take(&mut relay.line);
+    let mut send = Box::pin(async move { calls.send(&[&line]).await });
+    let sent = match (&mut send).now_or_never() {
+        Some(sent) => sent.map_err(|e| ForwardError::Closed(e.to_string())),
+        None => {
+            let mut sending = tokio::spawn(send);
+            tokio::select! {
+                sent = &mut sending => match sent {
+                    Ok(sent) => sent.map_err(|e| ForwardError::Closed(e.to_string())),
+                    Err(e) => Err(ForwardError::Closed(e.to_string())),
+                },
+                after = &mut expired => Err(ForwardError::TimedOut(after)),
+                _ = cancelled.cancelled() => Err(ForwardError::Cancelled),
+            }
         }
+    };
+    let outcome = match sent {
+        Err(error) => Err(error),
+        Ok(()) => loop {
+            tokio::select! {
+                arrival = relay.call.arrivals.recv() => match arrival {
+                    Some(Arrival::Progress(line)) => pass_progress(&line, relay.progress_token.as_deref(), reply).await,
+                    Some(Arrival::Answer(line)) => break Ok(line),
+                    None => break Err(ForwardError::Closed("the connection ended".into())),
+                },
+                after = &mut expired => break Err(ForwardError::TimedOut(after)),
+                _ = cancelled.cancelled() => break Err(ForwardError::Cancelled),
+            }
+        },
     };
     let reason = match &outcome {
         Err(ForwardError::TimedOut(_)) => "timed out in loom",
@@ -415,8 +492,8 @@ async fn pass_progress(line: &str, token: Option<&str>, reply: &Arc<dyn LineSink
         };
         out.extend_from_slice(value.as_bytes());
     }
-    out.extend_from_slice(b"}}\n");
-    if let Err(error) = reply.write_parts(&[&out]).await {
+    out.extend_from_slice(b"}}");
+    if let Err(error) = reply.write_parts(&[&one_line(&out), b"\n"]).await {
         tracing::debug!(%error, "progress not passed on");
     }
 }

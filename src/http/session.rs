@@ -171,7 +171,8 @@ impl Session {
         });
         let transport =
             LineTransport::splicing(loom_read, loom_write, gateway.splice_table(), "client")
-                .with_initialize_patch(crate::gateway::tasks_capability_patch(&gateway));
+                .with_initialize_patch(crate::gateway::tasks_capability_patch(&gateway))
+                .with_bypass(crate::gateway::direct::DirectLane::new(gateway.clone()));
         let closed = session.closed.clone();
         let served = gateway.clone();
         tokio::spawn(async move {

@@ -60,6 +60,10 @@ pub trait Bypass: Send + Sync {
     /// false when rmcp must decode it as usual. Called on the transport's read path: it must
     /// decide without waiting.
     fn offer(&self, line: &str, reply: &Arc<dyn LineSink>) -> bool;
+
+    /// The connection is closing: let what the bypass took finish (bounded), then stop it.
+    /// Called before the writer is closed.
+    fn close(&self) -> BoxFuture<'_, ()>;
 }
 
 /// The prefix of direct call ids and progress tokens towards a child, as JSON text.

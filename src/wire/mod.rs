@@ -582,6 +582,11 @@ where
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
+        // Calls the bypass took are answered on this writer: they finish first, as rmcp lets
+        // its own handlers finish.
+        if let Some((bypass, _)) = &self.bypass {
+            bypass.close().await;
+        }
         let mut guard = self.writer.lock().await;
         if let Some(mut out) = guard.take() {
             out.flush().await?;
