@@ -194,13 +194,35 @@ fn catalog_sql(location: &Location, session: &str, manifest: &Manifest) -> Strin
     sql
 }
 
-/// The session id: the UTC start time (so names sort by age) and the process id.
+/// The session id: the UTC start time (so names sort by age) and the process id, and for the
+/// second and later sessions of one process (`loom serve --http` opens one per client) a
+/// sequence number — two sessions opened in the same millisecond must not share a folder.
 pub fn session_id() -> String {
-    format!(
-        "{}-{}",
-        chrono::Utc::now().format("%Y%m%dT%H%M%S%3fZ"),
-        std::process::id()
-    )
+    static OPENED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let sequence = OPENED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let start = chrono::Utc::now().format("%Y%m%dT%H%M%S%3fZ");
+    let pid = std::process::id();
+    match sequence {
+        1 => format!("{start}-{pid}"),
+        n => format!("{start}-{pid}-{n}"),
+    }
+}
+
+/// Whether a folder under the root is named like a session ([`session_id`]):
+/// `YYYYMMDDTHHMMSSmmmZ-PID` or `…-PID-N`. Anything else there (a user's own folder) is not
+/// one, and is never taken for the latest session.
+pub fn is_session_name(name: &str) -> bool {
+    let Some((start, rest)) = name.split_once("Z-") else {
+        return false;
+    };
+    let start = start.as_bytes();
+    let digits = |part: &[u8]| !part.is_empty() && part.iter().all(u8::is_ascii_digit);
+    let start_ok =
+        start.len() == 18 && digits(&start[..8]) && start[8] == b'T' && digits(&start[9..]);
+    let mut numbers = rest.split('-');
+    let pid_ok = numbers.next().is_some_and(|n| digits(n.as_bytes()));
+    let sequence_ok = numbers.next().is_none_or(|n| digits(n.as_bytes()));
+    start_ok && pid_ok && sequence_ok && numbers.next().is_none()
 }
 
 /// Writes one session's datasets in the background.
@@ -328,6 +350,7 @@ pub async fn sessions(location: &Location) -> Result<Vec<String>, String> {
         .common_prefixes
         .iter()
         .filter_map(|p| p.filename().map(String::from))
+        .filter(|name| is_session_name(name))
         .collect();
     names.sort();
     Ok(names)

@@ -62,8 +62,10 @@ async fn a_session_is_written_and_its_catalog_opens_in_a_fresh_datafusion() {
     drop(writer);
     task.await.expect("writer");
 
+    // A folder of the user's own under the root is not a session (it would sort last).
+    std::fs::create_dir(dir.path().join("zzz-notes")).expect("mkdir");
     let sessions = sessions(&location).await.expect("sessions");
-    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
     let manifest = manifest(&location, &sessions[0]).await.expect("manifest");
     assert_eq!(manifest.datasets.len(), 1);
     assert_eq!(manifest.datasets[0].reference, d.reference);
@@ -91,4 +93,28 @@ async fn a_session_is_written_and_its_catalog_opens_in_a_fresh_datafusion() {
         .expect("fmt")
         .to_string();
     assert!(text.contains("12345678901234567890123"), "{text}");
+}
+
+#[test]
+fn session_ids_are_unique_in_a_process_and_recognised() {
+    let ids: Vec<String> = (0..50).map(|_| session_id()).collect();
+    let unique: std::collections::HashSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "{ids:?}");
+    for id in &ids {
+        assert!(is_session_name(id), "{id}");
+    }
+    for name in ["20261130T120000123Z-4242", "20261130T120000123Z-4242-7"] {
+        assert!(is_session_name(name), "{name}");
+    }
+    for name in [
+        "notes",
+        "zzz-my-folder",
+        "20261130T120000123Z-",
+        "20261130T120000123Z-42a",
+        "20261130T120000123Z-42-7-1",
+        "2026113XT120000123Z-42",
+        "20261130T12000012Z-42",
+    ] {
+        assert!(!is_session_name(name), "{name}");
+    }
 }
