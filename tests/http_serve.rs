@@ -468,6 +468,27 @@ async fn bad_requests_get_clear_answers() {
         "{}",
         discover.body
     );
+    // Without a session only `initialize` is served: a large body is refused after 1 MiB,
+    // not read whole first.
+    let sessionless = Client::new(&loom)
+        .post_raw(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": "fx_echo", "arguments": {"text": "x".repeat(2 << 20)}}})
+            .to_string(),
+            "application/json",
+        )
+        .await;
+    assert_eq!(
+        sessionless.status,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "{}",
+        sessionless.body
+    );
+    assert!(
+        sessionless.body.contains("can only be `initialize`"),
+        "{}",
+        sessionless.body
+    );
     // An id loom could not answer is refused; one written with escapes is answered.
     let fractional = client
         .post_raw(

@@ -35,6 +35,9 @@ use crate::config::HttpConfig;
 use crate::gateway::Hub;
 use crate::wire::MAX_MESSAGE_BYTES;
 
+/// The largest body of a POST without `Mcp-Session-Id` (SPEC §22).
+const SESSIONLESS_BODY_BYTES: usize = 1024 * 1024;
+
 pub use session::Session;
 
 /// The one path loom serves MCP at.
@@ -347,11 +350,28 @@ impl Server {
             },
             None => None,
         };
-        let body = match http_body_util::Limited::new(request.into_body(), MAX_MESSAGE_BYTES)
+        // Without a session the only request served is `initialize` (a few KiB): anyone who can
+        // reach the port must not make loom buffer a full-size message to be refused.
+        let limit = match session {
+            Some(_) => MAX_MESSAGE_BYTES,
+            None => SESSIONLESS_BODY_BYTES,
+        };
+        let body = match http_body_util::Limited::new(request.into_body(), limit)
             .collect()
             .await
         {
             Ok(body) => body.to_bytes(),
+            Err(error) if session.is_none() => {
+                return plain(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "a request without an Mcp-Session-Id can only be `initialize`, at most \
+                         {} KiB ({error}); send `initialize` first and then the session id it \
+                         answered with",
+                        SESSIONLESS_BODY_BYTES / 1024
+                    ),
+                );
+            }
             Err(error) => {
                 return plain(
                     StatusCode::PAYLOAD_TOO_LARGE,
