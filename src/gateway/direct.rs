@@ -465,7 +465,12 @@ async fn exchange(
         r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"{reason}"}}}}"#,
         relay.call.id
     );
-    let _ = relay.calls.send(&[notice.as_bytes(), b"\n"]).await;
+    // Sent on its own: a child that stopped reading must not hold the answer to the client
+    // (the request's own write, if still going on, keeps its place in the writer's queue).
+    let calls = relay.calls.clone();
+    tokio::spawn(async move {
+        let _ = calls.send(&[notice.as_bytes(), b"\n"]).await;
+    });
     outcome
 }
 
