@@ -348,6 +348,8 @@ async fn run(
     cancelled: CancellationToken,
 ) {
     let what = format!("tool `{}`", relay.tool);
+    // The answer carries the client's id as the client wrote it.
+    let head = format!(r#"{{"jsonrpc":"2.0","id":{},"result":"#, relay.id_text);
     let outcome = exchange(&mut relay, &reply, &cancelled).await;
     let result = match outcome {
         Ok(line) => match serde_json::from_str::<Answer<'_>>(&line) {
@@ -366,7 +368,6 @@ async fn run(
                     _ if cancelled.is_cancelled() => return,
                     Decided::PassThrough(raw) => {
                         let raw = relay.era.shape_raw(raw, false);
-                        let head = format!(r#"{{"jsonrpc":"2.0","id":{},"result":"#, relay.id_text);
                         if let Err(error) = reply
                             .write_parts(&[
                                 head.as_bytes(),
@@ -402,7 +403,6 @@ async fn run(
             return;
         }
     };
-    let head = format!(r#"{{"jsonrpc":"2.0","id":{},"result":"#, relay.id_text);
     if let Err(error) = reply.write_parts(&[head.as_bytes(), &line, b"}\n"]).await {
         tracing::debug!(%error, "the client went away before the answer");
     }
