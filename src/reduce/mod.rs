@@ -16,7 +16,7 @@ pub mod security;
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::config::policy::Policy;
 use crate::ingest::{IngestOptions, ingest_json_array_with};
@@ -102,17 +102,10 @@ impl Block<'_> {
     }
 
     /// A table found while reducing (a page's data table, a folded JSON array) as a dataset.
-    fn dataset(&mut self, tool_suffix: &str, rows: &[Value], text_cells: bool) -> Option<String> {
-        let objects: Vec<Value> = rows
-            .iter()
-            .map(|row| match row {
-                Value::Object(_) => row.clone(),
-                other => json!({ "value": other }),
-            })
-            .collect();
-        let text = serde_json::to_string(&objects).ok()?;
+    /// `rows_json`: a JSON array of objects.
+    fn dataset(&mut self, tool_suffix: &str, rows_json: &str, text_cells: bool) -> Option<String> {
         let ingested = ingest_json_array_with(
-            &text,
+            rows_json,
             IngestOptions {
                 decimal_strings: text_cells,
             },
@@ -295,7 +288,11 @@ fn reduce_text(
             let mut made: Vec<String> = Vec::new();
             for (index, rows) in tables {
                 let placeholder = format!("{{loom-table-{index}}}");
-                let line = match block.dataset(&format!("table{}", index + 1), &rows, true) {
+                let line = match block.dataset(
+                    &format!("table{}", index + 1),
+                    &serde_json::to_string(&rows).unwrap_or_default(),
+                    true,
+                ) {
                     Some(reference) => {
                         made.push(reference.clone());
                         format!(
@@ -341,8 +338,8 @@ fn reduce_text(
             max_output_chars: budget_chars,
             ..Default::default()
         };
-        let best = json::summarize(&current, &options, &mut |path, items| {
-            block.dataset(path.trim_start_matches("$."), items, false)
+        let best = json::summarize(&current, &options, &mut |path, rows| {
+            block.dataset(path.trim_start_matches("$."), &rows.to_json(), false)
         });
         if let Some(summary) = best {
             block.done.push(format!(
