@@ -61,6 +61,19 @@ fn a_session_reopens_with_types_and_redacted_provenance() {
         assert!(out.contains(needle), "missing {needle:?} in\n{out}");
     }
     assert!(!out.contains("secret-token-value"));
+    // `--session` takes the id or the folder's name as engines show it.
+    let folder = std::fs::read_dir(root.path())
+        .expect("root")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|n| n.starts_with("session_id="))
+        .expect("a session_id= folder");
+    let id = folder.trim_start_matches("session_id=");
+    for session in [folder.as_str(), id] {
+        let (code, out, err) = loom_query(&["--snapshot", url, "--session", session, "--list"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains(&format!("session {id}")), "{out}");
+    }
 
     let (code, out, err) = loom_query(&[
         "--snapshot",
@@ -162,13 +175,32 @@ fn a_killed_loom_leaves_a_snapshot_that_opens() {
         .expect("session")
         .expect("entry")
         .path();
-    for entry in std::fs::read_dir(session.join("datasets")).expect("datasets") {
-        let name = entry
-            .expect("entry")
+    assert!(
+        session
             .file_name()
-            .to_string_lossy()
-            .into_owned();
-        assert!(name.ends_with(".parquet"), "stray file {name}");
+            .is_some_and(|n| n.to_string_lossy().starts_with("session_id=")),
+        "{session:?}"
+    );
+    let mut files = Vec::new();
+    let mut folders = vec![session.clone()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("folder").flatten() {
+            if entry.path().is_dir() {
+                folders.push(entry.path());
+            } else {
+                files.push(entry.path());
+            }
+        }
+    }
+    assert!(files.iter().any(|f| f.ends_with("manifest.json")));
+    for file in files {
+        let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+        let name = name.unwrap_or_default();
+        let known = matches!(
+            name.as_str(),
+            "manifest.json" | "catalog.sql" | "catalog.spark.sql"
+        );
+        assert!(known || name.ends_with(".parquet"), "stray file {file:?}");
     }
 }
 

@@ -30,14 +30,21 @@ async fn load(url: &str, session: Option<&str>) -> Result<(String, Arc<Store>), 
     let location = crate::snapshot::open_existing(url)?;
     let sessions = crate::snapshot::sessions(&location).await?;
     let session = match session {
-        Some(s) if sessions.iter().any(|n| n == s) => s.to_string(),
+        // The id, or the folder's name as an engine shows it (`session_id=…`).
+        Some(s) if let Some(found) = sessions.iter().find(|n| n.id == s || n.folder == s) => {
+            found.clone()
+        }
         Some(s) => {
             return Err(format!(
                 "no session `{s}` under {url}; sessions there: {}",
                 if sessions.is_empty() {
                     "none".to_string()
                 } else {
-                    sessions.join(", ")
+                    sessions
+                        .iter()
+                        .map(|n| n.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 }
             ));
         }
@@ -48,7 +55,7 @@ async fn load(url: &str, session: Option<&str>) -> Result<(String, Arc<Store>), 
     };
     let manifest = crate::snapshot::manifest(&location, &session).await?;
     if manifest.datasets.is_empty() {
-        return Err(format!("session `{session}` has no datasets"));
+        return Err(format!("session `{}` has no datasets", session.id));
     }
     let store = Arc::new(Store::new(StoreSettings {
         memory_budget_bytes: u64::MAX,
@@ -88,7 +95,7 @@ async fn load(url: &str, session: Option<&str>) -> Result<(String, Arc<Store>), 
             name: Some(entry.reference.clone()),
         })?;
     }
-    Ok((session, store))
+    Ok((session.id, store))
 }
 
 async fn execute(url: &str, session: Option<&str>, action: Action<'_>) -> Result<(), String> {

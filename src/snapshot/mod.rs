@@ -2,12 +2,16 @@
 //! analysis can be re-opened and re-queried after the conversation (`loom query`), by loom or by
 //! any DataFusion-based engine.
 //!
-//! Layout under the snapshot root, one folder per session:
+//! Layout under the snapshot root, one folder per session, Hive-style (`key=value` folders) so
+//! engines that read partitioned Parquet see `session_id`, `server`, `tool` and `ref` as columns:
 //! ```text
-//! <root>/<session>/manifest.json        loom version, session id, created, datasets (written last)
-//! <root>/<session>/catalog.sql          CREATE EXTERNAL TABLE … STORED AS PARQUET LOCATION …
-//! <root>/<session>/datasets/<ref>.parquet   zstd, Arrow schema kept
+//! <root>/session_id=<id>/manifest.json      loom version, session id, created, datasets (written last)
+//! <root>/session_id=<id>/catalog.sql        CREATE EXTERNAL TABLE … STORED AS PARQUET LOCATION …
+//! <root>/session_id=<id>/catalog.spark.sql  CREATE TABLE … USING parquet LOCATION …
+//! <root>/session_id=<id>/server=<s>/tool=<t>/ref=<ref>/<ref>.parquet   zstd, Arrow schema kept
 //! ```
+//! Sessions written before the Hive layout (`<root>/<id>/datasets/<ref>.parquet`, manifest
+//! without `layout`) are still read: a manifest names each file relative to its session folder.
 //! Writes happen on a background task (the envelope never waits for Parquet). Each object is
 //! written whole (object_store's `put` is atomic: a temporary file renamed on local disks), and
 //! the manifest is updated only after a dataset's file is in place, so a crash leaves a snapshot
@@ -45,7 +49,21 @@ pub struct ManifestDataset {
     /// manifests written before documents existed hold datasets only.
     #[serde(default = "dataset_kind")]
     pub kind: String,
+    /// The ref without its sequence number (`ds_crm_rows` for `ds_crm_rows_2`): what the datasets
+    /// of one tool share across sessions. Empty in manifests before layout 2.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub table: String,
 }
+
+fn first_layout() -> u32 {
+    1
+}
+
+/// The layout this version writes.
+pub const LAYOUT: u32 = 2;
+
+/// The folder of a session in the Hive-style layout is `session_id=<id>`.
+pub const SESSION_FOLDER_PREFIX: &str = "session_id=";
 
 fn dataset_kind() -> String {
     "dataset".to_string()
@@ -71,6 +89,9 @@ pub struct ManifestProvenance {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Manifest {
+    /// 2 for the Hive-style layout; absent (1) before it.
+    #[serde(default = "first_layout")]
+    pub layout: u32,
     pub loom_version: String,
     pub session: String,
     pub created_at: String,
@@ -179,12 +200,13 @@ fn sql_string(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
 
-fn catalog_sql(location: &Location, session: &str, manifest: &Manifest) -> String {
+fn catalog_sql(location: &Location, session: &Session, manifest: &Manifest) -> String {
     let mut sql = format!(
-        "-- loom session {session}: open with datafusion-cli or any DataFusion-based engine.\n"
+        "-- loom session {}: open with datafusion-cli or any DataFusion-based engine.\n",
+        session.id
     );
     for d in &manifest.datasets {
-        let url = format!("{}/{session}/{}", location.url_base, d.file);
+        let url = format!("{}/{}/{}", location.url_base, session.folder, d.file);
         sql.push_str(&format!(
             "CREATE EXTERNAL TABLE {} STORED AS PARQUET LOCATION {};\n",
             crate::envelope::sql::quote_ident(&d.reference),
@@ -225,6 +247,77 @@ pub fn is_session_name(name: &str) -> bool {
     start_ok && pid_ok && sequence_ok && numbers.next().is_none()
 }
 
+/// A session under a root: its id and the folder that holds it (`session_id=<id>`, or `<id>` for
+/// sessions written before the Hive layout).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub id: String,
+    pub folder: String,
+}
+
+impl Session {
+    fn new(id: String) -> Self {
+        Self {
+            folder: format!("{SESSION_FOLDER_PREFIX}{id}"),
+            id,
+        }
+    }
+
+    /// The session a folder under the root holds, if it is one.
+    pub fn from_folder(folder: &str) -> Option<Self> {
+        let id = folder.strip_prefix(SESSION_FOLDER_PREFIX).unwrap_or(folder);
+        is_session_name(id).then(|| Self {
+            id: id.to_string(),
+            folder: folder.to_string(),
+        })
+    }
+}
+
+/// A Hive partition value for a server or tool name: letters, digits, `_`, `-` and `.` kept,
+/// anything else (a `/`, `=`, space, non-ASCII) as `_`, at most 64 characters. Exact names are in
+/// the manifest; the folder only has to be safe on every store and readable by every engine.
+pub fn partition_value(name: &str) -> String {
+    let value: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if value.is_empty() || value.chars().all(|c| c == '.') {
+        "_".to_string()
+    } else {
+        value
+    }
+}
+
+/// Where a dataset's file goes, relative to its session folder.
+fn dataset_file(dataset: &Dataset) -> String {
+    format!(
+        "server={}/tool={}/ref={}/{}.parquet",
+        partition_value(&dataset.provenance.server),
+        partition_value(&dataset.provenance.tool),
+        dataset.reference,
+        dataset.reference
+    )
+}
+
+/// `ds_crm_rows` for `ds_crm_rows_2`, `doc` for `doc_3`: the ref without its sequence number.
+pub fn table_of(reference: &str) -> String {
+    match reference.rsplit_once('_') {
+        Some((base, n))
+            if !base.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            base.to_string()
+        }
+        _ => reference.to_string(),
+    }
+}
+
 /// Writes one session's datasets in the background.
 #[derive(Clone)]
 pub struct SnapshotWriter {
@@ -235,12 +328,13 @@ impl SnapshotWriter {
     /// Start the writer task for a new session under `location`.
     pub fn start(location: Location) -> (Self, tokio::task::JoinHandle<()>) {
         let (jobs, mut queue) = mpsc::unbounded_channel::<Arc<Dataset>>();
-        let session = session_id();
-        tracing::info!(session = %session, root = %location.url_base, "session snapshots on");
+        let session = Session::new(session_id());
+        tracing::info!(session = %session.id, root = %location.url_base, "session snapshots on");
         let handle = tokio::spawn(async move {
             let mut manifest = Manifest {
+                layout: LAYOUT,
                 loom_version: env!("CARGO_PKG_VERSION").into(),
-                session: session.clone(),
+                session: session.id.clone(),
                 created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
                 datasets: Vec::new(),
             };
@@ -261,11 +355,11 @@ impl SnapshotWriter {
 
 async fn write_one(
     location: &Location,
-    session: &str,
+    session: &Session,
     manifest: &mut Manifest,
     dataset: &Dataset,
 ) -> Result<(), String> {
-    let file = format!("datasets/{}.parquet", dataset.reference);
+    let file = dataset_file(dataset);
     let schema = dataset.schema.clone();
     let batches = dataset.batches.clone();
     let bytes = tokio::task::spawn_blocking(move || parquet_bytes(&schema, &batches))
@@ -274,14 +368,7 @@ async fn write_one(
     let store = &location.store;
     store
         .put(
-            &child(
-                &location.root,
-                &[
-                    session,
-                    "datasets",
-                    &format!("{}.parquet", dataset.reference),
-                ],
-            ),
+            &file_path(location, session, &file),
             PutPayload::from(bytes),
         )
         .await
@@ -318,11 +405,12 @@ async fn write_one(
         pinned: dataset.pinned(),
         file,
         kind: dataset.content.kind().to_string(),
+        table: table_of(&dataset.reference),
     });
     let catalog = catalog_sql(location, session, manifest);
     store
         .put(
-            &child(&location.root, &[session, "catalog.sql"]),
+            &child(&location.root, &[&session.folder, "catalog.sql"]),
             PutPayload::from(catalog.into_bytes()),
         )
         .await
@@ -331,7 +419,7 @@ async fn write_one(
     let json = serde_json::to_vec_pretty(manifest).map_err(|e| e.to_string())?;
     store
         .put(
-            &child(&location.root, &[session, "manifest.json"]),
+            &child(&location.root, &[&session.folder, "manifest.json"]),
             PutPayload::from(json),
         )
         .await
@@ -339,26 +427,38 @@ async fn write_one(
     Ok(())
 }
 
+/// A file named relative to its session folder (`a/b/c.parquet`).
+fn file_path(location: &Location, session: &Session, file: &str) -> StorePath {
+    let mut path = child(&location.root, &[&session.folder]);
+    for part in file.split('/') {
+        path = path.join(part);
+    }
+    path
+}
+
 /// The sessions under a root, oldest first.
-pub async fn sessions(location: &Location) -> Result<Vec<String>, String> {
+pub async fn sessions(location: &Location) -> Result<Vec<Session>, String> {
     let listing = location
         .store
         .list_with_delimiter(Some(&location.root))
         .await
         .map_err(|e| format!("cannot list {}: {e}", location.url_base))?;
-    let mut names: Vec<String> = listing
+    let mut found: Vec<Session> = listing
         .common_prefixes
         .iter()
-        .filter_map(|p| p.filename().map(String::from))
-        .filter(|name| is_session_name(name))
+        .filter_map(|p| p.filename())
+        .filter_map(Session::from_folder)
         .collect();
-    names.sort();
-    Ok(names)
+    found.sort_by(|a, b| a.id.cmp(&b.id).then_with(|| b.folder.cmp(&a.folder)));
+    // The same id in both layouts (a copy): the Hive-style folder wins.
+    found.dedup_by(|later, kept| later.id == kept.id);
+    Ok(found)
 }
 
 /// Read a session's manifest.
-pub async fn manifest(location: &Location, session: &str) -> Result<Manifest, String> {
-    let path = child(&location.root, &[session, "manifest.json"]);
+pub async fn manifest(location: &Location, session: &Session) -> Result<Manifest, String> {
+    let path = child(&location.root, &[&session.folder, "manifest.json"]);
+    let session = &session.id;
     let bytes = location
         .store
         .get(&path)
@@ -374,13 +474,10 @@ pub async fn manifest(location: &Location, session: &str) -> Result<Manifest, St
 /// Read one dataset's Parquet file.
 pub async fn dataset_batches(
     location: &Location,
-    session: &str,
+    session: &Session,
     entry: &ManifestDataset,
 ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>), String> {
-    let mut path = child(&location.root, &[session]);
-    for part in entry.file.split('/') {
-        path = path.join(part);
-    }
+    let path = file_path(location, session, &entry.file);
     let bytes = location
         .store
         .get(&path)

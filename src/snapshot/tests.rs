@@ -71,8 +71,20 @@ async fn a_session_is_written_and_its_catalog_opens_in_a_fresh_datafusion() {
     assert_eq!(manifest.datasets[0].reference, d.reference);
     assert_eq!(manifest.datasets[0].provenance.args["apiKey"], "[redacted]");
 
-    let catalog = std::fs::read_to_string(dir.path().join(&sessions[0]).join("catalog.sql"))
-        .expect("catalog");
+    // Hive-style: session, server, tool and ref are folders an engine reads as columns.
+    let session_dir = dir.path().join(&sessions[0].folder);
+    assert!(
+        sessions[0].folder.starts_with("session_id="),
+        "{sessions:?}"
+    );
+    assert_eq!(
+        manifest.datasets[0].file,
+        format!("server=crm/tool=rows/ref={0}/{0}.parquet", d.reference)
+    );
+    assert!(session_dir.join(&manifest.datasets[0].file).is_file());
+    assert_eq!(manifest.layout, LAYOUT);
+    assert_eq!(manifest.datasets[0].table, "ds_crm_rows");
+    let catalog = std::fs::read_to_string(session_dir.join("catalog.sql")).expect("catalog");
     let ctx = datafusion::prelude::SessionContext::new();
     for statement in catalog.lines().filter(|l| l.starts_with("CREATE")) {
         ctx.sql(statement)
@@ -117,4 +129,65 @@ fn session_ids_are_unique_in_a_process_and_recognised() {
     ] {
         assert!(!is_session_name(name), "{name}");
     }
+}
+
+#[test]
+fn partition_values_and_tables() {
+    assert_eq!(partition_value("crm"), "crm");
+    assert_eq!(partition_value("my-server.v2_x"), "my-server.v2_x");
+    assert_eq!(partition_value("a/b=c d"), "a_b_c_d");
+    assert_eq!(partition_value("ünï"), "_n_");
+    assert_eq!(partition_value(""), "_");
+    assert_eq!(partition_value(".."), "_");
+    assert_eq!(partition_value(&"x".repeat(100)).len(), 64);
+    assert_eq!(table_of("ds_crm_rows_2"), "ds_crm_rows");
+    assert_eq!(table_of("doc_3"), "doc");
+    assert_eq!(table_of("my_view"), "my_view");
+    assert_eq!(table_of("top_10x"), "top_10x");
+    assert_eq!(table_of("_7"), "_7");
+}
+
+/// A session written before the Hive layout (`<id>/datasets/<ref>.parquet`, no `layout`) opens.
+#[tokio::test]
+async fn sessions_of_the_first_layout_still_open() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let d = dataset(&store, serde_json::json!({}));
+    let id = "20261130T120000123Z-4242";
+    let folder = dir.path().join(id);
+    std::fs::create_dir_all(folder.join("datasets")).expect("mkdir");
+    let bytes = parquet_bytes(&d.schema, &d.batches).expect("write");
+    std::fs::write(
+        folder
+            .join("datasets")
+            .join(format!("{}.parquet", d.reference)),
+        bytes,
+    )
+    .expect("parquet");
+    let manifest_v1 = serde_json::json!({
+        "loomVersion": "0.1.0", "session": id, "createdAt": "2026-11-30T12:00:00.123Z",
+        "datasets": [{
+            "ref": d.reference, "rows": 2, "schema": [],
+            "provenance": {"server": "crm", "tool": "rows", "args": {}, "source": "json_text"},
+            "createdAt": "2026-11-30T12:00:00.200Z", "pinned": false,
+            "file": format!("datasets/{}.parquet", d.reference)
+        }]
+    });
+    std::fs::write(folder.join("manifest.json"), manifest_v1.to_string()).expect("manifest");
+    let location = open(dir.path().to_str().expect("utf8")).expect("open");
+    let found = sessions(&location).await.expect("sessions");
+    assert_eq!(
+        found,
+        vec![Session {
+            id: id.into(),
+            folder: id.into()
+        }]
+    );
+    let manifest = manifest(&location, &found[0]).await.expect("manifest");
+    assert_eq!(manifest.layout, 1);
+    assert_eq!(manifest.datasets[0].kind, "dataset");
+    let (_, batches) = dataset_batches(&location, &found[0], &manifest.datasets[0])
+        .await
+        .expect("read");
+    assert_eq!(batches[0], d.batches[0]);
 }
