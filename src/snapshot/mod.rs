@@ -32,6 +32,8 @@ use tokio::sync::mpsc;
 
 use crate::store::{Dataset, Provenance};
 
+pub mod portable;
+
 /// One dataset as the manifest lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -53,6 +55,9 @@ pub struct ManifestDataset {
     /// of one tool share across sessions. Empty in manifests before layout 2.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub table: String,
+    /// Why Spark cannot read some of its columns (`catalog.spark.sql` leaves such a table out).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spark_unreadable: Vec<String>,
 }
 
 fn first_layout() -> u32 {
@@ -165,25 +170,45 @@ fn child(root: &StorePath, parts: &[&str]) -> StorePath {
     path
 }
 
-/// Parquet bytes of a dataset: zstd, the Arrow schema embedded (types come back as they were).
-pub fn parquet_bytes(
+/// A dataset as Parquet.
+pub struct ParquetFile {
+    pub bytes: Vec<u8>,
+    /// Why Spark cannot read some columns (empty when it reads them all).
+    pub spark_unreadable: Vec<String>,
+}
+
+/// Parquet of a dataset: zstd, in portable types ([`portable`]), the Arrow schema embedded so
+/// [`read_parquet`] gives back exactly the types it had.
+pub fn parquet_file(
     schema: &arrow::datatypes::SchemaRef,
     batches: &[RecordBatch],
-) -> Result<Vec<u8>, String> {
+) -> Result<ParquetFile, String> {
+    let (schema, batches) = portable::to_portable(schema, batches)?;
     let properties = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .build();
     let mut buffer = Vec::new();
     let mut writer = ArrowWriter::try_new(&mut buffer, schema.clone(), Some(properties))
         .map_err(|e| e.to_string())?;
-    for batch in batches {
+    for batch in &batches {
         writer.write(batch).map_err(|e| e.to_string())?;
     }
     writer.close().map_err(|e| e.to_string())?;
-    Ok(buffer)
+    Ok(ParquetFile {
+        bytes: buffer,
+        spark_unreadable: portable::spark_unreadable(&schema),
+    })
 }
 
-/// Record batches back from Parquet bytes.
+/// Parquet bytes of a dataset (see [`parquet_file`]).
+pub fn parquet_bytes(
+    schema: &arrow::datatypes::SchemaRef,
+    batches: &[RecordBatch],
+) -> Result<Vec<u8>, String> {
+    parquet_file(schema, batches).map(|file| file.bytes)
+}
+
+/// Record batches back from Parquet bytes, in the types they had before they were written.
 pub fn read_parquet(
     bytes: Bytes,
 ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>), String> {
@@ -193,11 +218,17 @@ pub fn read_parquet(
     let batches = reader
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
-    Ok((schema, batches))
+    portable::from_portable(&schema, batches)
 }
 
 fn sql_string(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
+}
+
+/// A Spark SQL string literal: Spark escapes with backslashes (and reads `'a''b'` as two
+/// literals run together, `ab`).
+fn spark_string(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
 fn catalog_sql(location: &Location, session: &Session, manifest: &Manifest) -> String {
@@ -213,6 +244,45 @@ fn catalog_sql(location: &Location, session: &Session, manifest: &Manifest) -> S
             sql_string(&url)
         ));
     }
+    sql
+}
+
+/// Spark SQL for the same tables: `CREATE TABLE … USING parquet LOCATION '<ref folder>'`.
+/// Spark resolves column names case-insensitively unless told otherwise (a view may have `X`
+/// beside `x`) and shows instants in its session time zone (loom shows UTC); the file sets both.
+/// A table with a column Spark cannot read is left out, with the reason.
+fn catalog_spark_sql(location: &Location, session: &Session, manifest: &Manifest) -> String {
+    // Spark's S3 connector is `s3a://`.
+    let base = match location.url_base.strip_prefix("s3://") {
+        Some(rest) => format!("s3a://{rest}"),
+        None => location.url_base.clone(),
+    };
+    let mut sql = format!(
+        "-- loom session {}: run with `spark-sql -f`, or statement by statement with spark.sql().\n\
+         SET spark.sql.caseSensitive=true;\n\
+         SET spark.sql.session.timeZone=UTC;\n",
+        session.id
+    );
+    for d in &manifest.datasets {
+        let file = format!("{}/{}/{}", base, session.folder, d.file);
+        let folder = file.rsplit_once('/').map_or(file.as_str(), |(dir, _)| dir);
+        let name = format!("`{}`", d.reference.replace('`', "``"));
+        if d.spark_unreadable.is_empty() {
+            sql.push_str(&format!(
+                "CREATE TABLE IF NOT EXISTS {name} USING parquet LOCATION {};\n",
+                spark_string(folder)
+            ));
+        } else {
+            sql.push_str(&format!(
+                "-- {name} left out: {}\n",
+                d.spark_unreadable.join("; ")
+            ));
+        }
+    }
+    sql.push_str(&format!(
+        "-- Every session's datasets of one tool at once (session_id, server, tool and ref become columns):\n\
+         --   spark.read.option(\"basePath\", \"{base}\").parquet(\"{base}/session_id=*/server=<server>/tool=<tool>\")\n"
+    ));
     sql
 }
 
@@ -362,14 +432,15 @@ async fn write_one(
     let file = dataset_file(dataset);
     let schema = dataset.schema.clone();
     let batches = dataset.batches.clone();
-    let bytes = tokio::task::spawn_blocking(move || parquet_bytes(&schema, &batches))
+    // A panic in the Parquet writer (it has had some for unusual types) is a failed write.
+    let written = tokio::task::spawn_blocking(move || parquet_file(&schema, &batches))
         .await
-        .map_err(|e| e.to_string())??;
+        .map_err(|e| format!("the Parquet writer failed: {e}"))??;
     let store = &location.store;
     store
         .put(
             &file_path(location, session, &file),
-            PutPayload::from(bytes),
+            PutPayload::from(written.bytes),
         )
         .await
         .map_err(|e| e.to_string())?;
@@ -406,12 +477,21 @@ async fn write_one(
         file,
         kind: dataset.content.kind().to_string(),
         table: table_of(&dataset.reference),
+        spark_unreadable: written.spark_unreadable,
     });
     let catalog = catalog_sql(location, session, manifest);
     store
         .put(
             &child(&location.root, &[&session.folder, "catalog.sql"]),
             PutPayload::from(catalog.into_bytes()),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let spark = catalog_spark_sql(location, session, manifest);
+    store
+        .put(
+            &child(&location.root, &[&session.folder, "catalog.spark.sql"]),
+            PutPayload::from(spark.into_bytes()),
         )
         .await
         .map_err(|e| e.to_string())?;

@@ -191,3 +191,324 @@ async fn sessions_of_the_first_layout_still_open() {
         .expect("read");
     assert_eq!(batches[0], d.batches[0]);
 }
+
+/// Every type of the portability table goes in, comes back exactly, and the file on disk uses
+/// only what Spark and the other engines read.
+#[test]
+fn unusual_types_are_written_portably_and_read_back_exactly() {
+    use arrow::array::*;
+    use arrow::datatypes::*;
+    use parquet::basic::{LogicalType, TimeUnit as PqUnit};
+
+    let ns_tz = DataType::Timestamp(TimeUnit::Nanosecond, Some("+00:00".into()));
+    let list_of_u64 = DataType::List(Arc::new(Field::new("item", DataType::UInt64, true)));
+    let struct_of = DataType::Struct(Fields::from(vec![
+        Field::new("n", DataType::UInt8, true),
+        Field::new("gap", DataType::Interval(IntervalUnit::MonthDayNano), true),
+    ]));
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        (
+            "u8",
+            Arc::new(UInt8Array::from(vec![Some(255), None, Some(0)])),
+        ),
+        (
+            "u16",
+            Arc::new(UInt16Array::from(vec![Some(65535), Some(1), None])),
+        ),
+        (
+            "u32",
+            Arc::new(UInt32Array::from(vec![Some(u32::MAX), None, Some(7)])),
+        ),
+        (
+            "u64",
+            Arc::new(UInt64Array::from(vec![Some(u64::MAX), Some(0), None])),
+        ),
+        (
+            "f16",
+            arrow::compute::cast(
+                &Float32Array::from(vec![Some(1.5), None, Some(65504.0)]),
+                &DataType::Float16,
+            )
+            .expect("f16"),
+        ),
+        ("nothing", Arc::new(NullArray::new(3))),
+        (
+            "ts_s",
+            Arc::new(TimestampSecondArray::from(vec![
+                Some(1_700_000_000),
+                None,
+                Some(-1),
+            ])),
+        ),
+        (
+            "ts_ns_whole",
+            Arc::new(
+                TimestampNanosecondArray::from(vec![
+                    Some(1_700_000_000_123_456_000),
+                    None,
+                    Some(0),
+                ])
+                .with_timezone("+00:00"),
+            ),
+        ),
+        (
+            "ts_ns_fine",
+            Arc::new(TimestampNanosecondArray::from(vec![
+                Some(1_700_000_000_123_456_789),
+                None,
+                Some(1),
+            ])),
+        ),
+        (
+            "d64",
+            Arc::new(Date64Array::from(vec![Some(86_400_000), None, Some(1_234)])),
+        ),
+        (
+            "t64",
+            Arc::new(Time64NanosecondArray::from(vec![
+                Some(45_296_123_456_789),
+                None,
+                Some(0),
+            ])),
+        ),
+        (
+            "t32",
+            Arc::new(Time32SecondArray::from(vec![Some(3_661), Some(0), None])),
+        ),
+        (
+            "dur",
+            Arc::new(DurationMillisecondArray::from(vec![
+                Some(-5),
+                None,
+                Some(i64::MAX),
+            ])),
+        ),
+        (
+            "iv_mdn",
+            Arc::new(IntervalMonthDayNanoArray::from(vec![
+                Some(IntervalMonthDayNano::new(1, -2, 3)),
+                None,
+                Some(IntervalMonthDayNano::new(0, 0, i64::MIN)),
+            ])),
+        ),
+        (
+            "iv_ym",
+            Arc::new(IntervalYearMonthArray::from(vec![Some(14), None, Some(-1)])),
+        ),
+        (
+            "iv_dt",
+            Arc::new(IntervalDayTimeArray::from(vec![
+                Some(IntervalDayTime::new(3, 4_000)),
+                None,
+                Some(IntervalDayTime::new(-1, -1)),
+            ])),
+        ),
+        (
+            "d256_small",
+            Arc::new(
+                Decimal256Array::from(vec![
+                    Some(i256::from_i128(12_345)),
+                    None,
+                    Some(i256::from_i128(-1)),
+                ])
+                .with_precision_and_scale(20, 2)
+                .expect("decimal"),
+            ),
+        ),
+        (
+            "d256_big",
+            Arc::new(
+                Decimal256Array::from(vec![
+                    Some(
+                        i256::from_string("12345678901234567890123456789012345678901234567890")
+                            .expect("digits"),
+                    ),
+                    None,
+                    Some(i256::from_i128(-7)),
+                ])
+                .with_precision_and_scale(60, 3)
+                .expect("decimal"),
+            ),
+        ),
+        (
+            "dict",
+            Arc::new(
+                vec![Some("a"), None, Some("a")]
+                    .into_iter()
+                    .collect::<DictionaryArray<Int32Type>>(),
+            ),
+        ),
+        (
+            "list_u64",
+            Arc::new(ListArray::from_iter_primitive::<UInt64Type, _, _>(vec![
+                Some(vec![Some(u64::MAX), None]),
+                None,
+                Some(vec![]),
+            ])),
+        ),
+        ("count(*)", Arc::new(Int64Array::from(vec![1, 2, 3]))),
+    ];
+    let mut fields: Vec<Field> = columns
+        .iter()
+        .map(|(name, a)| Field::new(*name, a.data_type().clone(), true))
+        .collect();
+    let mut arrays: Vec<ArrayRef> = columns.iter().map(|(_, a)| a.clone()).collect();
+    let nested = StructArray::try_new(
+        match &struct_of {
+            DataType::Struct(f) => f.clone(),
+            _ => unreachable!(),
+        },
+        vec![
+            Arc::new(UInt8Array::from(vec![Some(1), None, Some(200)])),
+            Arc::new(IntervalMonthDayNanoArray::from(vec![
+                Some(IntervalMonthDayNano::new(5, 6, 7)),
+                Some(IntervalMonthDayNano::new(0, 0, 0)),
+                None,
+            ])),
+        ],
+        Some(vec![true, true, false].into()),
+    )
+    .expect("struct");
+    fields.push(Field::new("nested", struct_of, true));
+    arrays.push(Arc::new(nested));
+    assert_eq!(fields[19].data_type(), &list_of_u64);
+    assert_eq!(fields[7].data_type(), &ns_tz);
+    let schema = Arc::new(Schema::new(fields));
+    let batch = RecordBatch::try_new(schema.clone(), arrays).expect("batch");
+    // Two batches: decisions (whole microseconds) hold for the whole column.
+    let batches = vec![batch.clone(), batch.slice(1, 2)];
+
+    let file = parquet_file(&schema, &batches).expect("written without panic");
+    assert_eq!(
+        file.spark_unreadable,
+        vec!["column `ts_ns_fine` holds nanosecond timestamps (Spark reads microseconds at most)"]
+    );
+    let (back_schema, back) = read_parquet(Bytes::from(file.bytes.clone())).expect("read");
+    assert_eq!(back_schema.fields(), schema.fields());
+    let got = arrow::compute::concat_batches(&back_schema, &back).expect("concat");
+    let want = arrow::compute::concat_batches(&schema, &batches).expect("concat");
+    assert_eq!(got.num_rows(), 5);
+    for i in 0..want.num_columns() {
+        assert_eq!(
+            got.column(i).as_ref(),
+            want.column(i).as_ref(),
+            "column {}",
+            schema.field(i).name()
+        );
+    }
+
+    // What is on disk: no unsigned, no FLOAT16/TIME/INTERVAL/UNKNOWN, no seconds or Date64
+    // stored as a bare int64, decimals ≤ 38 digits; only the reported column keeps NANOS.
+    let reader =
+        parquet::file::serialized_reader::SerializedFileReader::new(Bytes::from(file.bytes))
+            .expect("parquet");
+    use parquet::file::reader::FileReader;
+    let descr = reader.metadata().file_metadata().schema_descr_ptr();
+    for column in descr.columns() {
+        let path = column.path().string();
+        let logical = column.logical_type_ref().cloned();
+        match logical {
+            Some(LogicalType::Integer(int)) => assert!(int.is_signed, "{path}"),
+            Some(LogicalType::Float16 | LogicalType::Unknown) => panic!("{path}: {logical:?}"),
+            Some(LogicalType::Time { .. }) => panic!("{path}: TIME"),
+            Some(LogicalType::Timestamp(ts)) if ts.unit == PqUnit::NANOS => {
+                assert_eq!(path, "ts_ns_fine")
+            }
+            Some(LogicalType::Decimal(d)) => assert!(d.precision <= 38, "{path}"),
+            _ => {}
+        }
+        assert!(
+            column.converted_type() != parquet::basic::ConvertedType::INTERVAL,
+            "{path}"
+        );
+        if ["ts_s", "d64", "ts_ns_whole"].contains(&path.as_str()) {
+            assert!(
+                matches!(column.logical_type_ref(), Some(LogicalType::Timestamp(ts)) if ts.unit != PqUnit::NANOS),
+                "{path}: {:?} as {:?}",
+                column.logical_type_ref(),
+                column.physical_type()
+            );
+        }
+    }
+}
+
+fn manifest_entry(reference: &str, file: &str, spark_unreadable: Vec<String>) -> ManifestDataset {
+    ManifestDataset {
+        reference: reference.into(),
+        rows: 1,
+        schema: vec![],
+        provenance: ManifestProvenance {
+            server: "crm".into(),
+            tool: "rows".into(),
+            args: serde_json::json!({}),
+            source: "json_text".into(),
+        },
+        created_at: "2026-11-30T00:00:00.000Z".into(),
+        pinned: false,
+        file: file.into(),
+        kind: "dataset".into(),
+        table: table_of(reference),
+        spark_unreadable,
+    }
+}
+
+#[test]
+fn spark_catalog_points_at_ref_folders_and_leaves_out_what_spark_cannot_read() {
+    let session = Session::new("20261130T120000123Z-4242".into());
+    let manifest = Manifest {
+        layout: LAYOUT,
+        loom_version: "0".into(),
+        session: session.id.clone(),
+        created_at: "2026-11-30T12:00:00.123Z".into(),
+        datasets: vec![
+            manifest_entry(
+                "ds_crm_rows_1",
+                "server=crm/tool=rows/ref=ds_crm_rows_1/ds_crm_rows_1.parquet",
+                vec![],
+            ),
+            manifest_entry(
+                "view_now",
+                "server=loom/tool=loom_materialize/ref=view_now/view_now.parquet",
+                vec!["column `t` holds nanosecond timestamps".into()],
+            ),
+        ],
+    };
+    let mut location = open("memory://").expect("memory");
+    location.url_base = "s3://bucket/it's/here".into();
+    let spark = catalog_spark_sql(&location, &session, &manifest);
+    assert!(
+        spark.contains("SET spark.sql.caseSensitive=true;\n"),
+        "{spark}"
+    );
+    assert!(
+        spark.contains("SET spark.sql.session.timeZone=UTC;\n"),
+        "{spark}"
+    );
+    assert!(
+        spark.contains(
+            "CREATE TABLE IF NOT EXISTS `ds_crm_rows_1` USING parquet LOCATION \
+             's3a://bucket/it\\'s/here/session_id=20261130T120000123Z-4242/server=crm/tool=rows/ref=ds_crm_rows_1';\n"
+        ),
+        "{spark}"
+    );
+    assert!(
+        spark.contains("-- `view_now` left out: column `t` holds nanosecond timestamps\n"),
+        "{spark}"
+    );
+    assert!(!spark.contains("EXISTS `view_now`"), "{spark}");
+    // Every line is a statement or a comment: spark-sql -f runs it as it is.
+    for line in spark.lines() {
+        assert!(
+            line.starts_with("--") || line.ends_with(';'),
+            "not a statement: {line}"
+        );
+    }
+    let datafusion = catalog_sql(&location, &session, &manifest);
+    assert!(
+        datafusion.contains(
+            "CREATE EXTERNAL TABLE ds_crm_rows_1 STORED AS PARQUET LOCATION \
+             's3://bucket/it''s/here/session_id=20261130T120000123Z-4242/server=crm/tool=rows/ref=ds_crm_rows_1/ds_crm_rows_1.parquet';"
+        ),
+        "{datafusion}"
+    );
+}
