@@ -54,6 +54,23 @@ async fn load(url: &str, session: Option<&str>) -> Result<(String, Arc<Store>), 
             .ok_or_else(|| format!("no snapshot sessions under {url}"))?,
     };
     let manifest = crate::snapshot::manifest(&location, &session).await?;
+    if !manifest.complete {
+        // What is listed opens; the user should know what is not there.
+        let missing: Vec<String> = manifest
+            .missing
+            .iter()
+            .map(|m| format!("{} ({})", m.reference, m.error))
+            .collect();
+        eprintln!(
+            "loom query: session `{}` is incomplete: {}",
+            session.id,
+            if missing.is_empty() {
+                "its writer stopped with datasets still waiting to be written".to_string()
+            } else {
+                format!("not written: {}", missing.join("; "))
+            }
+        );
+    }
     if manifest.datasets.is_empty() {
         return Err(format!("session `{}` has no datasets", session.id));
     }

@@ -32,6 +32,7 @@ use tokio::sync::mpsc;
 
 use crate::store::{Dataset, Provenance};
 
+pub mod failure;
 pub mod portable;
 
 /// One dataset as the manifest lists it.
@@ -101,15 +102,45 @@ pub struct Manifest {
     pub session: String,
     pub created_at: String,
     pub datasets: Vec<ManifestDataset>,
+    /// False while some dataset of the session is not (yet) written; manifests before this field
+    /// hold no such information and read as complete.
+    #[serde(default = "complete_by_default")]
+    pub complete: bool,
+    /// Datasets the writer gave up on, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<MissingDataset>,
+}
+
+fn complete_by_default() -> bool {
+    true
+}
+
+/// A dataset of the session that is not in the snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MissingDataset {
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub error: String,
 }
 
 /// Where snapshots go: an object store and a root prefix inside it.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Location {
     pub store: Arc<dyn ObjectStore>,
     pub root: StorePath,
     /// How `catalog.sql` names files: `file:///abs/dir`, `s3://bucket/prefix`, `memory:///`.
     pub url_base: String,
+    /// An S3-compatible endpoint other than AWS, for messages.
+    pub endpoint: Option<String>,
+}
+
+/// Only the root: the store's own Debug would show configuration (an access key id among it).
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Location")
+            .field("url_base", &self.url_base)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Open a snapshot root: a directory path (created if missing), `file://`, `memory://` or
@@ -117,16 +148,23 @@ pub struct Location {
 pub fn open(url: &str) -> Result<Location, String> {
     if let Some(rest) = url.strip_prefix("s3://") {
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        let store = object_store::aws::AmazonS3Builder::from_env()
-            .with_bucket_name(bucket)
+        let builder = s3_builder(bucket);
+        let endpoint = [
+            object_store::aws::AmazonS3ConfigKey::S3Endpoint,
+            object_store::aws::AmazonS3ConfigKey::Endpoint,
+        ]
+        .iter()
+        .find_map(|key| builder.get_config_value(key));
+        let store = builder
             .build()
-            .map_err(|e| format!("cannot open {url}: {e}"))?;
+            .map_err(|e| format!("cannot open {url}: {}", scrub(&e.to_string())))?;
         return Ok(Location {
             store: Arc::new(store),
             root: StorePath::from(prefix),
             url_base: format!("s3://{bucket}/{prefix}")
                 .trim_end_matches('/')
                 .to_string(),
+            endpoint,
         });
     }
     if url.starts_with("memory://") {
@@ -134,6 +172,7 @@ pub fn open(url: &str) -> Result<Location, String> {
             store: Arc::new(object_store::memory::InMemory::new()),
             root: StorePath::from(""),
             url_base: "memory://".into(),
+            endpoint: None,
         });
     }
     let dir = url.strip_prefix("file://").unwrap_or(url);
@@ -146,7 +185,67 @@ pub fn open(url: &str) -> Result<Location, String> {
         store: Arc::new(store),
         root: StorePath::from(""),
         url_base: format!("file://{}", dir.display()),
+        endpoint: None,
     })
+}
+
+/// How long one S3 request may take, connection included, and how often a failed one is retried
+/// (object_store's defaults, 10 retries over up to 3 minutes, would hold `loom query` that long
+/// on an endpoint that is down).
+const S3_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+const S3_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+const S3_RETRIES: usize = 3;
+const S3_RETRY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// S3 from the usual AWS environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+/// `AWS_SESSION_TOKEN`, `AWS_REGION`/`AWS_DEFAULT_REGION`, `AWS_ENDPOINT_URL`, …), path-style
+/// requests unless `AWS_VIRTUAL_HOSTED_STYLE_REQUEST=true`. An `http://` endpoint (an
+/// S3-compatible server on a private network) is allowed without also setting `AWS_ALLOW_HTTP`.
+fn s3_builder(bucket: &str) -> object_store::aws::AmazonS3Builder {
+    use object_store::ClientConfigKey;
+    use object_store::aws::AmazonS3ConfigKey;
+    let mut builder = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+    let plain_http = [AmazonS3ConfigKey::S3Endpoint, AmazonS3ConfigKey::Endpoint]
+        .iter()
+        .find_map(|key| builder.get_config_value(key))
+        .is_some_and(|endpoint| endpoint.to_ascii_lowercase().starts_with("http://"));
+    if plain_http && std::env::var_os("AWS_ALLOW_HTTP").is_none() {
+        builder = builder.with_allow_http(true);
+    }
+    // Client settings go in one by one: `with_client_options` would replace those the
+    // environment gave (AWS_ALLOW_HTTP, a proxy, …).
+    for (key, value) in [
+        (ClientConfigKey::ConnectTimeout, S3_CONNECT_TIMEOUT),
+        (ClientConfigKey::Timeout, S3_REQUEST_TIMEOUT),
+    ] {
+        let key = AmazonS3ConfigKey::Client(key);
+        if builder.get_config_value(&key).is_none() {
+            builder = builder.with_config(key, format!("{}s", value.as_secs()));
+        }
+    }
+    builder.with_retry(object_store::RetryConfig {
+        max_retries: S3_RETRIES,
+        retry_timeout: S3_RETRY_TIMEOUT,
+        ..Default::default()
+    })
+}
+
+/// `text` with the values of the AWS secrets of this process's environment replaced: an error
+/// from the store never shows them, whatever it quotes.
+pub fn scrub(text: &str) -> String {
+    let mut out = text.to_string();
+    for key in [
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_ACCESS_KEY_ID",
+    ] {
+        if let Ok(value) = std::env::var(key)
+            && value.len() >= 4
+        {
+            out = out.replace(&value, "***");
+        }
+    }
+    out
 }
 
 /// Open a snapshot root that must already exist (for reading).
@@ -394,24 +493,176 @@ pub struct SnapshotWriter {
     jobs: mpsc::UnboundedSender<Arc<Dataset>>,
 }
 
+/// How a failed dataset write is tried again: after `first_wait`, then twice as long each time up
+/// to `max_wait`, `attempts` times in all before it is listed as missing.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    pub first_wait: std::time::Duration,
+    pub max_wait: std::time::Duration,
+    pub attempts: u32,
+}
+
+impl Default for RetryPolicy {
+    /// 1, 2, 4, … 60 s, eight attempts (about two minutes).
+    fn default() -> Self {
+        Self {
+            first_wait: std::time::Duration::from_secs(1),
+            max_wait: std::time::Duration::from_secs(60),
+            attempts: 8,
+        }
+    }
+}
+/// Datasets waiting for another try, at most: each holds its batches in memory (possibly after
+/// the store evicted them), so beyond this the oldest is given up on.
+const MAX_PENDING: usize = 32;
+
+struct Pending {
+    dataset: Arc<Dataset>,
+    attempts: u32,
+    next: tokio::time::Instant,
+    error: String,
+}
+
+/// The writer's state: the manifest as written, what waits for a retry, which kinds of failure
+/// have been logged (each kind is a warning once, then only a debug line).
+struct Writer {
+    location: Location,
+    session: Session,
+    manifest: Manifest,
+    pending: Vec<Pending>,
+    logged: std::collections::HashSet<failure::FailureKind>,
+    retry: RetryPolicy,
+}
+
+impl Writer {
+    async fn attempt(&mut self, dataset: Arc<Dataset>, attempts: u32) {
+        self.manifest.complete = false;
+        match write_one(
+            &self.location,
+            &self.session,
+            &mut self.manifest,
+            &dataset,
+            &self.pending,
+        )
+        .await
+        {
+            Ok(()) => {
+                if attempts > 0 {
+                    tracing::info!(dataset = %dataset.reference, "snapshot written after {attempts} failed attempt(s)");
+                }
+                self.settle().await;
+            }
+            Err(error) => {
+                let (kind, message) = failure::explain(&self.location, "snapshot write to", &error);
+                if self.logged.insert(kind) {
+                    tracing::warn!(dataset = %dataset.reference, "{message}; the session goes on, the write is retried");
+                } else {
+                    tracing::debug!(dataset = %dataset.reference, "{message}");
+                }
+                let attempts = attempts + 1;
+                if attempts >= self.retry.attempts {
+                    self.give_up(dataset, message).await;
+                    return;
+                }
+                let wait = self
+                    .retry
+                    .first_wait
+                    .saturating_mul(1 << (attempts - 1).min(16))
+                    .min(self.retry.max_wait);
+                self.pending.push(Pending {
+                    dataset,
+                    attempts,
+                    next: tokio::time::Instant::now() + wait,
+                    error: message,
+                });
+                if self.pending.len() > MAX_PENDING {
+                    let oldest = self.pending.remove(0);
+                    let why = format!(
+                        "{} (more than {MAX_PENDING} writes were waiting)",
+                        oldest.error
+                    );
+                    self.give_up(oldest.dataset, why).await;
+                }
+            }
+        }
+    }
+
+    async fn give_up(&mut self, dataset: Arc<Dataset>, error: String) {
+        tracing::warn!(dataset = %dataset.reference, "snapshot write given up: {error}");
+        self.manifest
+            .missing
+            .retain(|m| m.reference != dataset.reference);
+        self.manifest.missing.push(MissingDataset {
+            reference: dataset.reference.clone(),
+            error,
+        });
+        self.settle().await;
+    }
+
+    /// The manifest again, `complete` as things now stand (a failure here is left for the next
+    /// write or retry to fix).
+    async fn settle(&mut self) {
+        self.manifest.complete = self.pending.is_empty() && self.manifest.missing.is_empty();
+        if let Err(error) = put_manifest(&self.location, &self.session, &self.manifest).await {
+            tracing::debug!("manifest not updated: {error}");
+        }
+    }
+
+    /// The pending dataset due first, once its time has come.
+    async fn next_due(&mut self) -> Option<Pending> {
+        let at = self.pending.iter().map(|p| p.next).min()?;
+        tokio::time::sleep_until(at).await;
+        let index = self.pending.iter().position(|p| p.next == at)?;
+        Some(self.pending.remove(index))
+    }
+}
+
 impl SnapshotWriter {
     /// Start the writer task for a new session under `location`.
     pub fn start(location: Location) -> (Self, tokio::task::JoinHandle<()>) {
+        Self::start_with(location, RetryPolicy::default())
+    }
+
+    /// [`start`](Self::start) with another retry policy (tests wait milliseconds, not minutes).
+    pub fn start_with(
+        location: Location,
+        retry: RetryPolicy,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
         let (jobs, mut queue) = mpsc::unbounded_channel::<Arc<Dataset>>();
         let session = Session::new(session_id());
         tracing::info!(session = %session.id, root = %location.url_base, "session snapshots on");
         let handle = tokio::spawn(async move {
-            let mut manifest = Manifest {
+            let manifest = Manifest {
                 layout: LAYOUT,
                 loom_version: env!("CARGO_PKG_VERSION").into(),
                 session: session.id.clone(),
                 created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
                 datasets: Vec::new(),
+                complete: true,
+                missing: Vec::new(),
             };
-            while let Some(dataset) = queue.recv().await {
-                if let Err(error) = write_one(&location, &session, &mut manifest, &dataset).await {
-                    tracing::warn!(dataset = %dataset.reference, "snapshot not written: {error}");
+            let mut writer = Writer {
+                location,
+                session,
+                manifest,
+                pending: Vec::new(),
+                logged: Default::default(),
+                retry,
+            };
+            loop {
+                tokio::select! {
+                    job = queue.recv() => match job {
+                        Some(dataset) => writer.attempt(dataset, 0).await,
+                        None => break,
+                    },
+                    Some(due) = writer.next_due() => writer.attempt(due.dataset, due.attempts).await,
                 }
+            }
+            // Shutting down: one last try for what waits (within the shutdown budget), the rest
+            // is listed as missing.
+            while let Some(due) = writer.pending.pop() {
+                let last = writer.retry.attempts.saturating_sub(1);
+                writer.attempt(due.dataset, last).await;
             }
         });
         (Self { jobs }, handle)
@@ -423,11 +674,14 @@ impl SnapshotWriter {
     }
 }
 
+/// Writes the dataset's file, then both catalogs, then the manifest (so what the manifest lists is
+/// complete). `pending`: datasets still waiting for a retry (the manifest says it is incomplete).
 async fn write_one(
     location: &Location,
     session: &Session,
     manifest: &mut Manifest,
     dataset: &Dataset,
+    pending: &[Pending],
 ) -> Result<(), String> {
     let file = dataset_file(dataset);
     let schema = dataset.schema.clone();
@@ -496,15 +750,28 @@ async fn write_one(
         .await
         .map_err(|e| e.to_string())?;
     // The manifest last: what it lists is complete.
+    manifest
+        .missing
+        .retain(|m| m.reference != dataset.reference);
+    manifest.complete = pending.is_empty() && manifest.missing.is_empty();
+    put_manifest(location, session, manifest).await
+}
+
+async fn put_manifest(
+    location: &Location,
+    session: &Session,
+    manifest: &Manifest,
+) -> Result<(), String> {
     let json = serde_json::to_vec_pretty(manifest).map_err(|e| e.to_string())?;
-    store
+    location
+        .store
         .put(
             &child(&location.root, &[&session.folder, "manifest.json"]),
             PutPayload::from(json),
         )
         .await
-        .map_err(|e| e.to_string())?;
-    Ok(())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// A file named relative to its session folder (`a/b/c.parquet`).
@@ -522,7 +789,7 @@ pub async fn sessions(location: &Location) -> Result<Vec<Session>, String> {
         .store
         .list_with_delimiter(Some(&location.root))
         .await
-        .map_err(|e| format!("cannot list {}: {e}", location.url_base))?;
+        .map_err(|e| failure::explain(location, "cannot list", &e).1)?;
     let mut found: Vec<Session> = listing
         .common_prefixes
         .iter()
@@ -543,10 +810,13 @@ pub async fn manifest(location: &Location, session: &Session) -> Result<Manifest
         .store
         .get(&path)
         .await
-        .map_err(|e| format!("session `{session}` has no readable manifest.json: {e}"))?
+        .map_err(|e| {
+            let doing = format!("session `{session}` has no readable manifest.json under");
+            failure::explain(location, &doing, &e).1
+        })?
         .bytes()
         .await
-        .map_err(|e| format!("cannot read manifest.json of `{session}`: {e}"))?;
+        .map_err(|e| failure::explain(location, "cannot read a manifest.json under", &e).1)?;
     serde_json::from_slice(&bytes)
         .map_err(|e| format!("manifest.json of `{session}` is not valid: {e}"))
 }
@@ -558,15 +828,28 @@ pub async fn dataset_batches(
     entry: &ManifestDataset,
 ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>), String> {
     let path = file_path(location, session, &entry.file);
+    let missing = |e: object_store::Error| {
+        let doing = format!(
+            "cannot read {} of session `{}` under",
+            entry.file, session.id
+        );
+        match failure::explain(location, &doing, &e) {
+            (failure::FailureKind::NotFound, _) => format!(
+                "session `{}` is partial: its manifest lists {} ({}), which is not in {}",
+                session.id, entry.file, entry.reference, location.url_base
+            ),
+            (_, message) => message,
+        }
+    };
     let bytes = location
         .store
         .get(&path)
         .await
-        .map_err(|e| format!("cannot read {}: {e}", entry.file))?
+        .map_err(missing)?
         .bytes()
         .await
-        .map_err(|e| format!("cannot read {}: {e}", entry.file))?;
-    read_parquet(bytes)
+        .map_err(missing)?;
+    read_parquet(bytes).map_err(|e| format!("{} of session `{}`: {e}", entry.file, session.id))
 }
 
 #[cfg(test)]

@@ -460,6 +460,8 @@ fn spark_catalog_points_at_ref_folders_and_leaves_out_what_spark_cannot_read() {
         loom_version: "0".into(),
         session: session.id.clone(),
         created_at: "2026-11-30T12:00:00.123Z".into(),
+        complete: true,
+        missing: vec![],
         datasets: vec![
             manifest_entry(
                 "ds_crm_rows_1",
@@ -511,4 +513,147 @@ fn spark_catalog_points_at_ref_folders_and_leaves_out_what_spark_cannot_read() {
         ),
         "{datafusion}"
     );
+}
+
+/// An in-memory store whose dataset files (`ref=` paths) fail to be written `failures` times.
+#[derive(Debug)]
+struct FaultyStore {
+    inner: object_store::memory::InMemory,
+    failures: std::sync::atomic::AtomicUsize,
+}
+
+impl std::fmt::Display for FaultyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FaultyStore")
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for FaultyStore {
+    async fn put_opts(
+        &self,
+        location: &StorePath,
+        payload: PutPayload,
+        opts: object_store::PutOptions,
+    ) -> object_store::Result<object_store::PutResult> {
+        use std::sync::atomic::Ordering;
+        if location.as_ref().contains("/ref=")
+            && self
+                .failures
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        {
+            return Err(object_store::Error::Generic {
+                store: "S3",
+                source: "Server returned non-2xx status code: 403 Forbidden: <Error><Code>AccessDenied</Code></Error>".into(),
+            });
+        }
+        self.inner.put_opts(location, payload, opts).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &StorePath,
+        opts: object_store::PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &StorePath,
+        options: object_store::GetOptions,
+    ) -> object_store::Result<object_store::GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: futures::stream::BoxStream<'static, object_store::Result<StorePath>>,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<StorePath>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(
+        &self,
+        prefix: Option<&StorePath>,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&StorePath>,
+    ) -> object_store::Result<object_store::ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(
+        &self,
+        from: &StorePath,
+        to: &StorePath,
+        options: object_store::CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// Writes one dataset through a store that fails `failures` times, lets the writer retry for
+/// `wait` (retries every 10–40 ms), and returns the manifest it left.
+async fn write_through_faults(failures: usize, wait: std::time::Duration) -> (Manifest, String) {
+    let location = Location {
+        store: Arc::new(FaultyStore {
+            inner: object_store::memory::InMemory::new(),
+            failures: failures.into(),
+        }),
+        root: StorePath::from("snaps"),
+        url_base: "s3://bucket/snaps".into(),
+        endpoint: None,
+    };
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let retry = RetryPolicy {
+        first_wait: std::time::Duration::from_millis(10),
+        max_wait: std::time::Duration::from_millis(40),
+        attempts: 8,
+    };
+    let (writer, task) = SnapshotWriter::start_with(location.clone(), retry);
+    let w = writer.clone();
+    store.set_listener(Some(Box::new(move |d| w.dataset_created(d))));
+    let d = dataset(&store, serde_json::json!({}));
+    // The live session does not wait for the store: the dataset is there already.
+    assert!(store.get(&d.reference).is_some());
+    tokio::time::sleep(wait).await;
+    store.set_listener(None);
+    drop(writer);
+    task.await.expect("writer");
+    let found = sessions(&location).await.expect("sessions");
+    let manifest = manifest(&location, &found[0]).await.expect("manifest");
+    (manifest, d.reference.clone())
+}
+
+#[tokio::test]
+async fn a_failed_write_is_retried_with_backoff_and_the_manifest_ends_complete() {
+    let (manifest, reference) = write_through_faults(3, std::time::Duration::from_secs(1)).await;
+    assert!(manifest.complete, "{manifest:?}");
+    assert!(manifest.missing.is_empty());
+    assert_eq!(manifest.datasets.len(), 1);
+    assert_eq!(manifest.datasets[0].reference, reference);
+}
+
+#[tokio::test]
+async fn a_write_that_keeps_failing_is_listed_as_missing() {
+    let (manifest, reference) =
+        write_through_faults(usize::MAX, std::time::Duration::from_secs(1)).await;
+    assert!(!manifest.complete);
+    assert!(manifest.datasets.is_empty());
+    assert_eq!(manifest.missing.len(), 1);
+    assert_eq!(manifest.missing[0].reference, reference);
+    assert!(
+        manifest.missing[0].error.contains("access denied"),
+        "{:?}",
+        manifest.missing[0]
+    );
+}
+
+/// Shutting down while a write waits for its retry: one last try, and the manifest says what
+/// happened.
+#[tokio::test]
+async fn pending_writes_get_a_last_try_at_shutdown() {
+    let (manifest, _) = write_through_faults(1, std::time::Duration::ZERO).await;
+    assert!(manifest.complete, "{manifest:?}");
+    assert_eq!(manifest.datasets.len(), 1);
 }
