@@ -23,17 +23,23 @@ fn float(v: f64) -> Value {
 
 fn timestamp(micros: i64, utc: bool) -> Value {
     match DateTime::from_timestamp_micros(micros) {
-        Some(dt) => {
-            let naive = dt.naive_utc();
-            let text = if naive.and_utc().timestamp_subsec_micros() == 0 {
-                naive.format("%Y-%m-%dT%H:%M:%S").to_string()
-            } else {
-                naive.format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
-            };
-            Value::String(if utc { format!("{text}Z") } else { text })
-        }
+        Some(dt) => iso(dt, utc),
         None => Value::Null,
     }
+}
+
+/// An instant with as many fraction digits as it needs: none, 6 (µs) or 9 (ns, never cut to µs).
+fn iso(dt: DateTime<chrono::Utc>, utc: bool) -> Value {
+    let naive = dt.naive_utc();
+    let nanos = dt.timestamp_subsec_nanos();
+    let text = if nanos == 0 {
+        naive.format("%Y-%m-%dT%H:%M:%S").to_string()
+    } else if nanos.is_multiple_of(1000) {
+        naive.format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
+    } else {
+        naive.format("%Y-%m-%dT%H:%M:%S%.9f").to_string()
+    };
+    Value::String(if utc { format!("{text}Z") } else { text })
 }
 
 fn date(days: i32) -> Value {
@@ -102,7 +108,8 @@ pub fn cell(array: &ArrayRef, row: usize) -> Value {
                     array.as_primitive::<TimestampMicrosecondType>().value(row)
                 }
                 TimeUnit::Nanosecond => {
-                    array.as_primitive::<TimestampNanosecondType>().value(row) / 1_000
+                    let nanos = array.as_primitive::<TimestampNanosecondType>().value(row);
+                    return iso(DateTime::from_timestamp_nanos(nanos), utc);
                 }
             };
             timestamp(micros, utc)
@@ -198,5 +205,29 @@ mod tests {
         let unsigned: ArrayRef = Arc::new(UInt64Array::from(vec![7, u64::MAX]));
         assert_eq!(cell(&unsigned, 0), json!(7));
         assert_eq!(cell(&unsigned, 1), json!("18446744073709551615"));
+    }
+
+    #[test]
+    fn nanosecond_timestamps_keep_their_nanoseconds() {
+        use arrow::array::TimestampNanosecondArray;
+        let stamps: ArrayRef = Arc::new(
+            TimestampNanosecondArray::from(vec![
+                1_704_164_645_123_456_789,
+                1_704_164_645_123_456_000,
+                1_704_164_645_000_000_000,
+                -2_208_898_000_000_000_001,
+            ])
+            .with_timezone("UTC"),
+        );
+        let texts: Vec<serde_json::Value> = (0..4).map(|row| cell(&stamps, row)).collect();
+        assert_eq!(
+            texts,
+            [
+                "2024-01-02T03:04:05.123456789Z",
+                "2024-01-02T03:04:05.123456Z",
+                "2024-01-02T03:04:05Z",
+                "1900-01-02T01:13:19.999999999Z",
+            ]
+        );
     }
 }
