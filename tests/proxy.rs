@@ -114,13 +114,7 @@ fn long_and_colliding_names_stay_valid_unique_and_routable() {
     assert_eq!(dups.len(), 2, "{names:?}");
     for name in dups {
         let line = loom.call_tool(&name, json!({"text": "hi"}));
-        assert!(
-            line.value["result"]
-                .get("isError")
-                .is_none_or(|e| e == false),
-            "{}",
-            line.raw
-        );
+        assert_not_error(&line);
     }
     let long = names
         .iter()

@@ -414,3 +414,158 @@ fn s3_failures_are_named_and_never_break_the_session() {
     assert_eq!(warnings, 1, "{stderr}");
     assert!(!stderr.contains(s3::SECRET_KEY));
 }
+
+/// DataFusion's Python bindings (through catalog.sql), DuckDB (through the Hive-style folders)
+/// and Apache Spark (through catalog.spark.sql) open a snapshot loom wrote and give the answers
+/// `loom query` gives, unusual types included; Spark and DuckDB also read one tool's datasets of
+/// every session at once. The engines run in tests/engines/test_engines.py.
+#[test]
+fn engines_read_a_snapshot_with_loom_s_answers() {
+    let python = s3::data_python();
+    if !python.exists() {
+        assert!(
+            !s3::in_ci(),
+            "{} is missing: {}",
+            python.display(),
+            s3::SETUP_HINT
+        );
+        eprintln!(
+            "\n*** engine tests SKIPPED: {} is missing; {} ***\n",
+            python.display(),
+            s3::SETUP_HINT
+        );
+        return;
+    }
+    let root = tempfile::tempdir().expect("root");
+    let url = root.path().to_str().expect("utf8").to_string();
+    let mut loom = session(root.path());
+    for (name, sql) in [
+        (
+            "tricky",
+            "SELECT plan AS k, upper(plan) AS \"K\", arrow_cast(count(*), 'UInt64') AS n_u64, \
+             arrow_cast(count(*) % 200, 'UInt8') AS small, \
+             to_timestamp('2024-01-02T03:04:05.123456Z') AS stamp, INTERVAL '1 day 2 hours' AS gap, \
+             NULL AS nothing, count(*) AS \"count(*)\" FROM ds_crm_rows_1 GROUP BY plan",
+        ),
+        (
+            "fine",
+            "SELECT plan AS k, to_timestamp('2024-01-02T03:04:05.123456789Z') AS at_fine \
+             FROM ds_crm_rows_1 GROUP BY plan",
+        ),
+    ] {
+        let line = loom.call_tool("loom_materialize", json!({"name": name, "sql": sql}));
+        assert_not_error(&line);
+    }
+    loom.close_stdin();
+    assert!(loom.wait_exit().success());
+    let first = only_session(root.path());
+    // A second, smaller session in the same root.
+    let (dir, path) = write_config(&json!({
+        "snapshot": {"url": &url},
+        "servers": [fixture_server("crm", &[])]
+    }));
+    let mut second = RawClient::loom(&path);
+    second.initialize();
+    second.call_tool("crm_rows", json!({"count": 1000}));
+    second.close_stdin();
+    assert!(second.wait_exit().success());
+    drop(dir);
+    let folders = session_folders(root.path());
+    assert_eq!(folders.len(), 2, "{folders:?}");
+    let second_folder = folders
+        .iter()
+        .find(|f| **f != first)
+        .expect("second")
+        .clone();
+
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engines/queries.sql"),
+    )
+    .expect("queries.sql");
+    let mut queries = Vec::new();
+    let mut answers = Vec::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with("--") && !l.trim().is_empty())
+    {
+        let (spark, duckdb, sql) = match line.split_once("] ") {
+            Some(("[no-spark", sql)) => (false, true, sql),
+            Some(("[no-duckdb", sql)) => (true, false, sql),
+            _ => (true, true, line),
+        };
+        let (code, out, err) = loom_query(&[
+            "--snapshot",
+            &url,
+            "--session",
+            &first,
+            "--format",
+            "json",
+            sql,
+        ]);
+        assert_eq!(code, 0, "{sql}: {err}");
+        let rows: Value = serde_json::from_str(&out).expect("json answer");
+        assert!(
+            rows.as_array().is_some_and(|r| !r.is_empty()),
+            "{sql}: {out}"
+        );
+        queries.push(json!({"sql": sql, "spark": spark, "duckdb": duckdb}));
+        answers.push(rows);
+    }
+    let id = |folder: &str| folder.trim_start_matches("session_id=").to_string();
+    let expected = json!({
+        "queries": queries,
+        "answers": answers,
+        "per_session": {id(&first): 3000, id(&second_folder): 1000},
+    });
+    let expected_path = root.path().join("expected.json");
+    std::fs::write(&expected_path, expected.to_string()).expect("expected.json");
+    let out = Command::new(&python)
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/engines/test_engines.py",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("LOOM_SNAPSHOT_ROOT", root.path())
+        .env("LOOM_SESSION_FOLDER", &first)
+        .env("LOOM_EXPECTED", &expected_path)
+        .output()
+        .expect("pytest");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{report}");
+    // Every engine ran every query (3 × 7) plus the cross-session read: nothing skipped.
+    let summary = report
+        .lines()
+        .rev()
+        .find(|l| l.contains("passed"))
+        .unwrap_or_default();
+    assert!(
+        summary.contains(&format!("{} passed", 3 * queries.len() + 1)),
+        "{report}"
+    );
+    assert!(!summary.contains("skipped"), "{report}");
+}
+
+fn session_folders(root: &std::path::Path) -> Vec<String> {
+    let mut folders: Vec<String> = std::fs::read_dir(root)
+        .expect("root")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("session_id="))
+        .collect();
+    folders.sort();
+    folders
+}
+
+fn only_session(root: &std::path::Path) -> String {
+    let folders = session_folders(root);
+    assert_eq!(folders.len(), 1, "{folders:?}");
+    folders[0].clone()
+}

@@ -348,12 +348,17 @@ pub fn envelope(line: &Line) -> Value {
 
 pub fn query(loom: &mut RawClient, sql: &str) -> Value {
     let line = loom.call_tool("loom_query", json!({ "sql": sql }));
+    assert_not_error(&line);
+    line.value["result"]["structuredContent"].clone()
+}
+
+/// The call answered with a result that is not `isError`.
+pub fn assert_not_error(line: &Line) {
     assert!(
         line.value["result"]
             .get("isError")
             .is_none_or(|e| e == false),
-        "{sql}: {}",
+        "{}",
         line.raw
     );
-    line.value["result"]["structuredContent"].clone()
 }
