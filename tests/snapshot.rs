@@ -569,3 +569,65 @@ fn only_session(root: &std::path::Path) -> String {
     assert_eq!(folders.len(), 1, "{folders:?}");
     folders[0].clone()
 }
+
+/// `--all-sessions`: every session under the root as one catalog; cross-session questions are
+/// one statement.
+#[test]
+fn all_sessions_make_one_catalog() {
+    let root = tempfile::tempdir().expect("root");
+    for _ in 0..2 {
+        let mut loom = session(root.path());
+        loom.close_stdin();
+        assert!(loom.wait_exit().success());
+    }
+    let url = root.path().to_str().expect("utf8");
+    let (code, out, err) = loom_query(&["--snapshot", url, "--all-sessions", "--list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("2 sessions under"), "{out}");
+    assert!(
+        out.contains("ds_crm_rows  6000 rows from 2 datasets in 2 sessions"),
+        "{out}"
+    );
+
+    let out = all_sessions_csv(
+        url,
+        "SELECT server, tool, count(*) AS datasets, sum(rows) AS rows, \
+         count(DISTINCT session_id) AS sessions, bool_and(session_complete) AS complete \
+         FROM loom_catalog GROUP BY server, tool ORDER BY rows DESC",
+    );
+    assert_eq!(
+        out,
+        "server,tool,datasets,rows,sessions,complete\r\n\
+         shop,orders,2,8000,2,true\r\ncrm,rows,2,6000,2,true\r\nloom,loom_materialize,2,6,2,true\r\n"
+    );
+    // Provenance as the live session showed it: redacted.
+    let out = all_sessions_csv(url, "SELECT args FROM loom_catalog WHERE tool = 'rows'");
+    assert_eq!(out.matches("[redacted]").count(), 2, "{out}");
+    assert!(!out.contains("secret-token-value"), "{out}");
+
+    // One table per ref family, with the session as a column, joinable like any table.
+    let out = all_sessions_csv(
+        url,
+        "SELECT count(DISTINCT o.session_id) AS sessions, count(*) AS orders \
+         FROM ds_shop_orders o JOIN ds_crm_rows c \
+         ON o.session_id = c.session_id AND o.user_id = c.id",
+    );
+    assert_eq!(out, "sessions,orders\r\n2,8000\r\n");
+    let (code, _, err) = loom_query(&[
+        "--snapshot",
+        url,
+        "--all-sessions",
+        "--session",
+        "x",
+        "--list",
+    ]);
+    assert_eq!(code, 2, "{err}");
+}
+
+/// `loom query --all-sessions --format csv SQL` that must succeed; its output.
+fn all_sessions_csv(url: &str, sql: &str) -> String {
+    let (code, out, err) =
+        loom_query(&["--snapshot", url, "--all-sessions", "--format", "csv", sql]);
+    assert_eq!(code, 0, "{sql}: {err}");
+    out
+}

@@ -52,6 +52,11 @@ pub enum Command {
         /// Session to open (default: the latest under the root).
         #[arg(long)]
         session: Option<String>,
+        /// Every session under the root as one catalog: `loom_catalog` (every dataset of every
+        /// session with its provenance) and one table per ref family across sessions
+        /// (`ds_crm_rows`, `doc`, …) with session_id, ref, server, tool and created_at columns.
+        #[arg(long, conflicts_with = "session")]
+        all_sessions: bool,
         /// Output format for query results.
         #[arg(long, value_enum, default_value = "table")]
         format: query::OutputFormat,
@@ -98,6 +103,7 @@ pub fn run() -> ExitCode {
         Command::Query {
             snapshot,
             session,
+            all_sessions,
             format,
             list,
             describe,
@@ -112,7 +118,12 @@ pub fn run() -> ExitCode {
                     return ExitCode::from(EXIT_CONFIG);
                 }
             };
-            query::run(&snapshot, session.as_deref(), action)
+            let sessions = if all_sessions {
+                query::Sessions::All
+            } else {
+                query::Sessions::One(session.as_deref())
+            };
+            query::run(&snapshot, sessions, action)
         }
         Command::DemoServer { kind } => demo_server(&kind),
     }

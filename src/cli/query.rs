@@ -74,26 +74,11 @@ async fn load(url: &str, session: Option<&str>) -> Result<(String, Arc<Store>), 
     if manifest.datasets.is_empty() {
         return Err(format!("session `{}` has no datasets", session.id));
     }
-    let store = Arc::new(Store::new(StoreSettings {
-        memory_budget_bytes: u64::MAX,
-        ..StoreSettings::default()
-    })?);
+    let store = fresh_store()?;
     for entry in &manifest.datasets {
         let (schema, batches) =
             crate::snapshot::dataset_batches(&location, &session, entry).await?;
-        let columns = schema
-            .fields()
-            .iter()
-            .map(|f| crate::ingest::ColumnInfo {
-                name: f.name().clone(),
-                source: f
-                    .metadata()
-                    .get(crate::ingest::SOURCE_KEY)
-                    .cloned()
-                    .unwrap_or_else(|| f.name().clone()),
-                typing: crate::ingest::ColumnType::Text,
-            })
-            .collect();
+        let columns = columns_of(&schema);
         store.add(NewDataset {
             server: entry.provenance.server.clone(),
             tool: entry.provenance.tool.clone(),
@@ -115,8 +100,132 @@ async fn load(url: &str, session: Option<&str>) -> Result<(String, Arc<Store>), 
     Ok((session.id, store))
 }
 
-async fn execute(url: &str, session: Option<&str>, action: Action<'_>) -> Result<(), String> {
-    let (session, store) = load(url, session).await?;
+/// Which sessions `loom query` opens.
+pub enum Sessions<'a> {
+    /// `--session ID`, or the latest when `None`.
+    One(Option<&'a str>),
+    /// `--all-sessions`.
+    All,
+}
+
+fn fresh_store() -> Result<Arc<Store>, String> {
+    Ok(Arc::new(Store::new(StoreSettings {
+        memory_budget_bytes: u64::MAX,
+        ..StoreSettings::default()
+    })?))
+}
+
+/// Every session under `url` as one catalog: `loom_catalog`, and the cross-session tables that
+/// `action` can use (only those are read).
+async fn load_all(url: &str, action: &Action<'_>) -> Result<(String, Arc<Store>), String> {
+    use crate::snapshot::catalog;
+    let location = crate::snapshot::open_existing(url)?;
+    let sessions = crate::snapshot::sessions(&location).await?;
+    if sessions.is_empty() {
+        return Err(format!("no snapshot sessions under {url}"));
+    }
+    let count = sessions.len();
+    let (manifests, unreadable) = catalog::all_manifests(&location, sessions).await;
+    for error in &unreadable {
+        eprintln!("loom query: left out: {error}");
+    }
+    let store = fresh_store()?;
+    let add = |name: &str, schema, batches, source: &str| {
+        store.add(NewDataset {
+            server: "loom".into(),
+            tool: "snapshots".into(),
+            columns: columns_of(&schema),
+            schema,
+            batches,
+            provenance: Provenance {
+                server: "loom".into(),
+                tool: "snapshots".into(),
+                args: serde_json::json!({ "root": url }),
+                created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                source: source.into(),
+            },
+            pinned: true,
+            implicit: false,
+            name: Some(name.to_string()),
+        })
+    };
+    let batch = catalog::catalog_batch(&manifests)?;
+    add(
+        catalog::CATALOG_TABLE,
+        batch.schema(),
+        vec![batch],
+        "catalog",
+    )?;
+    for (table, members) in catalog::tables(&manifests) {
+        let wanted = match action {
+            Action::Sql(sql, _) => catalog::mentions(sql, &table),
+            Action::Describe(name) => *name == table,
+            Action::List => false,
+        };
+        if wanted {
+            let (schema, batches) = catalog::union_table(&location, &members).await?;
+            add(&table, schema, batches, "all sessions")?;
+        }
+    }
+    if let Action::List = action {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        let io = |e: std::io::Error| format!("cannot write the output: {e}");
+        writeln!(out, "{count} sessions under {url}").map_err(io)?;
+        writeln!(
+            out,
+            "\n{}  {} datasets (every dataset of every session, with provenance)",
+            catalog::CATALOG_TABLE,
+            manifests
+                .iter()
+                .map(|(_, m)| m.datasets.len())
+                .sum::<usize>()
+        )
+        .map_err(io)?;
+        for (table, members) in catalog::tables(&manifests) {
+            let rows: usize = members.iter().map(|(_, d)| d.rows).sum();
+            let mut in_sessions: Vec<&str> = members.iter().map(|(s, _)| s.id.as_str()).collect();
+            in_sessions.dedup();
+            writeln!(
+                out,
+                "\n{table}  {rows} rows from {} datasets in {} sessions\n  columns: {} then the datasets' own",
+                members.len(),
+                in_sessions.len(),
+                catalog::PROVENANCE_COLUMNS.join(", ")
+            )
+            .map_err(io)?;
+        }
+    }
+    Ok((format!("{count} sessions"), store))
+}
+
+fn columns_of(schema: &arrow::datatypes::SchemaRef) -> Vec<crate::ingest::ColumnInfo> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| crate::ingest::ColumnInfo {
+            name: f.name().clone(),
+            source: f
+                .metadata()
+                .get(crate::ingest::SOURCE_KEY)
+                .cloned()
+                .unwrap_or_else(|| f.name().clone()),
+            typing: crate::ingest::ColumnType::Text,
+        })
+        .collect()
+}
+
+async fn execute(url: &str, sessions: Sessions<'_>, action: Action<'_>) -> Result<(), String> {
+    let (session, store) = match sessions {
+        Sessions::One(session) => load(url, session).await?,
+        Sessions::All => {
+            let loaded = load_all(url, &action).await?;
+            if let Action::List = action {
+                return Ok(());
+            }
+            loaded
+        }
+    };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let io = |e: std::io::Error| format!("cannot write the output: {e}");
@@ -209,7 +318,7 @@ async fn execute(url: &str, session: Option<&str>, action: Action<'_>) -> Result
     out.flush().map_err(io)
 }
 
-pub fn run(url: &str, session: Option<&str>, action: Action<'_>) -> ExitCode {
+pub fn run(url: &str, sessions: Sessions<'_>, action: Action<'_>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -220,7 +329,7 @@ pub fn run(url: &str, session: Option<&str>, action: Action<'_>) -> ExitCode {
             return ExitCode::from(super::EXIT_START);
         }
     };
-    match runtime.block_on(execute(url, session, action)) {
+    match runtime.block_on(execute(url, sessions, action)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("loom query: {error}");

@@ -32,6 +32,7 @@ use tokio::sync::mpsc;
 
 use crate::store::{Dataset, Provenance};
 
+pub mod catalog;
 pub mod failure;
 pub mod portable;
 
