@@ -14,8 +14,13 @@ fn loom_query(args: &[&str]) -> (i32, String, String) {
 }
 
 fn loom_query_with(args: &[&str], envs: &[(String, String)]) -> (i32, String, String) {
+    loom_command("query", args, envs)
+}
+
+/// `loom <command> args` with `envs`: exit code, stdout, stderr.
+fn loom_command(command: &str, args: &[&str], envs: &[(String, String)]) -> (i32, String, String) {
     let out = Command::new(loom_bin())
-        .arg("query")
+        .arg(command)
         .args(args)
         .envs(envs.iter().map(|(k, v)| (k, v)))
         .output()
@@ -332,6 +337,13 @@ fn a_session_on_s3_reopens_and_never_shows_the_secret() {
         assert!(!body.contains(s3::SECRET_KEY), "{file}");
         assert!(!body.contains(s3::ACCESS_KEY), "{file}");
     }
+    let (code, out, err) = loom_snapshots_with(&["list", "--snapshot", &url], &env);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("1 sessions under {url}")), "{out}");
+    assert!(
+        out.lines().nth(1).is_some_and(|l| l.ends_with(" yes")),
+        "{out}"
+    );
     let spark = moto.object("get", &bucket, &format!("{folder}catalog.spark.sql"));
     assert!(
         spark.contains(&format!("LOCATION 's3a://{bucket}/team/session_id=")),
@@ -630,4 +642,87 @@ fn all_sessions_csv(url: &str, sql: &str) -> String {
         loom_query(&["--snapshot", url, "--all-sessions", "--format", "csv", sql]);
     assert_eq!(code, 0, "{sql}: {err}");
     out
+}
+
+fn loom_snapshots(args: &[&str]) -> (i32, String, String) {
+    loom_snapshots_with(args, &[])
+}
+
+fn loom_snapshots_with(args: &[&str], envs: &[(String, String)]) -> (i32, String, String) {
+    loom_command("snapshots", args, envs)
+}
+
+/// `loom snapshots list|gc`: ages count from a session's last write; gc shows what it would
+/// delete and deletes only with --delete, only what is old enough, sessions of the first layout
+/// too.
+#[test]
+fn snapshots_are_listed_and_old_ones_collected() {
+    let root = tempfile::tempdir().expect("root");
+    let mut loom = session(root.path());
+    loom.close_stdin();
+    assert!(loom.wait_exit().success());
+    let old_folder = only_session(root.path());
+    // Make it 40 days old, and add an old session of the first layout beside it.
+    let forty_days_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(40 * 86_400);
+    let v1 = root.path().join("20200101T000000000Z-1");
+    std::fs::create_dir_all(v1.join("datasets")).expect("v1");
+    std::fs::write(v1.join("manifest.json"), r#"{"loomVersion":"0","session":"20200101T000000000Z-1","createdAt":"2020-01-01T00:00:00.000Z","datasets":[]}"#).expect("manifest");
+    let mut folders = vec![root.path().join(&old_folder), v1.clone()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("dir").flatten() {
+            if entry.path().is_dir() {
+                folders.push(entry.path());
+            } else {
+                std::fs::File::options()
+                    .write(true)
+                    .open(entry.path())
+                    .and_then(|f| f.set_modified(forty_days_ago))
+                    .expect("set mtime");
+            }
+        }
+    }
+    let mut fresh = session(root.path());
+    fresh.close_stdin();
+    assert!(fresh.wait_exit().success());
+    let url = root.path().to_str().expect("utf8");
+
+    let (code, out, err) = loom_snapshots(&["list", "--snapshot", url]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("3 sessions under"), "{out}");
+    let old_id = old_folder.trim_start_matches("session_id=");
+    let old_line = out
+        .lines()
+        .find(|l| l.starts_with(old_id))
+        .expect("old session listed");
+    assert!(
+        old_line.contains(" 40d ") && old_line.ends_with("yes"),
+        "{old_line}"
+    );
+
+    let (code, out, err) = loom_snapshots(&["gc", "--snapshot", url, "--older-than", "30d"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("would delete {old_id}")), "{out}");
+    assert!(out.contains("would delete 20200101T000000000Z-1"), "{out}");
+    assert!(out.contains("2 sessions"), "{out}");
+    assert_eq!(
+        session_folders(root.path()).len(),
+        2,
+        "a dry run deleted something"
+    );
+
+    let (code, out, err) =
+        loom_snapshots(&["gc", "--snapshot", url, "--older-than", "30d", "--delete"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("2 sessions deleted"), "{out}");
+    assert!(!v1.exists());
+    let left = session_folders(root.path());
+    assert_eq!(left.len(), 1);
+    assert_ne!(left[0], old_folder);
+    let (code, out, err) = loom_query(&["--snapshot", url, "--list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("ds_crm_rows_1"), "{out}");
+
+    let (code, _, err) = loom_snapshots(&["gc", "--snapshot", url, "--older-than", "soon"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("e.g. 30d"), "{err}");
 }

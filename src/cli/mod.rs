@@ -3,6 +3,7 @@
 mod check;
 mod query;
 mod serve;
+mod snapshots;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -69,6 +70,11 @@ pub enum Command {
         /// One read-only SQL statement.
         sql: Option<String>,
     },
+    /// Housekeeping for a snapshot root: list its sessions, collect old ones.
+    Snapshots {
+        #[command(subcommand)]
+        action: SnapshotsCommand,
+    },
     /// See loom work in one command: two demo servers, a large result, a join, an export.
     Demo {
         /// Keep the demo's export in this directory (default: a temporary one).
@@ -81,6 +87,48 @@ pub enum Command {
     /// A demo MCP server (`crm` or `shop`) served over stdio; used by `loom demo`.
     #[command(hide = true)]
     DemoServer { kind: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SnapshotsCommand {
+    /// Every session under the root: created, age since its last write, datasets, rows, bytes,
+    /// whether its snapshot is complete.
+    List {
+        /// Snapshot root (default: `snapshot.url` of the configuration).
+        #[arg(long, value_name = "PATH|URL")]
+        snapshot: Option<String>,
+    },
+    /// Sessions last written longer ago than --older-than; shown only, unless --delete.
+    Gc {
+        /// Snapshot root (default: `snapshot.url` of the configuration).
+        #[arg(long, value_name = "PATH|URL")]
+        snapshot: Option<String>,
+        /// Age since a session's last write, e.g. 30d, 12h, 2w.
+        #[arg(long, value_name = "AGE")]
+        older_than: String,
+        /// Delete them (without it nothing is deleted).
+        #[arg(long)]
+        delete: bool,
+    },
+}
+
+/// The root given, else the configuration's `snapshot.url`.
+fn snapshot_root(given: Option<String>, config_path: &std::path::Path) -> Result<String, String> {
+    if let Some(root) = given {
+        return Ok(root);
+    }
+    match crate::config::load(config_path) {
+        Ok(config) => config.snapshot.map(|s| s.url).ok_or_else(|| {
+            format!(
+                "give --snapshot ROOT, or set snapshot.url in {}",
+                config_path.display()
+            )
+        }),
+        Err(error) => Err(format!(
+            "give --snapshot ROOT (the configuration {} cannot be read: {error})",
+            config_path.display()
+        )),
+    }
 }
 
 /// Parse arguments and run.
@@ -124,6 +172,27 @@ pub fn run() -> ExitCode {
                 query::Sessions::One(session.as_deref())
             };
             query::run(&snapshot, sessions, action)
+        }
+        Command::Snapshots { action } => {
+            let (given, action) = match action {
+                SnapshotsCommand::List { snapshot } => (snapshot, Ok(snapshots::Action::List)),
+                SnapshotsCommand::Gc {
+                    snapshot,
+                    older_than,
+                    delete,
+                } => (
+                    snapshot,
+                    snapshots::parse_age(&older_than)
+                        .map(|older_than| snapshots::Action::Gc { older_than, delete }),
+                ),
+            };
+            match (snapshot_root(given, &config_path), action) {
+                (Ok(root), Ok(action)) => snapshots::run(&root, action),
+                (Err(error), _) | (_, Err(error)) => {
+                    eprintln!("loom snapshots: {error}");
+                    ExitCode::from(EXIT_CONFIG)
+                }
+            }
         }
         Command::DemoServer { kind } => demo_server(&kind),
     }

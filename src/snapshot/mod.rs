@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use bytes::Bytes;
+use futures::StreamExt as _;
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use parquet::arrow::ArrowWriter;
@@ -801,6 +802,67 @@ pub async fn sessions(location: &Location) -> Result<Vec<Session>, String> {
     // The same id in both layouts (a copy): the Hive-style folder wins.
     found.dedup_by(|later, kept| later.id == kept.id);
     Ok(found)
+}
+
+/// What a session holds in the store.
+#[derive(Debug, Clone, Default)]
+pub struct Usage {
+    pub objects: usize,
+    pub bytes: u64,
+    /// The newest object's time: when the session last wrote (a running session is never
+    /// older than its last write).
+    pub newest: Option<chrono::DateTime<chrono::Utc>>,
+    pub paths: Vec<StorePath>,
+}
+
+/// Every object under a session's folder.
+pub async fn usage(location: &Location, session: &Session) -> Result<Usage, String> {
+    use futures::TryStreamExt;
+    let prefix = child(&location.root, &[&session.folder]);
+    let objects: Vec<object_store::ObjectMeta> = location
+        .store
+        .list(Some(&prefix))
+        .try_collect()
+        .await
+        .map_err(|e| failure::explain(location, "cannot list", &e).1)?;
+    Ok(Usage {
+        objects: objects.len(),
+        bytes: objects.iter().map(|o| o.size).sum(),
+        newest: objects.iter().map(|o| o.last_modified).max(),
+        paths: objects.into_iter().map(|o| o.location).collect(),
+    })
+}
+
+/// Deletes a session: its manifest first (so a half-deleted session is never read as one with
+/// missing files), then everything else under its folder.
+pub async fn delete_session(location: &Location, session: &Session) -> Result<usize, String> {
+    use futures::TryStreamExt;
+    let found = usage(location, session).await?;
+    let manifest = child(&location.root, &[&session.folder, "manifest.json"]);
+    let (first, rest): (Vec<StorePath>, Vec<StorePath>) =
+        found.paths.into_iter().partition(|p| *p == manifest);
+    let mut deleted = 0;
+    for batch in [first, rest] {
+        let stream = futures::stream::iter(batch.into_iter().map(Ok)).boxed();
+        let done: Vec<StorePath> = location
+            .store
+            .delete_stream(stream)
+            .try_collect()
+            .await
+            .map_err(|e| failure::explain(location, "cannot delete from", &e).1)?;
+        deleted += done.len();
+    }
+    // A directory root keeps the emptied folders (object stores have none): remove them, and
+    // anything the store does not list (a staging file left by a kill), so the session is gone.
+    if let Some(dir) = location.url_base.strip_prefix("file://") {
+        let folder = std::path::Path::new(dir).join(&session.folder);
+        match std::fs::remove_dir_all(&folder) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("cannot remove {}: {e}", folder.display())),
+        }
+    }
+    Ok(deleted)
 }
 
 /// Read a session's manifest.
