@@ -552,14 +552,15 @@ fn engines_read_a_snapshot_with_loom_s_answers() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "{report}");
-    // Every engine ran every query (3 × 7) plus the cross-session read: nothing skipped.
+    // Every engine ran every query, plus the cross-session read and the README's three
+    // examples: nothing skipped.
     let summary = report
         .lines()
         .rev()
         .find(|l| l.contains("passed"))
         .unwrap_or_default();
     assert!(
-        summary.contains(&format!("{} passed", 3 * queries.len() + 1)),
+        summary.contains(&format!("{} passed", 3 * queries.len() + 1 + 3)),
         "{report}"
     );
     assert!(!summary.contains("skipped"), "{report}");

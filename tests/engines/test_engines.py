@@ -186,3 +186,29 @@ def test_every_session_of_one_tool_at_once(spark, duckdb_con):
         "hive_partitioning = true) GROUP BY session_id"
     ).fetchall()
     assert sorted([sid, n] for sid, n in got) == want
+
+
+def readme_blocks():
+    """The README's engine examples: each fenced block after `<!-- tested: ENGINE -->`."""
+    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text()
+    blocks = []
+    for part in readme.split("<!-- tested: ")[1:]:
+        engine, _, rest = part.partition(" -->")
+        code = rest.split("```python\n", 1)[1].split("```", 1)[0]
+        blocks.append((engine, code))
+    return blocks
+
+
+@pytest.mark.parametrize("engine,code", readme_blocks(), ids=[e for e, _ in readme_blocks()])
+def test_readme_examples_run_as_written(spark, engine, code, capsys):
+    """The README's code, with `root` and `session` pointing at this snapshot."""
+    assert 'root = "/path/to/snapshots"' in code
+    assert 'session = "session_id=' in code or engine == "duckdb"
+    code = code.replace('root = "/path/to/snapshots"', f"root = {str(ROOT)!r}")
+    code = code.replace(
+        'session = "session_id=20261202T150357350Z-19081"', f"session = {SESSION.name!r}"
+    )
+    exec(compile(code, f"README.md ({engine})", "exec"), {})
+    shown = capsys.readouterr().out
+    # Each example prints a table: the plans of the session or the sessions of the root.
+    assert "free" in shown or "session_id" in shown, shown
