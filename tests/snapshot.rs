@@ -346,7 +346,7 @@ fn a_session_on_s3_reopens_and_never_shows_the_secret() {
     );
     let spark = moto.object("get", &bucket, &format!("{folder}catalog.spark.sql"));
     assert!(
-        spark.contains(&format!("LOCATION 's3a://{bucket}/team/session_id=")),
+        spark.contains(&format!("(path 's3a://{bucket}/team/session_id=")),
         "{spark}"
     );
 }

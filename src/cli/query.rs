@@ -48,10 +48,33 @@ async fn load(url: &str, session: Option<&str>) -> Result<(String, Arc<Store>), 
                 }
             ));
         }
-        None => sessions
-            .last()
-            .cloned()
-            .ok_or_else(|| format!("no snapshot sessions under {url}"))?,
+        None => {
+            // The latest session that has a manifest: one killed before its first manifest
+            // (or being written right now) is not "the latest session" yet.
+            let mut latest = None;
+            for candidate in sessions.iter().rev() {
+                if let Ok(manifest) = crate::snapshot::manifest(&location, candidate).await {
+                    latest = Some((candidate.clone(), manifest));
+                    break;
+                }
+            }
+            match latest {
+                Some(found) => found.0,
+                None if sessions.is_empty() => {
+                    return Err(format!("no snapshot sessions under {url}"));
+                }
+                None => {
+                    return Err(format!(
+                        "no session under {url} has a readable manifest.json (sessions there: {})",
+                        sessions
+                            .iter()
+                            .map(|n| n.id.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+            }
+        }
     };
     let manifest = crate::snapshot::manifest(&location, &session).await?;
     if !manifest.complete {

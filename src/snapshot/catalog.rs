@@ -182,24 +182,35 @@ pub async fn union_table(
     location: &Location,
     members: &[(&Session, &ManifestDataset)],
 ) -> Result<(SchemaRef, Vec<RecordBatch>), String> {
-    let mut loaded = Vec::with_capacity(members.len());
-    for (session, entry) in members {
-        let (schema, batches) = dataset_batches(location, session, entry).await?;
-        loaded.push((*session, *entry, schema, batches));
-    }
-    let rename = |name: &str| {
-        if PROVENANCE_COLUMNS.contains(&name) {
-            format!("data_{name}")
-        } else {
-            name.to_string()
+    // Files are read READ_AHEAD at a time (on S3 each is a round trip), kept in member order.
+    let loaded: Vec<_> = futures::stream::iter(members.iter().map(|(session, entry)| async move {
+        dataset_batches(location, session, entry)
+            .await
+            .map(|(schema, batches)| (*session, *entry, schema, batches))
+    }))
+    .buffered(READ_AHEAD)
+    .collect::<Vec<_>>()
+    .await
+    .into_iter()
+    .collect::<Result<_, String>>()?;
+    // A data column named like a provenance column is `data_<name>` (`data_data_<name>` if that
+    // is taken too, …), so no column of any dataset is lost.
+    let rename = |name: &str, schema: &Schema| {
+        if !PROVENANCE_COLUMNS.contains(&name) {
+            return name.to_string();
         }
+        let mut renamed = format!("data_{name}");
+        while schema.field_with_name(&renamed).is_ok() {
+            renamed.insert_str(0, "data_");
+        }
+        renamed
     };
     // Column order: first appearance; type: widened over every member that has it.
     let mut order: Vec<String> = Vec::new();
     let mut types: BTreeMap<String, DataType> = BTreeMap::new();
     for (_, _, schema, _) in &loaded {
         for field in schema.fields() {
-            let name = rename(field.name());
+            let name = rename(field.name(), schema);
             match types.get(&name) {
                 Some(t) => {
                     let wider = widen(t, field.data_type());
@@ -241,7 +252,7 @@ pub async fn union_table(
                 let found = member_schema
                     .fields()
                     .iter()
-                    .position(|f| rename(f.name()) == *name);
+                    .position(|f| rename(f.name(), &member_schema) == *name);
                 columns.push(match found {
                     Some(i) => cast(batch.column(i), target).map_err(|e| {
                         format!("column {name} of {} ({}): {e}", entry.reference, session.id)
@@ -258,12 +269,57 @@ pub async fn union_table(
 /// Whether `sql` names `table` as a word (case-insensitive): only tables a statement can use are
 /// read from the store.
 pub fn mentions(sql: &str, table: &str) -> bool {
-    let sql = sql.to_ascii_lowercase();
+    let sql = without_literals(sql).to_ascii_lowercase();
     let table = table.to_ascii_lowercase();
     let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
     sql.match_indices(&table).any(|(at, _)| {
         !word(sql[..at].chars().next_back()) && !word(sql[at + table.len()..].chars().next())
     })
+}
+
+/// `sql` with string literals and comments blanked out (a name inside `'…'` is data, not a
+/// table); double-quoted identifiers stay.
+fn without_literals(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                // To the closing quote; `''` inside is an escaped quote.
+                while let Some(d) = chars.next() {
+                    if d == '\'' {
+                        if chars.peek() == Some(&'\'') {
+                            chars.next();
+                        } else {
+                            break;
+                        }
+                    }
+                }
+                out.push(' ');
+            }
+            '-' if chars.peek() == Some(&'-') => {
+                for d in chars.by_ref() {
+                    if d == '\n' {
+                        break;
+                    }
+                }
+                out.push(' ');
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut last = ' ';
+                for d in chars.by_ref() {
+                    if last == '*' && d == '/' {
+                        break;
+                    }
+                    last = d;
+                }
+                out.push(' ');
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -294,5 +350,12 @@ mod tests {
         assert!(!mentions("SELECT * FROM ds_crm_rows_x", "ds_crm_rows"));
         assert!(!mentions("SELECT * FROM my_ds_crm_rows", "ds_crm_rows"));
         assert!(mentions("SELECT 1 FROM a JOIN doc ON true", "doc"));
+        assert!(!mentions(
+            "SELECT * FROM loom_catalog WHERE \"table\" = 'ds_crm_rows'",
+            "ds_crm_rows"
+        ));
+        assert!(!mentions("SELECT 1 -- from ds_crm_rows\n", "ds_crm_rows"));
+        assert!(!mentions("SELECT 1 /* ds_crm_rows */", "ds_crm_rows"));
+        assert!(mentions("SELECT 'it''s' FROM ds_crm_rows", "ds_crm_rows"));
     }
 }

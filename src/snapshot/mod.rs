@@ -348,7 +348,8 @@ fn catalog_sql(location: &Location, session: &Session, manifest: &Manifest) -> S
     sql
 }
 
-/// Spark SQL for the same tables: `CREATE TABLE … USING parquet LOCATION '<ref folder>'`.
+/// Spark SQL for the same tables: `CREATE OR REPLACE TEMPORARY VIEW … USING parquet OPTIONS
+/// (path '<ref folder>')`.
 /// Spark resolves column names case-insensitively unless told otherwise (a view may have `X`
 /// beside `x`) and shows instants in its session time zone (loom shows UTC); the file sets both.
 /// A table with a column Spark cannot read is left out, with the reason.
@@ -369,8 +370,10 @@ fn catalog_spark_sql(location: &Location, session: &Session, manifest: &Manifest
         let folder = file.rsplit_once('/').map_or(file.as_str(), |(dir, _)| dir);
         let name = format!("`{}`", d.reference.replace('`', "``"));
         if d.spark_unreadable.is_empty() {
+            // A temporary view, replaced if it exists: every session has a `ds_crm_rows_1`, and
+            // a table kept from another session's catalog would answer with that one's data.
             sql.push_str(&format!(
-                "CREATE TABLE IF NOT EXISTS {name} USING parquet LOCATION {};\n",
+                "CREATE OR REPLACE TEMPORARY VIEW {name} USING parquet OPTIONS (path {});\n",
                 spark_string(folder)
             ));
         } else {
@@ -477,6 +480,16 @@ fn dataset_file(dataset: &Dataset) -> String {
     )
 }
 
+/// The table a dataset belongs to across sessions: a view (`loom_materialize`) is its own (its
+/// name was chosen, digits included: `top_10` is not `top`); others drop the sequence number.
+fn table_for(dataset: &Dataset) -> String {
+    if dataset.provenance.tool == "loom_materialize" {
+        dataset.reference.clone()
+    } else {
+        table_of(&dataset.reference)
+    }
+}
+
 /// `ds_crm_rows` for `ds_crm_rows_2`, `doc` for `doc_3`: the ref without its sequence number.
 pub fn table_of(reference: &str) -> String {
     match reference.rsplit_once('_') {
@@ -493,6 +506,8 @@ pub fn table_of(reference: &str) -> String {
 #[derive(Clone)]
 pub struct SnapshotWriter {
     jobs: mpsc::UnboundedSender<Arc<Dataset>>,
+    /// Datasets sent and not yet taken by the writer: while any is, the manifest is incomplete.
+    queued: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// How a failed dataset write is tried again: after `first_wait`, then twice as long each time up
@@ -534,17 +549,32 @@ struct Writer {
     pending: Vec<Pending>,
     logged: std::collections::HashSet<failure::FailureKind>,
     retry: RetryPolicy,
+    queued: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Writer {
+    /// Whether anything of the session is not (yet) in the snapshot: a retry waiting, a dataset
+    /// given up on, or one still queued behind the one being written.
+    fn incomplete(&self) -> bool {
+        !self.pending.is_empty()
+            || !self.manifest.missing.is_empty()
+            || self.queued.load(std::sync::atomic::Ordering::SeqCst) > 0
+    }
+
     async fn attempt(&mut self, dataset: Arc<Dataset>, attempts: u32) {
-        self.manifest.complete = false;
+        if self.manifest.complete {
+            // Said first: a kill during this write leaves a manifest that does not claim to be
+            // whole (one small object more per dataset).
+            self.manifest.complete = false;
+            self.settle_as_is().await;
+        }
+        let queued_behind = self.queued.load(std::sync::atomic::Ordering::SeqCst) > 0;
         match write_one(
             &self.location,
             &self.session,
             &mut self.manifest,
             &dataset,
-            &self.pending,
+            !self.pending.is_empty() || queued_behind,
         )
         .await
         {
@@ -552,9 +582,13 @@ impl Writer {
                 if attempts > 0 {
                     tracing::info!(dataset = %dataset.reference, "snapshot written after {attempts} failed attempt(s)");
                 }
-                self.settle().await;
             }
-            Err(error) => {
+            Err(WriteError::Encode(error)) => {
+                // The same data fails the same way every time: no retry.
+                self.give_up(dataset, format!("cannot be written as Parquet: {error}"))
+                    .await;
+            }
+            Err(WriteError::Store(error)) => {
                 let (kind, message) = failure::explain(&self.location, "snapshot write to", &error);
                 if self.logged.insert(kind) {
                     tracing::warn!(dataset = %dataset.reference, "{message}; the session goes on, the write is retried");
@@ -591,6 +625,11 @@ impl Writer {
 
     async fn give_up(&mut self, dataset: Arc<Dataset>, error: String) {
         tracing::warn!(dataset = %dataset.reference, "snapshot write given up: {error}");
+        // Its file may be in place while a catalog or the manifest failed: it is missing, not
+        // listed.
+        self.manifest
+            .datasets
+            .retain(|d| d.reference != dataset.reference);
         self.manifest
             .missing
             .retain(|m| m.reference != dataset.reference);
@@ -604,9 +643,14 @@ impl Writer {
     /// The manifest again, `complete` as things now stand (a failure here is left for the next
     /// write or retry to fix).
     async fn settle(&mut self) {
-        self.manifest.complete = self.pending.is_empty() && self.manifest.missing.is_empty();
+        self.manifest.complete = !self.incomplete();
+        self.settle_as_is().await;
+    }
+
+    async fn settle_as_is(&mut self) {
         if let Err(error) = put_manifest(&self.location, &self.session, &self.manifest).await {
-            tracing::debug!("manifest not updated: {error}");
+            let (_, message) = failure::explain(&self.location, "manifest not updated in", &error);
+            tracing::debug!("{message}");
         }
     }
 
@@ -631,6 +675,8 @@ impl SnapshotWriter {
         retry: RetryPolicy,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let (jobs, mut queue) = mpsc::unbounded_channel::<Arc<Dataset>>();
+        let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let writer_queued = queued.clone();
         let session = Session::new(session_id());
         tracing::info!(session = %session.id, root = %location.url_base, "session snapshots on");
         let handle = tokio::spawn(async move {
@@ -650,11 +696,15 @@ impl SnapshotWriter {
                 pending: Vec::new(),
                 logged: Default::default(),
                 retry,
+                queued: writer_queued,
             };
             loop {
                 tokio::select! {
                     job = queue.recv() => match job {
-                        Some(dataset) => writer.attempt(dataset, 0).await,
+                        Some(dataset) => {
+                            writer.queued.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                            writer.attempt(dataset, 0).await
+                        }
                         None => break,
                     },
                     Some(due) = writer.next_due() => writer.attempt(due.dataset, due.attempts).await,
@@ -667,31 +717,45 @@ impl SnapshotWriter {
                 writer.attempt(due.dataset, last).await;
             }
         });
-        (Self { jobs }, handle)
+        (Self { jobs, queued }, handle)
     }
 
     /// Queue a new dataset for writing.
     pub fn dataset_created(&self, dataset: Arc<Dataset>) {
-        let _ = self.jobs.send(dataset);
+        self.queued
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if self.jobs.send(dataset).is_err() {
+            self.queued
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 }
 
+/// Why a dataset was not written: its data cannot be Parquet (retrying changes nothing), or the
+/// store failed (retried).
+enum WriteError {
+    Encode(String),
+    Store(String),
+}
+
 /// Writes the dataset's file, then both catalogs, then the manifest (so what the manifest lists is
-/// complete). `pending`: datasets still waiting for a retry (the manifest says it is incomplete).
+/// complete). `others_waiting`: other datasets are not written yet (the manifest says it is
+/// incomplete).
 async fn write_one(
     location: &Location,
     session: &Session,
     manifest: &mut Manifest,
     dataset: &Dataset,
-    pending: &[Pending],
-) -> Result<(), String> {
+    others_waiting: bool,
+) -> Result<(), WriteError> {
     let file = dataset_file(dataset);
     let schema = dataset.schema.clone();
     let batches = dataset.batches.clone();
     // A panic in the Parquet writer (it has had some for unusual types) is a failed write.
     let written = tokio::task::spawn_blocking(move || parquet_file(&schema, &batches))
         .await
-        .map_err(|e| format!("the Parquet writer failed: {e}"))??;
+        .map_err(|e| WriteError::Encode(format!("the Parquet writer failed: {e}")))?
+        .map_err(WriteError::Encode)?;
     let store = &location.store;
     store
         .put(
@@ -699,7 +763,7 @@ async fn write_one(
             PutPayload::from(written.bytes),
         )
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| WriteError::Store(e.to_string()))?;
     let Provenance {
         server,
         tool,
@@ -732,7 +796,7 @@ async fn write_one(
         pinned: dataset.pinned(),
         file,
         kind: dataset.content.kind().to_string(),
-        table: table_of(&dataset.reference),
+        table: table_for(dataset),
         spark_unreadable: written.spark_unreadable,
     });
     let catalog = catalog_sql(location, session, manifest);
@@ -742,7 +806,7 @@ async fn write_one(
             PutPayload::from(catalog.into_bytes()),
         )
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| WriteError::Store(e.to_string()))?;
     let spark = catalog_spark_sql(location, session, manifest);
     store
         .put(
@@ -750,13 +814,15 @@ async fn write_one(
             PutPayload::from(spark.into_bytes()),
         )
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| WriteError::Store(e.to_string()))?;
     // The manifest last: what it lists is complete.
     manifest
         .missing
         .retain(|m| m.reference != dataset.reference);
-    manifest.complete = pending.is_empty() && manifest.missing.is_empty();
-    put_manifest(location, session, manifest).await
+    manifest.complete = !others_waiting && manifest.missing.is_empty();
+    put_manifest(location, session, manifest)
+        .await
+        .map_err(WriteError::Store)
 }
 
 async fn put_manifest(

@@ -131,7 +131,14 @@ pub fn to_portable(
             field.data_type(),
             DataType::Timestamp(TimeUnit::Nanosecond, _)
         ) && whole_micros(&column);
-        targets.push(portable_type(field.data_type(), micros));
+        // The original type is restored from its text: a type whose text does not parse back
+        // to itself (odd nested names, nested metadata) is written as it is.
+        let restorable = field
+            .data_type()
+            .to_string()
+            .parse::<DataType>()
+            .is_ok_and(|t| t == *field.data_type());
+        targets.push(portable_type(field.data_type(), micros).filter(|_| restorable));
     }
     retype(schema, batches.to_vec(), targets, Mark::Original)
 }

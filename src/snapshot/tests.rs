@@ -488,8 +488,8 @@ fn spark_catalog_points_at_ref_folders_and_leaves_out_what_spark_cannot_read() {
     );
     assert!(
         spark.contains(
-            "CREATE TABLE IF NOT EXISTS `ds_crm_rows_1` USING parquet LOCATION \
-             's3a://bucket/it\\'s/here/session_id=20261130T120000123Z-4242/server=crm/tool=rows/ref=ds_crm_rows_1';\n"
+            "CREATE OR REPLACE TEMPORARY VIEW `ds_crm_rows_1` USING parquet OPTIONS (path \
+             's3a://bucket/it\\'s/here/session_id=20261130T120000123Z-4242/server=crm/tool=rows/ref=ds_crm_rows_1');\n"
         ),
         "{spark}"
     );
@@ -497,7 +497,7 @@ fn spark_catalog_points_at_ref_folders_and_leaves_out_what_spark_cannot_read() {
         spark.contains("-- `view_now` left out: column `t` holds nanosecond timestamps\n"),
         "{spark}"
     );
-    assert!(!spark.contains("EXISTS `view_now`"), "{spark}");
+    assert!(!spark.contains("VIEW `view_now`"), "{spark}");
     // Every line is a statement or a comment: spark-sql -f runs it as it is.
     for line in spark.lines() {
         assert!(
@@ -656,4 +656,42 @@ async fn pending_writes_get_a_last_try_at_shutdown() {
     let (manifest, _) = write_through_faults(1, std::time::Duration::ZERO).await;
     assert!(manifest.complete, "{manifest:?}");
     assert_eq!(manifest.datasets.len(), 1);
+}
+
+/// While a write waits for its retry, the manifest says the snapshot is not complete (a kill
+/// then must not leave a manifest claiming to be whole).
+#[tokio::test]
+async fn a_manifest_never_claims_to_be_whole_while_a_write_waits() {
+    let location = Location {
+        store: Arc::new(FaultyStore {
+            inner: object_store::memory::InMemory::new(),
+            failures: usize::MAX.into(),
+        }),
+        root: StorePath::from("snaps"),
+        url_base: "s3://bucket/snaps".into(),
+        endpoint: None,
+    };
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let retry = RetryPolicy {
+        first_wait: std::time::Duration::from_secs(30),
+        max_wait: std::time::Duration::from_secs(30),
+        attempts: 8,
+    };
+    let (writer, task) = SnapshotWriter::start_with(location.clone(), retry);
+    let w = writer.clone();
+    store.set_listener(Some(Box::new(move |d| w.dataset_created(d))));
+    let d = dataset(&store, serde_json::json!({}));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let found = sessions(&location).await.expect("sessions");
+    let waiting = manifest(&location, &found[0]).await.expect("manifest");
+    assert!(!waiting.complete, "{waiting:?}");
+    assert!(waiting.datasets.is_empty());
+    // Shutdown: one last try, then it is listed as missing.
+    store.set_listener(None);
+    drop(writer);
+    task.await.expect("writer");
+    let last = manifest(&location, &found[0]).await.expect("manifest");
+    assert!(!last.complete);
+    assert_eq!(last.missing.len(), 1);
+    assert_eq!(last.missing[0].reference, d.reference);
 }

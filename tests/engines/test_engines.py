@@ -37,7 +37,10 @@ def value(v):
         seconds, nanos = divmod(int(v), 1_000_000_000)
         stamp = datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=seconds)
         return f"{stamp.isoformat(timespec='seconds')}.{nanos:09d}"
-    if v is None or isinstance(v, (bool, str)):
+    if isinstance(v, bool):
+        # Kept apart from numbers: in Python True == 1.
+        return "true" if v else "false"
+    if v is None or isinstance(v, str):
         if isinstance(v, str) and len(v) >= 19 and v[4] == "-" and v[10] == "T":
             seconds, _, fraction = v.rstrip("Z").partition(".")
             if len(fraction) > 6:  # nanoseconds: compared as text
@@ -129,7 +132,7 @@ def duckdb_con():
 def test_duckdb_reads_the_hive_folders(duckdb_con, index, query):
     if not query["duckdb"]:
         # Names that differ only in case are one name to DuckDB: it reads the first.
-        assert duckdb_con.sql(query["sql"]).fetchall() != [tuple(r.values()) for r in EXPECTED["answers"][index]]
+        assert arrow_rows(duckdb_con.sql(query["sql"]).to_arrow_table()) != expected(index)
         return
     got = arrow_rows(duckdb_con.sql(query["sql"]).to_arrow_table())
     assert got == expected(index), query["sql"]
