@@ -451,6 +451,22 @@ fn engines_read_a_snapshot_with_loom_s_answers() {
     let root = tempfile::tempdir().expect("root");
     let url = root.path().to_str().expect("utf8").to_string();
     let mut loom = session(root.path());
+    // A document too: its table's text column is a string view in Arrow.
+    let log: String = (1..=3000)
+        .map(|n| {
+            format!(
+                "{} request {n}\n",
+                if n % 100 == 42 { "ERROR" } else { "INFO" }
+            )
+        })
+        .collect();
+    let result = json!({"content": [{"type": "text", "text": log}]});
+    let line = loom.call_tool("crm_raw", json!({"json": result.to_string()}));
+    assert!(
+        first_text(&line).starts_with("[loom: text reduced"),
+        "{:.300}",
+        line.raw
+    );
     for (name, sql) in [
         (
             "tricky",
@@ -726,4 +742,44 @@ fn snapshots_are_listed_and_old_ones_collected() {
     let (code, _, err) = loom_snapshots(&["gc", "--snapshot", url, "--older-than", "soon"]);
     assert_eq!(code, 2);
     assert!(err.contains("e.g. 30d"), "{err}");
+}
+
+/// On a server that checks credentials: unknown keys and keys without permission are each named
+/// (without the secret), and a session whose snapshots are refused keeps answering.
+#[test]
+fn refused_credentials_and_permissions_are_named() {
+    let Some(moto) = s3::locked_moto() else {
+        return;
+    };
+    let Some((id, secret)) = moto.keys.clone() else {
+        panic!("the locked server gave no keys")
+    };
+    let with_keys = |id: &str, secret: &str| {
+        let mut env = moto.env();
+        env.retain(|(k, _)| k != "AWS_ACCESS_KEY_ID" && k != "AWS_SECRET_ACCESS_KEY");
+        env.push(("AWS_ACCESS_KEY_ID".into(), id.into()));
+        env.push(("AWS_SECRET_ACCESS_KEY".into(), secret.into()));
+        env
+    };
+    let unknown = with_keys("AKIAUNKNOWNUNKNOWN01", "unknown-secret-2f9c");
+    let (code, _, err) = loom_query_with(&["--snapshot", "s3://locked/x", "--list"], &unknown);
+    assert_eq!(code, 1);
+    assert!(err.contains("the store refused the credentials"), "{err}");
+    assert!(!err.contains("unknown-secret-2f9c"), "{err}");
+
+    let powerless = with_keys(&id, &secret);
+    let (code, _, err) = loom_query_with(&["--snapshot", "s3://locked/x", "--list"], &powerless);
+    assert_eq!(code, 1);
+    assert!(err.contains("access denied"), "{err}");
+    assert!(!err.contains(&secret), "{err}");
+
+    let mut loom = session_at("s3://locked/live", &powerless);
+    let answer = query(&mut loom, "SELECT count(*) AS n FROM ds_shop_orders_1");
+    assert!(answer.to_string().contains("4000"), "{answer}");
+    eventually("the refusal is logged", || {
+        loom.stderr_text().contains("access denied")
+    });
+    loom.close_stdin();
+    assert!(loom.wait_exit().success());
+    assert!(!loom.stderr_text().contains(&secret));
 }

@@ -29,13 +29,14 @@ impl FailureKind {
             FailureKind::BadCredentials
         } else if code("AccessDenied") || error.contains("403 Forbidden") {
             FailureKind::AccessDenied
+        } else if error.contains("timed out") || error.contains("deadline has elapsed") {
+            // Before "unreachable": reqwest reports a timeout as "error sending request" too.
+            FailureKind::TimedOut
         } else if error.contains("error sending request")
             || error.contains("Connection refused")
             || error.contains("dns error")
         {
             FailureKind::Unreachable
-        } else if error.contains("timed out") || error.contains("operation timed out") {
-            FailureKind::TimedOut
         } else if code("NoSuchKey") || error.contains("not found") || error.contains("NotFound") {
             FailureKind::NotFound
         } else {
@@ -109,6 +110,10 @@ mod tests {
                 FailureKind::Unreachable,
             ),
             ("Object at location x not found: 404", FailureKind::NotFound),
+            (
+                "HTTP error: error sending request: operation timed out",
+                FailureKind::TimedOut,
+            ),
             ("something else", FailureKind::Other),
         ];
         for (text, kind) in cases {

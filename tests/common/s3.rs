@@ -18,6 +18,8 @@ pub const SECRET_KEY: &str = "loom-test-secret-6f1d2c";
 
 pub struct Moto {
     pub port: u16,
+    /// For a locked server: the keys of a user that may do nothing.
+    pub keys: Option<(String, String)>,
     /// Holding its stdin open keeps it serving; the server exits when this process does.
     _child: Mutex<Child>,
 }
@@ -34,7 +36,18 @@ pub fn data_python() -> PathBuf {
 /// outside CI.
 pub fn moto() -> Option<&'static Moto> {
     static MOTO: OnceLock<Option<Moto>> = OnceLock::new();
-    MOTO.get_or_init(|| {
+    MOTO.get_or_init(|| start(false)).as_ref()
+}
+
+/// A second server that authenticates requests: bucket `locked`, and in `keys` a user with no
+/// permission at all.
+pub fn locked_moto() -> Option<&'static Moto> {
+    static MOTO: OnceLock<Option<Moto>> = OnceLock::new();
+    MOTO.get_or_init(|| start(true)).as_ref()
+}
+
+fn start(locked: bool) -> Option<Moto> {
+    {
         let python = data_python();
         if !python.exists() {
             assert!(!in_ci(), "{} is missing: {SETUP_HINT}", python.display());
@@ -47,6 +60,7 @@ pub fn moto() -> Option<&'static Moto> {
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/engines/moto_server.py");
         let mut child = Command::new(&python)
             .arg(script)
+            .args(if locked { &["--locked"][..] } else { &[][..] })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -57,13 +71,21 @@ pub fn moto() -> Option<&'static Moto> {
         BufReader::new(stdout)
             .read_line(&mut line)
             .expect("moto's port");
-        let port: u16 = line.trim().parse().expect("moto printed its port");
+        let mut words = line.split_whitespace();
+        let port: u16 = words
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("moto printed its port");
+        let keys = match (words.next(), words.next()) {
+            (Some(id), Some(secret)) => Some((id.to_string(), secret.to_string())),
+            _ => None,
+        };
         Some(Moto {
             port,
+            keys,
             _child: Mutex::new(child),
         })
-    })
-    .as_ref()
+    }
 }
 
 impl Moto {

@@ -11,3 +11,4 @@ SELECT plan, n FROM ds_view_per_plan ORDER BY plan
 SELECT k, n_u64, small, stamp, nothing, "count(*)" FROM ds_view_tricky ORDER BY k
 [no-duckdb] SELECT k, "K" FROM ds_view_tricky ORDER BY k
 [no-spark] SELECT k, at_fine FROM ds_view_fine ORDER BY k
+SELECT count(*) AS errors, min(line_no) AS first, max(text) AS sample FROM doc_1 WHERE text LIKE 'ERROR%'
