@@ -568,13 +568,18 @@ impl Writer {
             self.manifest.complete = false;
             self.settle_as_is().await;
         }
-        let queued_behind = self.queued.load(std::sync::atomic::Ordering::SeqCst) > 0;
+        let retries_waiting = !self.pending.is_empty();
+        let queued = self.queued.clone();
+        // Asked again right before the manifest is written: a dataset made during this write
+        // is queued behind it.
+        let others_waiting =
+            move || retries_waiting || queued.load(std::sync::atomic::Ordering::SeqCst) > 0;
         match write_one(
             &self.location,
             &self.session,
             &mut self.manifest,
             &dataset,
-            !self.pending.is_empty() || queued_behind,
+            &others_waiting,
         )
         .await
         {
@@ -746,7 +751,7 @@ async fn write_one(
     session: &Session,
     manifest: &mut Manifest,
     dataset: &Dataset,
-    others_waiting: bool,
+    others_waiting: &(dyn Fn() -> bool + Sync),
 ) -> Result<(), WriteError> {
     let file = dataset_file(dataset);
     let schema = dataset.schema.clone();
@@ -819,7 +824,7 @@ async fn write_one(
     manifest
         .missing
         .retain(|m| m.reference != dataset.reference);
-    manifest.complete = !others_waiting && manifest.missing.is_empty();
+    manifest.complete = !others_waiting() && manifest.missing.is_empty();
     put_manifest(location, session, manifest)
         .await
         .map_err(WriteError::Store)
