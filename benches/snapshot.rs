@@ -12,11 +12,16 @@
 //!
 //! `cargo bench --bench snapshot`; `-- skip-live` / `skip-many` leave parts out.
 
+#[path = "common/stdio_client.rs"]
+mod stdio_client;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use stdio_client::StdioClient;
 
 use serde_json::{Value, json};
 
@@ -164,79 +169,24 @@ fn throughput(runtime: &tokio::runtime::Runtime, endpoint: Option<&str>) {
     }
 }
 
-struct Peer {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next: u64,
+/// loom with `config`, over stdio.
+fn loom_with(config: &Value) -> (StdioClient, tempfile::NamedTempFile) {
+    let mut file = tempfile::NamedTempFile::new().expect("temp");
+    write!(file, "{config}").expect("config");
+    let path = file.path().to_str().expect("utf8").to_string();
+    let peer = StdioClient::spawn(
+        std::path::Path::new(env!("CARGO_BIN_EXE_loom")),
+        &["--config", &path],
+    );
+    (peer, file)
 }
 
-impl Peer {
-    fn loom(config: &Value) -> (Self, tempfile::NamedTempFile) {
-        let mut file = tempfile::NamedTempFile::new().expect("temp");
-        write!(file, "{config}").expect("config");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_loom"))
-            .args(["--config", file.path().to_str().expect("utf8")])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .env("LOOM_LOG", "error")
-            .spawn()
-            .expect("loom");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut peer = Self {
-            child,
-            stdin,
-            stdout,
-            next: 1,
-        };
-        peer.call("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}));
-        writeln!(
-            peer.stdin,
-            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-        )
-        .expect("write");
-        (peer, file)
-    }
-
-    fn call(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        writeln!(
-            self.stdin,
-            "{}",
-            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-        )
-        .expect("write");
-        self.stdin.flush().expect("flush");
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(
-                self.stdout.read_line(&mut line).expect("read") > 0,
-                "loom closed"
-            );
-            let value: Value = serde_json::from_str(&line).expect("json");
-            if value["id"] == json!(id) {
-                return value;
-            }
-        }
-    }
-
-    fn tool(&mut self, name: &str, arguments: Value) -> Duration {
-        let start = Instant::now();
-        let answer = self.call("tools/call", json!({"name": name, "arguments": arguments}));
-        assert!(answer.get("result").is_some(), "{answer}");
-        start.elapsed()
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// One `tools/call` that must succeed; how long it took.
+fn tool(peer: &mut StdioClient, name: &str, arguments: Value) -> Duration {
+    let start = Instant::now();
+    let answer = peer.call("tools/call", json!({"name": name, "arguments": arguments}));
+    assert!(answer.get("result").is_some(), "{answer}");
+    start.elapsed()
 }
 
 fn live_session() {
@@ -253,17 +203,21 @@ fn live_session() {
         if snapshots {
             config["snapshot"] = json!({"url": root.path()});
         }
-        let (mut peer, _file) = Peer::loom(&config);
+        let (mut peer, _file) = loom_with(&config);
         for _ in 0..200 {
-            peer.tool("fx_echo", json!({"text": "warm"}));
+            tool(&mut peer, "fx_echo", json!({"text": "warm"}));
         }
         let mut small = Vec::new();
         let mut big = Vec::new();
         for round in 0..ROUNDS {
-            big.push(peer.tool("fx_rows", json!({"count": 100_000, "offset": round})));
+            big.push(tool(
+                &mut peer,
+                "fx_rows",
+                json!({"count": 100_000, "offset": round}),
+            ));
             let until = Instant::now() + Duration::from_secs(1);
             while Instant::now() < until {
-                small.push(peer.tool("fx_echo", json!({"text": "ping"})));
+                small.push(tool(&mut peer, "fx_echo", json!({"text": "ping"})));
             }
         }
         small.sort_unstable();

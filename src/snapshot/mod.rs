@@ -150,13 +150,7 @@ impl std::fmt::Debug for Location {
 pub fn open(url: &str) -> Result<Location, String> {
     if let Some(rest) = url.strip_prefix("s3://") {
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        let builder = s3_builder(bucket);
-        let endpoint = [
-            object_store::aws::AmazonS3ConfigKey::S3Endpoint,
-            object_store::aws::AmazonS3ConfigKey::Endpoint,
-        ]
-        .iter()
-        .find_map(|key| builder.get_config_value(key));
+        let (builder, endpoint) = s3_builder(bucket);
         let store = builder
             .build()
             .map_err(|e| format!("cannot open {url}: {}", scrub(&e.to_string())))?;
@@ -203,14 +197,17 @@ const S3_RETRY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15)
 /// `AWS_SESSION_TOKEN`, `AWS_REGION`/`AWS_DEFAULT_REGION`, `AWS_ENDPOINT_URL`, …), path-style
 /// requests unless `AWS_VIRTUAL_HOSTED_STYLE_REQUEST=true`. An `http://` endpoint (an
 /// S3-compatible server on a private network) is allowed without also setting `AWS_ALLOW_HTTP`.
-fn s3_builder(bucket: &str) -> object_store::aws::AmazonS3Builder {
+/// Also returns the endpoint, when one is set (for messages).
+fn s3_builder(bucket: &str) -> (object_store::aws::AmazonS3Builder, Option<String>) {
     use object_store::ClientConfigKey;
     use object_store::aws::AmazonS3ConfigKey;
     let mut builder = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
-    let plain_http = [AmazonS3ConfigKey::S3Endpoint, AmazonS3ConfigKey::Endpoint]
+    let endpoint = [AmazonS3ConfigKey::S3Endpoint, AmazonS3ConfigKey::Endpoint]
         .iter()
-        .find_map(|key| builder.get_config_value(key))
-        .is_some_and(|endpoint| endpoint.to_ascii_lowercase().starts_with("http://"));
+        .find_map(|key| builder.get_config_value(key));
+    let plain_http = endpoint
+        .as_deref()
+        .is_some_and(|e| e.to_ascii_lowercase().starts_with("http://"));
     if plain_http && std::env::var_os("AWS_ALLOW_HTTP").is_none() {
         builder = builder.with_allow_http(true);
     }
@@ -225,11 +222,12 @@ fn s3_builder(bucket: &str) -> object_store::aws::AmazonS3Builder {
             builder = builder.with_config(key, format!("{}s", value.as_secs()));
         }
     }
-    builder.with_retry(object_store::RetryConfig {
+    let builder = builder.with_retry(object_store::RetryConfig {
         max_retries: S3_RETRIES,
         retry_timeout: S3_RETRY_TIMEOUT,
         ..Default::default()
-    })
+    });
+    (builder, endpoint)
 }
 
 /// `text` with the values of the AWS secrets of this process's environment replaced: an error
@@ -804,22 +802,21 @@ async fn write_one(
         table: table_for(dataset),
         spark_unreadable: written.spark_unreadable,
     });
-    let catalog = catalog_sql(location, session, manifest);
-    store
-        .put(
-            &child(&location.root, &[&session.folder, "catalog.sql"]),
-            PutPayload::from(catalog.into_bytes()),
-        )
-        .await
-        .map_err(|e| WriteError::Store(e.to_string()))?;
-    let spark = catalog_spark_sql(location, session, manifest);
-    store
-        .put(
-            &child(&location.root, &[&session.folder, "catalog.spark.sql"]),
-            PutPayload::from(spark.into_bytes()),
-        )
-        .await
-        .map_err(|e| WriteError::Store(e.to_string()))?;
+    for (name, text) in [
+        ("catalog.sql", catalog_sql(location, session, manifest)),
+        (
+            "catalog.spark.sql",
+            catalog_spark_sql(location, session, manifest),
+        ),
+    ] {
+        store
+            .put(
+                &child(&location.root, &[&session.folder, name]),
+                PutPayload::from(text.into_bytes()),
+            )
+            .await
+            .map_err(|e| WriteError::Store(e.to_string()))?;
+    }
     // The manifest last: what it lists is complete.
     manifest
         .missing

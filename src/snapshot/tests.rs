@@ -592,10 +592,9 @@ impl ObjectStore for FaultyStore {
     }
 }
 
-/// Writes one dataset through a store that fails `failures` times, lets the writer retry for
-/// `wait` (retries every 10–40 ms), and returns the manifest it left.
-async fn write_through_faults(failures: usize, wait: std::time::Duration) -> (Manifest, String) {
-    let location = Location {
+/// A root on a [`FaultyStore`] whose dataset files fail `failures` times.
+fn faulty_location(failures: usize) -> Location {
+    Location {
         store: Arc::new(FaultyStore {
             inner: object_store::memory::InMemory::new(),
             failures: failures.into(),
@@ -603,7 +602,13 @@ async fn write_through_faults(failures: usize, wait: std::time::Duration) -> (Ma
         root: StorePath::from("snaps"),
         url_base: "s3://bucket/snaps".into(),
         endpoint: None,
-    };
+    }
+}
+
+/// Writes one dataset through a store that fails `failures` times, lets the writer retry for
+/// `wait` (retries every 10–40 ms), and returns the manifest it left.
+async fn write_through_faults(failures: usize, wait: std::time::Duration) -> (Manifest, String) {
+    let location = faulty_location(failures);
     let store = Store::new(StoreSettings::default()).expect("store");
     let retry = RetryPolicy {
         first_wait: std::time::Duration::from_millis(10),
@@ -662,15 +667,7 @@ async fn pending_writes_get_a_last_try_at_shutdown() {
 /// then must not leave a manifest claiming to be whole).
 #[tokio::test]
 async fn a_manifest_never_claims_to_be_whole_while_a_write_waits() {
-    let location = Location {
-        store: Arc::new(FaultyStore {
-            inner: object_store::memory::InMemory::new(),
-            failures: usize::MAX.into(),
-        }),
-        root: StorePath::from("snaps"),
-        url_base: "s3://bucket/snaps".into(),
-        endpoint: None,
-    };
+    let location = faulty_location(usize::MAX);
     let store = Store::new(StoreSettings::default()).expect("store");
     let retry = RetryPolicy {
         first_wait: std::time::Duration::from_secs(30),
