@@ -678,9 +678,25 @@ async fn a_manifest_never_claims_to_be_whole_while_a_write_waits() {
     let w = writer.clone();
     store.set_listener(Some(Box::new(move |d| w.dataset_created(d))));
     let d = dataset(&store, serde_json::json!({}));
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let found = sessions(&location).await.expect("sessions");
-    let waiting = manifest(&location, &found[0]).await.expect("manifest");
+    // The first attempt has failed once the retry waits (the first wait is 30 s): poll for the
+    // manifest it left, without a timing assumption on how soon that is.
+    let mut polled = None;
+    for _ in 0..600 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        if let Some(session) = sessions(&location)
+            .await
+            .ok()
+            .and_then(|f| f.first().cloned())
+            && let Ok(m) = manifest(&location, &session).await
+        {
+            polled = Some((session, m));
+            break;
+        }
+    }
+    let Some((session, waiting)) = polled else {
+        panic!("no manifest was written")
+    };
+    let found = [session];
     assert!(!waiting.complete, "{waiting:?}");
     assert!(waiting.datasets.is_empty());
     // Shutdown: one last try, then it is listed as missing.
