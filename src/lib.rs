@@ -21,4 +21,5 @@ pub mod reduce;
 pub mod report;
 pub mod snapshot;
 pub mod store;
+pub mod token;
 pub mod wire;

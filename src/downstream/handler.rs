@@ -17,7 +17,9 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
 use rmcp::{ClientHandler, ServiceError};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+
+use super::callers::{Answerer, Ask, AskKind, Callers, Picked, declares, not_declared};
 
 /// What happened on a downstream connection that the gateway must act on.
 #[derive(Debug)]
@@ -99,30 +101,6 @@ impl UpstreamLink {
         };
         open(&self.peer).or_else(|| self.fallback.as_ref().and_then(open))
     }
-
-    fn capable(
-        &self,
-        what: &str,
-        has: impl Fn(&ClientCapabilities) -> bool,
-    ) -> Result<Peer<RoleServer>, McpError> {
-        let Some(peer) = self.get() else {
-            return Err(McpError::new(
-                ErrorCode::METHOD_NOT_FOUND,
-                format!("loom's client is not connected; {what} is unavailable"),
-                None,
-            ));
-        };
-        let declared = peer.peer_info().is_some_and(|info| has(&info.capabilities));
-        if declared {
-            Ok(peer)
-        } else {
-            Err(McpError::new(
-                ErrorCode::METHOD_NOT_FOUND,
-                format!("loom's client did not declare the {what} capability"),
-                None,
-            ))
-        }
-    }
 }
 
 /// The `_meta` a server put on its request, to travel on with it (e.g. 2025-11-25's
@@ -149,8 +127,21 @@ fn upstream_error(what: &str, error: ServiceError) -> McpError {
 #[derive(Clone)]
 pub struct DownstreamHandler {
     pub server: usize,
+    /// The client of the session that called this server last: where a request that comes
+    /// while no call is in flight goes.
     pub upstream: UpstreamLink,
+    /// Every request in flight on every server: a request that comes during one goes to that
+    /// call's client.
+    pub callers: Arc<Callers>,
     pub events: mpsc::UnboundedSender<DownstreamEvent>,
+}
+
+/// Where one server request goes.
+enum Relay {
+    /// To this client, as a server→client request.
+    Peer(Peer<RoleServer>),
+    /// Answered by a 2026-07-28 client through `input_required`: the answer, once it comes.
+    Input(oneshot::Receiver<Result<serde_json::Value, McpError>>),
 }
 
 impl DownstreamHandler {
@@ -158,17 +149,122 @@ impl DownstreamHandler {
         // The receiver only goes away at shutdown, when events no longer matter.
         let _ = self.events.send(event);
     }
+
+    /// Where a request of `kind` from this server goes (SPEC §5.8): to the client of the call in
+    /// flight on this server, as a request for a client of the `initialize` era or as an
+    /// `input_required` question for a 2026-07-28 one; with no call in flight, to the client
+    /// that called this server last.
+    fn relay(&self, kind: AskKind, params: serde_json::Value) -> Result<Relay, McpError> {
+        let peer = match self.callers.pick(self.server) {
+            Picked::Answerer(Answerer::Peer(peer)) => peer,
+            Picked::Answerer(Answerer::Input { capabilities, asks }) => {
+                if !declares(&capabilities, kind, &params) {
+                    return Err(not_declared(kind, &params));
+                }
+                let (reply, answer) = oneshot::channel();
+                asks.send(Ask {
+                    kind,
+                    params,
+                    reply,
+                })
+                .map_err(|_| {
+                    McpError::internal_error(
+                        format!("loom: the call this {} belongs to has ended", kind.method()),
+                        None,
+                    )
+                })?;
+                return Ok(Relay::Input(answer));
+            }
+            Picked::Answerer(Answerer::Refuse { method }) => {
+                return Err(McpError::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    format!(
+                        "loom's client speaks protocol 2026-07-28, where a server's {} can only \
+                         be answered during tools/call, prompts/get or resources/read (it came \
+                         during `{method}`)",
+                        kind.method()
+                    ),
+                    None,
+                ));
+            }
+            Picked::Ambiguous { sessions } => {
+                return Err(McpError::internal_error(
+                    format!(
+                        "loom: calls of {sessions} clients are in flight on this server, and \
+                         loom cannot tell which of them this {} is for",
+                        kind.method()
+                    ),
+                    None,
+                ));
+            }
+            Picked::Nobody => self
+                .upstream
+                .get()
+                .ok_or_else(|| not_connected(kind.capability()))?,
+        };
+        let declared = peer
+            .peer_info()
+            .is_some_and(|info| declares(&info.capabilities, kind, &params));
+        if declared {
+            Ok(Relay::Peer(peer))
+        } else {
+            Err(not_declared(kind, &params))
+        }
+    }
+}
+
+fn not_connected(what: &str) -> McpError {
+    McpError::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!("loom's client is not connected; {what} is unavailable"),
+        None,
+    )
+}
+
+/// The answer of a 2026-07-28 client, as the typed result rmcp sends on to the server.
+async fn answered<T: serde::de::DeserializeOwned>(
+    kind: AskKind,
+    answer: oneshot::Receiver<Result<serde_json::Value, McpError>>,
+) -> Result<T, McpError> {
+    let value = answer.await.unwrap_or_else(|_| {
+        Err(McpError::internal_error(
+            format!(
+                "loom's client did not answer the {} (its call ended or loom stopped waiting)",
+                kind.method()
+            ),
+            None,
+        ))
+    })?;
+    serde_json::from_value(value).map_err(|error| {
+        McpError::internal_error(
+            format!(
+                "loom's client answered the {} with a malformed result: {error}",
+                kind.method()
+            ),
+            None,
+        )
+    })
+}
+
+fn as_value(params: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(params).unwrap_or_default()
 }
 
 impl ClientHandler for DownstreamHandler {
     fn get_info(&self) -> ClientConfig {
         // Children start before loom's own client connects, so loom declares what it can relay
-        // and answers "not supported" later if the client turns out not to have it.
-        let capabilities = ClientCapabilities::builder()
+        // and answers "not supported" later if the client turns out not to have it. Elicitation
+        // in both modes: servers offer URL-mode tools only to clients that declare it.
+        let mut capabilities = ClientCapabilities::builder()
             .enable_roots()
             .enable_sampling()
             .enable_elicitation()
             .build();
+        capabilities.elicitation = Some(
+            rmcp::model::ElicitationCapability::new()
+                .with_form(rmcp::model::FormElicitationCapability::default())
+                .with_url(rmcp::model::UrlElicitationCapability::default()),
+        );
         // Children are spoken to with the `initialize` handshake, so the version offered must
         // be one that has it (rmcp's default, 2026-07-28, does not).
         ClientConfig::new(
@@ -184,22 +280,26 @@ impl ClientHandler for DownstreamHandler {
         context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
         carried_meta(&mut params, &context);
-        let peer = self
-            .upstream
-            .capable("sampling", |c| c.sampling.is_some())?;
-        peer.create_message(params)
-            .await
-            .map_err(|e| upstream_error("sampling", e))
+        match self.relay(AskKind::Sampling, as_value(&params))? {
+            Relay::Peer(peer) => peer
+                .create_message(params)
+                .await
+                .map_err(|e| upstream_error("sampling", e)),
+            Relay::Input(answer) => answered(AskKind::Sampling, answer).await,
+        }
     }
 
     async fn list_roots(
         &self,
         _context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
-        let peer = self.upstream.capable("roots", |c| c.roots.is_some())?;
-        peer.list_roots()
-            .await
-            .map_err(|e| upstream_error("roots/list", e))
+        match self.relay(AskKind::Roots, serde_json::Value::Null)? {
+            Relay::Peer(peer) => peer
+                .list_roots()
+                .await
+                .map_err(|e| upstream_error("roots/list", e)),
+            Relay::Input(answer) => answered(AskKind::Roots, answer).await,
+        }
     }
 
     async fn create_elicitation(
@@ -208,12 +308,13 @@ impl ClientHandler for DownstreamHandler {
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
         carried_meta(&mut params, &context);
-        let peer = self
-            .upstream
-            .capable("elicitation", |c| c.elicitation.is_some())?;
-        peer.create_elicitation(params)
-            .await
-            .map_err(|e| upstream_error("elicitation", e))
+        match self.relay(AskKind::Elicitation, as_value(&params))? {
+            Relay::Peer(peer) => peer
+                .create_elicitation(params)
+                .await
+                .map_err(|e| upstream_error("elicitation", e)),
+            Relay::Input(answer) => answered(AskKind::Elicitation, answer).await,
+        }
     }
 
     async fn on_progress(

@@ -1,5 +1,6 @@
 //! The servers loom starts: their environment, processes, connections and supervision.
 
+pub mod callers;
 pub mod env;
 mod handler;
 pub mod http;

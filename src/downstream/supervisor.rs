@@ -392,6 +392,7 @@ impl Downstream {
         self: Arc<Self>,
         policy: RestartPolicy,
         upstream: UpstreamLink,
+        callers: Arc<super::callers::Callers>,
         events: mpsc::UnboundedSender<DownstreamEvent>,
         shutdown: CancellationToken,
         first: oneshot::Sender<Result<(), String>>,
@@ -405,6 +406,7 @@ impl Downstream {
         let handler = DownstreamHandler {
             server: self.index,
             upstream,
+            callers,
             events: events.clone(),
         };
         let mut failures: u32 = 0;

@@ -28,6 +28,7 @@ use super::era::Era;
 use super::forward::{ForwardError, PROTOCOL_META_PREFIX, expire};
 use super::{Decided, Gateway, discovery, synthetic};
 use crate::downstream::Live;
+use crate::downstream::callers::Answerer;
 use crate::wire::direct::{Arrival, BoxFuture, Bypass, DirectCall, DirectCalls, LineSink};
 use crate::wire::one_line;
 
@@ -121,6 +122,8 @@ struct Relay {
     /// The client's progress token, as JSON text.
     progress_token: Option<String>,
     era: Era,
+    /// The client: where the server's own requests during the call go (SPEC §5.8).
+    peer: rmcp::Peer<rmcp::RoleServer>,
     timeout: Duration,
     /// The request line for the child.
     line: Vec<u8>,
@@ -225,7 +228,8 @@ impl DirectLane {
         if meta.keys().any(|key| key.starts_with(PROTOCOL_META_PREFIX)) {
             return None;
         }
-        let era = Era::of(Some(&gateway.upstream.get()?.peer_info()?.protocol_version));
+        let peer = gateway.upstream.get()?;
+        let era = Era::of(Some(&peer.peer_info()?.protocol_version));
         let exposed = gateway.exposed();
         let route = exposed.tool_route(&params.name)?;
         let server = gateway.servers.get(route.server)?;
@@ -263,6 +267,7 @@ impl DirectLane {
             arguments,
             progress_token,
             era,
+            peer,
             timeout: Duration::from_millis(server.config.call_timeout_ms),
             line,
             calls,
@@ -280,9 +285,15 @@ impl DirectLane {
             .calling(relay.server, &self.gateway.upstream);
         let gateway = self.gateway.clone();
         let in_flight = self.in_flight.clone();
+        let caller = gateway.hub.in_flight.register(
+            relay.server,
+            gateway.number,
+            Answerer::Peer(relay.peer.clone()),
+        );
         self.running.spawn(async move {
             let id = relay.id.clone();
             run(&gateway, relay, reply, cancelled).await;
+            drop(caller);
             let mut in_flight = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
             if in_flight.get(&id).is_some_and(|(n, _)| *n == number) {
                 in_flight.remove(&id);

@@ -8,9 +8,84 @@
 //!   `ttlMs`/`cacheScope` on cacheable ones, and reports an unknown resource as invalid params.
 
 use rmcp::ErrorData as McpError;
-use rmcp::model::{CustomResult, ErrorCode, ProtocolVersion, ResultType, ServerResult};
+use rmcp::model::{
+    ClientRequest, CustomResult, ErrorCode, ProtocolVersion, ResultType, ServerResult,
+};
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::value::RawValue;
+
+/// The `_meta` key of the server's identity on every 2026-07-28 result.
+pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// loom's identity, as 2026-07-28 results carry it in `_meta`.
+pub fn server_info() -> serde_json::Value {
+    serde_json::json!({"name": "loom", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// Methods the 2026-07-28 revision removed (`ping`, `logging/setLevel`, resource subscriptions:
+/// `subscriptions/listen` and the per-request `logLevel` replace them).
+const REMOVED_IN_2026: &[&str] = &[
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// What rmcp checks before it dispatches a request itself, done for every request loom answers
+/// (most never reach rmcp's own dispatch): a protocol version in `_meta` that loom does not
+/// know is -32022; a request of the 2026-07-28 lifecycle (it names that version, or the
+/// session was opened without `initialize`) must carry `protocolVersion` and
+/// `clientCapabilities` in its `_meta` (-32602); a method that revision removed is -32601
+/// (SPEC §5.1).
+pub fn check_request(
+    request: &ClientRequest,
+    context: &RequestContext<RoleServer>,
+) -> Result<(), McpError> {
+    if matches!(request, ClientRequest::InitializeRequest(_)) {
+        return Ok(());
+    }
+    let requested = context.meta.protocol_version();
+    if let Some(version) = &requested
+        && !ProtocolVersion::KNOWN_VERSIONS.contains(version)
+    {
+        return Err(McpError::unsupported_protocol_version(
+            version.clone(),
+            ProtocolVersion::KNOWN_VERSIONS,
+        ));
+    }
+    let inline = matches!(request, ClientRequest::DiscoverRequest(_))
+        || context.peer.peer_info().is_none()
+        || requested
+            .as_ref()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+    if inline {
+        let missing = context
+            .meta
+            .missing_required_keys(&ProtocolVersion::V_2026_07_28);
+        if !missing.is_empty() {
+            return Err(McpError::invalid_params(
+                format!(
+                    "request _meta is missing or has malformed required fields: {}",
+                    missing.join(", ")
+                ),
+                None,
+            ));
+        }
+    }
+    let method = request.method();
+    if Era::of_request(context) == Era::Discover && REMOVED_IN_2026.contains(&method) {
+        return Err(McpError::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "`{method}` does not exist in protocol 2026-07-28 (resource updates and list \
+                 changes come through subscriptions/listen, the log level with each request's \
+                 `io.modelcontextprotocol/logLevel`)"
+            ),
+            None,
+        ));
+    }
+    Ok(())
+}
 
 /// The two shapes of MCP results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +126,11 @@ impl Era {
     /// cache hints added for 2026-07-28; `resultType` and non-object tool output removed before
     /// it. A raw placeholder (`CustomResult`) is left alone: [`Era::shape_raw`] shaped its bytes.
     pub fn shape_built(self, mut result: ServerResult) -> ServerResult {
-        if matches!(result, ServerResult::CustomResult(_)) {
+        // The placeholder of a raw result: `shape_raw` shaped its bytes.
+        if matches!(
+            &result,
+            ServerResult::CustomResult(CustomResult(serde_json::Value::Null))
+        ) {
             return result;
         }
         match self {
@@ -59,7 +138,7 @@ impl Era {
                 // An empty result (`ping`, `logging/setLevel`, subscriptions) is still a result
                 // of this revision, which requires `resultType` on every one.
                 if matches!(result, ServerResult::EmptyResult(_)) {
-                    return ServerResult::CustomResult(CustomResult(
+                    result = ServerResult::CustomResult(CustomResult(
                         serde_json::json!({"resultType": "complete"}),
                     ));
                 }
@@ -67,6 +146,7 @@ impl Era {
                     slot.get_or_insert(ResultType::COMPLETE);
                 }
                 result.fill_missing_cache_hints();
+                return with_server_info(result);
             }
             Self::Initialize => {
                 result.strip_result_type_for_legacy_peer();
@@ -98,6 +178,25 @@ impl Era {
     }
 }
 
+/// `result` with loom's `serverInfo` in its `_meta` (2026-07-28 results carry it; one already
+/// there is kept).
+fn with_server_info(result: ServerResult) -> ServerResult {
+    let Ok(serde_json::Value::Object(mut object)) = serde_json::to_value(&result) else {
+        return result;
+    };
+    let meta = object
+        .entry("_meta")
+        .or_insert_with(|| serde_json::Value::Object(Default::default()));
+    match meta {
+        serde_json::Value::Object(meta) => {
+            meta.entry(SERVER_INFO).or_insert_with(server_info);
+        }
+        // A `_meta` that is not an object is the result's own business.
+        _ => return result,
+    }
+    ServerResult::CustomResult(CustomResult(serde_json::Value::Object(object)))
+}
+
 /// The `resultType` member of results that have one as an option.
 fn result_type_slot(result: &mut ServerResult) -> Option<&mut Option<ResultType>> {
     Some(match result {
@@ -117,43 +216,85 @@ fn result_type_slot(result: &mut ServerResult) -> Option<&mut Option<ResultType>
 
 /// Members a 2026-07-28 result must have and a server speaking an older version never sends.
 #[derive(serde::Deserialize)]
-struct Present {
+struct Present<'a> {
     #[serde(rename = "resultType", default)]
     result_type: Option<serde::de::IgnoredAny>,
     #[serde(rename = "ttlMs", default)]
     ttl_ms: Option<serde::de::IgnoredAny>,
     #[serde(rename = "cacheScope", default)]
     cache_scope: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "_meta", borrow, default)]
+    meta: Option<&'a RawValue>,
+}
+
+/// The members of a `_meta` object, to see whether it names a server already.
+#[derive(serde::Deserialize)]
+struct MetaPresent {
+    #[serde(rename = "io.modelcontextprotocol/serverInfo", default)]
+    server_info: Option<serde::de::IgnoredAny>,
 }
 
 fn complete_for_2026(raw: Box<RawValue>, cacheable: bool) -> Box<RawValue> {
-    let Ok(present) = serde_json::from_str::<Present>(raw.get()) else {
+    let text = raw.get();
+    let Ok(present) = serde_json::from_str::<Present<'_>>(text) else {
         return raw;
     };
+    let info = format!(r#""{SERVER_INFO}":{}"#, server_info());
     let mut members = Vec::new();
     if present.result_type.is_none() {
-        members.push(r#""resultType":"complete""#);
+        members.push(r#""resultType":"complete""#.to_string());
     }
     if cacheable && present.ttl_ms.is_none() {
-        members.push(r#""ttlMs":0"#);
+        members.push(r#""ttlMs":0"#.to_string());
     }
     if cacheable && present.cache_scope.is_none() {
-        members.push(r#""cacheScope":"private""#);
+        members.push(r#""cacheScope":"private""#.to_string());
     }
-    if members.is_empty() {
-        return raw;
+    // loom's serverInfo goes into the result's own `_meta` when it has one (at the front of
+    // that object, the rest of its bytes kept), else into a `_meta` of its own.
+    let mut meta_insert: Option<usize> = None;
+    match present.meta {
+        None => members.push(format!(r#""_meta":{{{info}}}"#)),
+        Some(meta) => {
+            let names_server = serde_json::from_str::<MetaPresent>(meta.get())
+                .map(|m| m.server_info.is_some())
+                .unwrap_or(true);
+            if !names_server {
+                // The borrowed `_meta` text lies inside `text`: its offset is where it starts.
+                let offset = (meta.get().as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
+                if offset < text.len() && text[offset..].starts_with('{') {
+                    meta_insert = Some(offset + 1);
+                }
+            }
+        }
     }
-    let text = raw.get();
     let Some(body) = text.trim_start().strip_prefix('{') else {
         return raw;
     };
-    let separator = if body.trim_start().starts_with('}') {
-        ""
-    } else {
-        ","
-    };
-    let joined = format!("{{{}{separator}{body}", members.join(","));
-    RawValue::from_string(joined).unwrap_or(raw)
+    let body_start = text.len() - body.len();
+    if members.is_empty() && meta_insert.is_none() {
+        return raw;
+    }
+    let mut out = String::with_capacity(text.len() + 160);
+    out.push('{');
+    if !members.is_empty() {
+        out.push_str(&members.join(","));
+        if !body.trim_start().starts_with('}') {
+            out.push(',');
+        }
+    }
+    match meta_insert {
+        Some(at) if at >= body_start => {
+            out.push_str(&text[body_start..at]);
+            out.push_str(&info);
+            if !text[at..].trim_start().starts_with('}') {
+                out.push(',');
+            }
+            out.push_str(&text[at..]);
+        }
+        _ => out.push_str(body),
+    }
+    RawValue::from_string(out).unwrap_or(raw)
 }
 
 #[cfg(test)]
@@ -167,22 +308,48 @@ mod tests {
         RawValue::from_string(text.to_string()).expect("raw")
     }
 
+    fn info() -> String {
+        format!(
+            r#""io.modelcontextprotocol/serverInfo":{{"name":"loom","version":"{}"}}"#,
+            env!("CARGO_PKG_VERSION")
+        )
+    }
+
     #[test]
     fn older_results_get_the_2026_members_and_keep_their_bytes() {
+        let info = info();
         let out = Era::Discover.shape_raw(raw(r#"{"content":[],"a":2.50}"#), false);
         assert_eq!(
             out.get(),
-            r#"{"resultType":"complete","content":[],"a":2.50}"#
+            format!(r#"{{"resultType":"complete","_meta":{{{info}}},"content":[],"a":2.50}}"#)
         );
         let out = Era::Discover.shape_raw(raw(r#"{ "contents" : [] }"#), true);
         assert_eq!(
             out.get(),
-            r#"{"resultType":"complete","ttlMs":0,"cacheScope":"private", "contents" : [] }"#
+            format!(
+                r#"{{"resultType":"complete","ttlMs":0,"cacheScope":"private","_meta":{{{info}}}, "contents" : [] }}"#
+            )
         );
         let out = Era::Discover.shape_raw(raw("{}"), false);
-        assert_eq!(out.get(), r#"{"resultType":"complete"}"#);
-        let already = r#"{"resultType":"complete","ttlMs":5,"cacheScope":"public"}"#;
-        assert_eq!(Era::Discover.shape_raw(raw(already), true).get(), already);
+        assert_eq!(
+            out.get(),
+            format!(r#"{{"resultType":"complete","_meta":{{{info}}}}}"#)
+        );
+        // A result with a `_meta` of its own gets the member at the front of it.
+        let out = Era::Discover.shape_raw(raw(r#"{"content":[],"_meta":{"k": 1.50}}"#), false);
+        assert_eq!(
+            out.get(),
+            format!(r#"{{"resultType":"complete","content":[],"_meta":{{{info},"k": 1.50}}}}"#)
+        );
+        let out = Era::Discover.shape_raw(raw(r#"{"_meta":{ }}"#), false);
+        assert_eq!(
+            out.get(),
+            format!(r#"{{"resultType":"complete","_meta":{{{info} }}}}"#)
+        );
+        let already = format!(
+            r#"{{"resultType":"complete","ttlMs":5,"cacheScope":"public","_meta":{{{info}}}}}"#
+        );
+        assert_eq!(Era::Discover.shape_raw(raw(&already), true).get(), already);
         let legacy = r#"{"content":[]}"#;
         assert_eq!(Era::Initialize.shape_raw(raw(legacy), true).get(), legacy);
     }
@@ -201,6 +368,7 @@ mod tests {
         let modern = Era::Discover.shape_built(ServerResult::CallToolResult(envelope.clone()));
         let modern = serde_json::to_value(&modern).expect("encodes");
         assert_eq!(modern["resultType"], "complete");
+        assert_eq!(modern["_meta"][super::SERVER_INFO]["name"], "loom");
 
         let legacy = Era::Initialize.shape_built(ServerResult::CallToolResult(
             CallToolResult::structured(json!(["a", "b"])),
@@ -212,7 +380,7 @@ mod tests {
         let empty = Era::Discover.shape_built(ServerResult::empty(()));
         assert_eq!(
             serde_json::to_value(&empty).expect("encodes"),
-            json!({"resultType": "complete"})
+            json!({"resultType": "complete", "_meta": {super::SERVER_INFO: super::server_info()}})
         );
         let empty = Era::Initialize.shape_built(ServerResult::empty(()));
         assert_eq!(serde_json::to_value(&empty).expect("encodes"), json!({}));

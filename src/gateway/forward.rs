@@ -10,9 +10,16 @@ use rmcp::model::{
 };
 use rmcp::service::{PeerRequestOptions, RequestContext, RoleServer};
 
+use std::sync::Arc;
+
+use rmcp::model::ProgressToken;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
 use super::Gateway;
 use super::era::Era;
-use crate::downstream::ServerState;
+use crate::downstream::callers::{Answerer, Ask, CallerGuard};
+use crate::downstream::{Live, ServerState};
 use crate::wire::placeholder_result;
 
 /// How long an answer waits for the progress notifications that preceded it to be passed on.
@@ -35,6 +42,8 @@ pub enum ForwardError {
     TimedOut(Duration),
     /// loom's client cancelled the request.
     Cancelled,
+    /// loom cancelled it downstream (why, as the server was told).
+    Stopped(&'static str),
 }
 
 impl ForwardError {
@@ -61,6 +70,7 @@ impl ForwardError {
                 after.as_millis()
             ),
             Self::Cancelled => format!("loom: {what} was cancelled by the client"),
+            Self::Stopped(why) => format!("loom: {what} was cancelled ({why})"),
         }
     }
 
@@ -115,18 +125,24 @@ impl Gateway {
 
     /// Send `request` to server `index` and return its answer (raw bytes when the transport
     /// captured them). Cancels downstream when loom's client cancels or the server's
-    /// `callTimeoutMs` passes.
+    /// `callTimeoutMs` passes. For requests whose answer cannot be `input_required`: a server
+    /// request that comes meanwhile goes to a client of the `initialize` era and is refused for
+    /// a 2026-07-28 one.
     pub(super) async fn forward(
         &self,
         index: usize,
         request: ClientRequest,
         context: &RequestContext<RoleServer>,
     ) -> Result<Forwarded, ForwardError> {
-        let timeout = self
-            .servers
-            .get(index)
-            .map(|server| Duration::from_millis(server.config.call_timeout_ms));
+        let timeout = self.call_timeout(index);
         self.forward_within(index, request, context, timeout).await
+    }
+
+    /// The server's `callTimeoutMs`.
+    pub(super) fn call_timeout(&self, index: usize) -> Option<Duration> {
+        self.servers
+            .get(index)
+            .map(|server| Duration::from_millis(server.config.call_timeout_ms))
     }
 
     /// [`Gateway::forward`] with a limit of its own (`None`: until the server answers, the
@@ -138,11 +154,54 @@ impl Gateway {
         context: &RequestContext<RoleServer>,
         timeout: Option<Duration>,
     ) -> Result<Forwarded, ForwardError> {
+        let mut running = self.start_call(index, request, context, timeout, false)?;
+        match running.wait(&context.ct).await {
+            Waited::Done(outcome) => {
+                self.unbind_progress(&running);
+                outcome
+            }
+            // Not asked for: the call's answerer refuses server requests.
+            Waited::Asked(_) => Err(ForwardError::Closed("unexpected input request".into())),
+        }
+    }
+
+    /// Start `request` on server `index`: sent now, answered into the returned [`Running`],
+    /// which may outlive the client request that started it (a 2026-07-28 call that waits for
+    /// its client's input). `asks` says whether the server's own requests during it become
+    /// `input_required` questions for a 2026-07-28 client (tools/call, prompts/get,
+    /// resources/read); other 2026-07-28 requests refuse them.
+    pub(super) fn start_call(
+        &self,
+        index: usize,
+        request: ClientRequest,
+        context: &RequestContext<RoleServer>,
+        timeout: Option<Duration>,
+        asks: bool,
+    ) -> Result<Running, ForwardError> {
         self.hub.calling(index, &self.upstream);
         let Some(server) = self.servers.get(index) else {
             return Err(ForwardError::Down(ServerState::Stopped));
         };
         let live = server.live().map_err(ForwardError::Down)?;
+        let method = request.method().to_string();
+
+        // Who the server's own requests during this call are for (SPEC §5.8).
+        let (answerer, asks_rx) = match Era::of_request(context) {
+            Era::Initialize => (Answerer::Peer(context.peer.clone()), None),
+            Era::Discover if asks => {
+                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+                let capabilities = context.client_capabilities().unwrap_or_default();
+                (
+                    Answerer::Input {
+                        capabilities: Box::new(capabilities),
+                        asks: tx,
+                    },
+                    Some(rx),
+                )
+            }
+            Era::Discover => (Answerer::Refuse { method }, None),
+        };
+        let caller = self.hub.in_flight.register(index, self.number, answerer);
 
         // rmcp puts its own progress token on every outgoing request, so the client's token is
         // mapped back when progress arrives; everything else in `_meta` travels as it came.
@@ -150,70 +209,234 @@ impl Gateway {
         let mut meta = context.meta.clone();
         meta.0.remove("progressToken");
         // The 2026-07-28 per-request envelope (`io.modelcontextprotocol/protocolVersion`,
-        // `…/clientInfo`, `…/clientCapabilities`) describes loom's client session, not the
-        // downstream one, which loom opened with `initialize`: it stops at loom.
+        // `…/clientInfo`, `…/clientCapabilities`, `…/logLevel`) describes loom's client, not the
+        // downstream connection, which loom opened with `initialize`: it stops at loom.
         meta.0
             .retain(|key, _| !key.starts_with(PROTOCOL_META_PREFIX));
         let mut options = PeerRequestOptions::no_options();
         if !meta.0.is_empty() {
             options = options.with_meta(meta);
         }
-        let mut handle = live
-            .peer
-            .send_request_with_option(request, options)
-            .await
-            .map_err(|e| ForwardError::Closed(e.to_string()))?;
-        let progress_key = (index, handle.progress_token.clone());
-        if let Some(token) = upstream_token {
-            self.lock_progress().insert(progress_key.clone(), token);
-        }
-
-        let outcome = tokio::select! {
-            answer = &mut handle.rx => match answer {
-                Ok(Ok(result)) => Ok(result),
-                Ok(Err(ServiceError::McpError(error))) => Err(ForwardError::Rpc(error)),
-                Ok(Err(other)) => Err(match live.remote_failure() {
-                    Some(failure) => ForwardError::Failed(failure),
-                    None => ForwardError::Closed(other.to_string()),
-                }),
-                Err(_) => Err(match live.remote_failure() {
-                    Some(failure) => ForwardError::Failed(failure),
-                    None => ForwardError::Closed("the connection ended".into()),
-                }),
-            },
-            after = expire(timeout) => Err(ForwardError::TimedOut(after)),
-            _ = context.ct.cancelled() => Err(ForwardError::Cancelled),
+        let (stop, stopped) = oneshot::channel();
+        let (answer, outcome) = oneshot::channel();
+        let progress = Arc::new(std::sync::Mutex::new(None));
+        let token_slot = progress.clone();
+        tokio::spawn(async move {
+            let outcome = drive(live, request, options, stopped, token_slot).await;
+            let _ = answer.send(outcome);
+        });
+        let running = Running {
+            index,
+            outcome,
+            asks: asks_rx,
+            stop: Some(stop),
+            limit: timeout,
+            spent: Duration::ZERO,
+            progress,
+            _caller: caller,
         };
-        // Progress that arrived before the answer goes out before it.
-        live.progress
-            .drained(&handle.progress_token, PROGRESS_DRAIN)
-            .await;
-        self.lock_progress().remove(&progress_key);
+        self.bind_progress(&running, upstream_token);
+        Ok(running)
+    }
 
-        match outcome {
-            Ok(ServerResult::CustomResult(_)) => match live.raw.take(&handle.id) {
-                Some(raw) => Ok(Forwarded::Raw(raw)),
-                None => Err(ForwardError::Closed("the answer went missing".into())),
-            },
-            // Not captured raw (a method loom does not pass through): typed, as rmcp decoded it.
-            Ok(other) => Ok(Forwarded::Typed(Box::new(other))),
-            Err(error) => {
-                live.raw.forget(&handle.id);
-                if matches!(error, ForwardError::TimedOut(_) | ForwardError::Cancelled) {
-                    let reason = match &error {
-                        ForwardError::TimedOut(_) => "timed out in loom",
-                        _ => "cancelled by loom's client",
-                    };
-                    let _ = live
-                        .peer
-                        .notify_cancelled(CancelledNotificationParam::new(
-                            Some(handle.id.clone()),
-                            Some(reason.to_string()),
-                        ))
-                        .await;
+    /// Progress the server sends for `running` goes to the client's `token` (or nowhere). A
+    /// call that waits for input is resumed by a new request with a token of its own.
+    pub(super) fn bind_progress(&self, running: &Running, token: Option<ProgressToken>) {
+        // The downstream token is known once the request is on its way; until then progress
+        // cannot arrive either, and `drive` binds it when it is.
+        let mut slot = running
+            .progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &mut *slot {
+            Some(ProgressBinding::Sent(downstream)) => {
+                let key = (running.index, downstream.clone());
+                match token {
+                    Some(token) => {
+                        self.lock_progress().insert(key, token);
+                    }
+                    None => {
+                        self.lock_progress().remove(&key);
+                    }
                 }
-                Err(error)
             }
+            other => {
+                *other = Some(ProgressBinding::Wanted {
+                    progress: self.progress_table(),
+                    index: running.index,
+                    token,
+                })
+            }
+        }
+    }
+
+    /// The call is over: its progress no longer goes anywhere.
+    pub(super) fn unbind_progress(&self, running: &Running) {
+        let slot = running
+            .progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(ProgressBinding::Sent(downstream)) = &*slot {
+            self.lock_progress()
+                .remove(&(running.index, downstream.clone()));
+        }
+    }
+}
+
+/// Where a running call's progress goes: the client's token wanted before the request was
+/// sent, or the downstream token once it was (the table then holds the mapping).
+pub(super) enum ProgressBinding {
+    Wanted {
+        progress: ProgressTable,
+        index: usize,
+        token: Option<ProgressToken>,
+    },
+    Sent(ProgressToken),
+}
+
+/// Downstream progress token → the upstream client's token, per server.
+pub(super) type ProgressTable =
+    Arc<std::sync::Mutex<std::collections::HashMap<(usize, ProgressToken), ProgressToken>>>;
+
+/// A request in flight on a server, answered by a task of its own.
+pub(super) struct Running {
+    index: usize,
+    outcome: oneshot::Receiver<Result<Forwarded, ForwardError>>,
+    /// The server's own requests for a 2026-07-28 client, when the call can carry them.
+    asks: Option<tokio::sync::mpsc::UnboundedReceiver<Ask>>,
+    /// Dropping it (or sending a reason) cancels the request downstream.
+    stop: Option<oneshot::Sender<&'static str>>,
+    /// `callTimeoutMs`, counted only while loom waits for the server (not for the client).
+    limit: Option<Duration>,
+    spent: Duration,
+    progress: Arc<std::sync::Mutex<Option<ProgressBinding>>>,
+    _caller: CallerGuard,
+}
+
+/// What waiting for a running call gave.
+pub(super) enum Waited {
+    Done(Result<Forwarded, ForwardError>),
+    /// The server asked the client for input (every request that had come).
+    Asked(Vec<Ask>),
+}
+
+impl Running {
+    /// Wait for the answer, the server's questions, the limit or the client's cancellation.
+    pub(super) async fn wait(&mut self, cancelled: &CancellationToken) -> Waited {
+        let began = tokio::time::Instant::now();
+        let left = self.limit.map(|limit| limit.saturating_sub(self.spent));
+        let asks = async {
+            match self.asks.as_mut() {
+                Some(asks) => asks.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        let waited = tokio::select! {
+            biased;
+            outcome = &mut self.outcome => Waited::Done(outcome.unwrap_or_else(|_| {
+                Err(ForwardError::Closed("the answer went missing".into()))
+            })),
+            Some(ask) = asks => {
+                let mut asked = vec![ask];
+                if let Some(asks) = self.asks.as_mut() {
+                    while let Ok(more) = asks.try_recv() {
+                        asked.push(more);
+                    }
+                }
+                Waited::Asked(asked)
+            }
+            _ = expire(left) => {
+                self.cancel("timed out in loom");
+                Waited::Done(Err(ForwardError::TimedOut(self.limit.unwrap_or_default())))
+            }
+            _ = cancelled.cancelled() => {
+                self.cancel("cancelled by loom's client");
+                Waited::Done(Err(ForwardError::Cancelled))
+            }
+        };
+        self.spent += began.elapsed();
+        waited
+    }
+
+    /// Cancel the request downstream, saying why.
+    pub(super) fn cancel(&mut self, reason: &'static str) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(reason);
+        }
+    }
+}
+
+/// Send one request and wait for its answer or for `stopped`; the server is told when the
+/// request is cancelled. Runs in a task of its own, so a call can outlive the client request
+/// that started it.
+async fn drive(
+    live: Live,
+    request: ClientRequest,
+    options: PeerRequestOptions,
+    stopped: oneshot::Receiver<&'static str>,
+    progress: Arc<std::sync::Mutex<Option<ProgressBinding>>>,
+) -> Result<Forwarded, ForwardError> {
+    let mut handle = live
+        .peer
+        .send_request_with_option(request, options)
+        .await
+        .map_err(|e| ForwardError::Closed(e.to_string()))?;
+    {
+        let mut slot = progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(ProgressBinding::Wanted {
+            progress: table,
+            index,
+            token: Some(token),
+        }) = slot.take()
+        {
+            table
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert((index, handle.progress_token.clone()), token);
+        }
+        *slot = Some(ProgressBinding::Sent(handle.progress_token.clone()));
+    }
+    let outcome = tokio::select! {
+        answer = &mut handle.rx => match answer {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(ServiceError::McpError(error))) => Err(ForwardError::Rpc(error)),
+            Ok(Err(other)) => Err(match live.remote_failure() {
+                Some(failure) => ForwardError::Failed(failure),
+                None => ForwardError::Closed(other.to_string()),
+            }),
+            Err(_) => Err(match live.remote_failure() {
+                Some(failure) => ForwardError::Failed(failure),
+                None => ForwardError::Closed("the connection ended".into()),
+            }),
+        },
+        reason = stopped => Err(ForwardError::Stopped(reason.unwrap_or("loom stopped waiting for it"))),
+    };
+    // Progress that arrived before the answer goes out before it.
+    live.progress
+        .drained(&handle.progress_token, PROGRESS_DRAIN)
+        .await;
+
+    match outcome {
+        Ok(ServerResult::CustomResult(_)) => match live.raw.take(&handle.id) {
+            Some(raw) => Ok(Forwarded::Raw(raw)),
+            None => Err(ForwardError::Closed("the answer went missing".into())),
+        },
+        // Not captured raw (a method loom does not pass through): typed, as rmcp decoded it.
+        Ok(other) => Ok(Forwarded::Typed(Box::new(other))),
+        Err(error) => {
+            live.raw.forget(&handle.id);
+            if let ForwardError::Stopped(reason) = &error {
+                let _ = live
+                    .peer
+                    .notify_cancelled(CancelledNotificationParam::new(
+                        Some(handle.id.clone()),
+                        Some(reason.to_string()),
+                    ))
+                    .await;
+            }
+            Err(error)
         }
     }
 }

@@ -20,6 +20,7 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer, Service, Se
 
 use super::era::Era;
 use super::forward::Forwarded;
+use super::input::{Call, Reply};
 use super::{Gateway, discovery, synthetic};
 
 use crate::downstream::{TaskSupport, task_support};
@@ -61,6 +62,23 @@ pub(super) fn unknown_tool(gateway: &Gateway, name: &str) -> McpError {
     McpError::invalid_params(format!("unknown tool `{name}`; {hint}"), None)
 }
 
+/// The `requestState` of a retry that answers loom's questions, if the request is one (SPEC
+/// §5.11). `inputResponses` without a state answer nothing loom asked.
+fn input_round<'a>(
+    state: &'a Option<String>,
+    responses: &Option<rmcp::model::InputResponses>,
+) -> Result<Option<&'a str>, McpError> {
+    match (state, responses) {
+        (Some(state), _) => Ok(Some(state)),
+        (None, Some(_)) => Err(McpError::invalid_params(
+            "loom: `inputResponses` without `requestState`: loom asked for no input on this \
+             call (send them with the `requestState` of the `input_required` result they answer)",
+            None,
+        )),
+        (None, None) => Ok(None),
+    }
+}
+
 fn is_standard_method(method: &str) -> bool {
     matches!(
         method,
@@ -91,6 +109,9 @@ impl Service<RoleServer> for GatewayService {
             self.gateway.upstream().set(context.peer.clone());
         }
         let era = Era::of_request(&context);
+        if let Err(error) = super::era::check_request(&request, &context) {
+            return Err(era.shape_error(error));
+        }
         self.route(request, context)
             .await
             .map(|result| era.shape_built(result))
@@ -170,16 +191,32 @@ impl GatewayService {
                 };
                 let server = gateway.servers()[route.server].name().to_string();
                 let what = format!("tool `{}`", route.name);
-                let mut down = params.clone();
-                down.name = route.name.clone().into();
-                down.meta = None;
-                let request = ClientRequest::CallToolRequest(CallToolRequest::new(down));
-                match gateway.forward(route.server, request, &context).await {
-                    Ok(Forwarded::Raw(raw)) => {
+                let call = Call {
+                    method: "tools/call",
+                    target: params.name.to_string(),
+                    arguments: params.arguments.clone().map(serde_json::Value::Object),
+                };
+                let reply = match input_round(&params.request_state, &params.input_responses)? {
+                    Some(state) => {
+                        gateway
+                            .resume(state, params.input_responses.as_ref(), call, &context)
+                            .await?
+                    }
+                    None => {
+                        let mut down = params.clone();
+                        down.name = route.name.clone().into();
+                        down.meta = None;
+                        let request = ClientRequest::CallToolRequest(CallToolRequest::new(down));
+                        gateway.call(route.server, request, &context, call).await
+                    }
+                };
+                match reply {
+                    Ok(Reply::Done(Forwarded::Raw(raw))) => {
                         let origin = gateway.origin_of(route, params.arguments.as_ref());
                         Ok(gateway.intercept(raw, origin, &context).await)
                     }
-                    Ok(typed) => Ok(gateway.pass_on(typed, &context, false)),
+                    Ok(Reply::Done(typed)) => Ok(gateway.pass_on(typed, &context, false)),
+                    Ok(Reply::Input(result)) => Ok(*result),
                     Err(e) => Ok(e.into_tool_result(&server, &what)),
                 }
             }
@@ -224,13 +261,31 @@ impl GatewayService {
                         None,
                     ));
                 };
-                read.params.meta = None;
                 let server = gateway.servers()[owner].name().to_string();
-                gateway
-                    .forward(owner, ClientRequest::ReadResourceRequest(read), &context)
-                    .await
-                    .map(|f| gateway.pass_on(f, &context, true))
-                    .map_err(|e| e.into_rpc_error(&server, &format!("resource `{uri}`")))
+                let call = Call {
+                    method: "resources/read",
+                    target: uri.clone(),
+                    arguments: None,
+                };
+                let reply =
+                    match input_round(&read.params.request_state, &read.params.input_responses)? {
+                        Some(state) => {
+                            let responses = read.params.input_responses.clone();
+                            gateway
+                                .resume(state, responses.as_ref(), call, &context)
+                                .await?
+                        }
+                        None => {
+                            read.params.meta = None;
+                            let request = ClientRequest::ReadResourceRequest(read);
+                            gateway.call(owner, request, &context, call).await
+                        }
+                    };
+                match reply {
+                    Ok(Reply::Done(forwarded)) => Ok(gateway.pass_on(forwarded, &context, true)),
+                    Ok(Reply::Input(result)) => Ok(*result),
+                    Err(e) => Err(e.into_rpc_error(&server, &format!("resource `{uri}`"))),
+                }
             }
             ClientRequest::GetPromptRequest(GetPromptRequest { params, .. }) => {
                 let exposed = gateway.exposed();
@@ -244,18 +299,30 @@ impl GatewayService {
                     ));
                 };
                 let server = gateway.servers()[route.server].name().to_string();
-                let mut down = params.clone();
-                down.name = route.name.clone();
-                down.meta = None;
-                gateway
-                    .forward(
-                        route.server,
-                        ClientRequest::GetPromptRequest(GetPromptRequest::new(down)),
-                        &context,
-                    )
-                    .await
-                    .map(|f| gateway.pass_on(f, &context, false))
-                    .map_err(|e| e.into_rpc_error(&server, &format!("prompt `{}`", route.name)))
+                let call = Call {
+                    method: "prompts/get",
+                    target: params.name.clone(),
+                    arguments: params.arguments.clone().map(serde_json::Value::Object),
+                };
+                let reply = match input_round(&params.request_state, &params.input_responses)? {
+                    Some(state) => {
+                        gateway
+                            .resume(state, params.input_responses.as_ref(), call, &context)
+                            .await?
+                    }
+                    None => {
+                        let mut down = params.clone();
+                        down.name = route.name.clone();
+                        down.meta = None;
+                        let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(down));
+                        gateway.call(route.server, request, &context, call).await
+                    }
+                };
+                match reply {
+                    Ok(Reply::Done(forwarded)) => Ok(gateway.pass_on(forwarded, &context, false)),
+                    Ok(Reply::Input(result)) => Ok(*result),
+                    Err(e) => Err(e.into_rpc_error(&server, &format!("prompt `{}`", route.name))),
+                }
             }
             ClientRequest::CompleteRequest(mut complete) => {
                 let exposed = gateway.exposed();

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Gateway, SHUTDOWN_BUDGET, StartError};
 use crate::config::Config;
+use crate::downstream::callers::Callers;
 use crate::downstream::{Downstream, DownstreamEvent, UpstreamLink};
 
 pub struct Hub {
@@ -24,7 +25,7 @@ pub struct Hub {
     /// The client of the session that connected last.
     pub(super) latest: UpstreamLink,
     /// Per server: the client of the session that called it last (falls back to `latest`).
-    callers: Vec<UpstreamLink>,
+    last_callers: Vec<UpstreamLink>,
     sessions: Mutex<Vec<Weak<Gateway>>>,
     shutdown: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -32,6 +33,10 @@ pub struct Hub {
     pub(super) engine: crate::store::SharedEngine,
     /// Resource URI → how many sessions subscribed to it.
     subscribers: Mutex<std::collections::HashMap<String, usize>>,
+    /// Every request in flight on a server, so the server's own requests reach the client
+    /// whose call caused them (SPEC §5.8).
+    pub(super) in_flight: Arc<Callers>,
+    sessions_opened: std::sync::atomic::AtomicU64,
 }
 
 impl Hub {
@@ -52,7 +57,7 @@ impl Hub {
         let engine = crate::store::SharedEngine::start(&super::store_settings(&config))
             .map_err(StartError::Engine)?;
         let latest = UpstreamLink::default();
-        let callers = servers
+        let last_callers = servers
             .iter()
             .map(|_| UpstreamLink::with_fallback(&latest))
             .collect();
@@ -60,22 +65,25 @@ impl Hub {
             config: config.clone(),
             servers,
             latest,
-            callers,
+            last_callers,
             sessions: Mutex::new(Vec::new()),
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
             engine,
             subscribers: Mutex::new(std::collections::HashMap::new()),
+            in_flight: Arc::default(),
+            sessions_opened: std::sync::atomic::AtomicU64::new(0),
         });
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let mut firsts = Vec::new();
         let mut tasks = Vec::new();
-        for (server, link) in hub.servers.iter().zip(&hub.callers) {
+        for (server, link) in hub.servers.iter().zip(&hub.last_callers) {
             let (first_tx, first_rx) = oneshot::channel();
             firsts.push((server.name().to_string(), first_rx));
             tasks.push(tokio::spawn(server.clone().supervise(
                 config.restart.clone(),
                 link.clone(),
+                hub.in_flight.clone(),
                 events_tx.clone(),
                 hub.shutdown.clone(),
                 first_tx,
@@ -110,6 +118,17 @@ impl Hub {
         &self.servers
     }
 
+    /// A number for a new session, never given out twice.
+    pub(super) fn next_session_number(&self) -> u64 {
+        self.sessions_opened
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Requests in flight on the servers (for tests: nothing may leak).
+    pub fn calls_in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
     pub(super) fn register(&self, session: &Arc<Gateway>) {
         let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         sessions.retain(|s| s.strong_count() > 0);
@@ -126,7 +145,7 @@ impl Hub {
     /// A session is about to send a request to server `index`: that server's own requests go
     /// to this session's client from now on.
     pub(super) fn calling(&self, index: usize, upstream: &UpstreamLink) {
-        if let (Some(link), Some(peer)) = (self.callers.get(index), upstream.get()) {
+        if let (Some(link), Some(peer)) = (self.last_callers.get(index), upstream.get()) {
             link.set(peer);
         }
     }

@@ -12,6 +12,7 @@ pub mod era;
 mod forward;
 mod handler;
 mod hub;
+mod input;
 pub mod naming;
 pub mod read;
 pub mod search;
@@ -79,7 +80,12 @@ pub struct Gateway {
     /// Raw results waiting to be spliced into upstream responses, by upstream request id.
     splice: RawResults,
     /// Downstream progress token → the upstream client's token, per server.
-    progress: Mutex<HashMap<(usize, ProgressToken), ProgressToken>>,
+    progress: forward::ProgressTable,
+    /// This session's number among the hub's sessions (server requests find their session by
+    /// it, §5.8).
+    number: u64,
+    /// Calls waiting for their client's input (2026-07-28 `input_required`), by `requestState`.
+    suspended: input::Suspended,
     dirty: Notify,
     store: Arc<Store>,
     /// The snapshot writer, drained at shutdown.
@@ -143,7 +149,9 @@ impl Gateway {
             servers: hub.servers.clone(),
             exposed: RwLock::new(Arc::new(ExposedCatalog::default())),
             splice: RawResults::new(),
-            progress: Mutex::new(HashMap::new()),
+            progress: forward::ProgressTable::default(),
+            number: hub.next_session_number(),
+            suspended: input::Suspended::default(),
             dirty: Notify::new(),
             store,
             snapshot_task: Mutex::new(snapshot_task),
@@ -337,6 +345,11 @@ impl Gateway {
         had && self.hub.unsubscribed(uri)
     }
 
+    /// Calls waiting for this client's input (SPEC §5.11).
+    pub fn calls_waiting_for_input(&self) -> usize {
+        self.suspended.len()
+    }
+
     pub fn stats(&self) -> &crate::report::SessionStats {
         &self.stats
     }
@@ -418,11 +431,16 @@ impl Gateway {
         self.progress.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn progress_table(&self) -> forward::ProgressTable {
+        self.progress.clone()
+    }
+
     /// End the session: its loops stop, queued snapshot writes finish, its spill directory
     /// goes. A session that owns the hub also stops every child (stdin closed, grace, SIGTERM,
     /// grace, SIGKILL) within the budget.
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
+        self.suspended.clear();
         let held: Vec<String> = self
             .subscriptions
             .lock()

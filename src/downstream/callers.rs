@@ -1,0 +1,254 @@
+//! Which client a server's own requests (sampling, elicitation, roots) are for.
+//!
+//! A server asks its client for input while it works on a request of that client: every
+//! request loom has in flight on a server is registered here with the way its client is
+//! reached ([`Answerer`]), so a server's request goes to the client whose call caused it, never
+//! to another session's (SPEC §5.8). A client of the `initialize` era gets the request as a
+//! server→client request; a 2026-07-28 request cannot receive one, so the request is handed to
+//! the waiting call, which answers its client with `input_required` (SPEC §5.11).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{ClientCapabilities, ErrorCode};
+use rmcp::service::{Peer, RoleServer};
+use tokio::sync::{mpsc, oneshot};
+
+/// A server→client request kind that loom relays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AskKind {
+    Sampling,
+    Elicitation,
+    Roots,
+}
+
+impl AskKind {
+    /// The JSON-RPC method.
+    pub fn method(self) -> &'static str {
+        match self {
+            Self::Sampling => "sampling/createMessage",
+            Self::Elicitation => "elicitation/create",
+            Self::Roots => "roots/list",
+        }
+    }
+
+    /// The capability a client declares to receive it, as loom's errors name it.
+    pub fn capability(self) -> &'static str {
+        match self {
+            Self::Sampling => "sampling",
+            Self::Elicitation => "elicitation",
+            Self::Roots => "roots",
+        }
+    }
+}
+
+/// One server request handed to a waiting 2026-07-28 call: its params as the server sent them
+/// (decoded by rmcp, so as a JSON value), and where the client's answer goes.
+#[derive(Debug)]
+pub struct Ask {
+    pub kind: AskKind,
+    pub params: serde_json::Value,
+    pub reply: oneshot::Sender<Result<serde_json::Value, McpError>>,
+}
+
+/// How the client of one request in flight is reached.
+#[derive(Clone)]
+pub enum Answerer {
+    /// A session of the `initialize` era: the server's request is sent to its client.
+    Peer(Peer<RoleServer>),
+    /// A 2026-07-28 request that can carry `input_required`: the server's request goes to the
+    /// waiting call, with what the request declared its client can answer.
+    Input {
+        capabilities: Box<ClientCapabilities>,
+        asks: mpsc::UnboundedSender<Ask>,
+    },
+    /// A 2026-07-28 request whose answer cannot be `input_required` (e.g. `tasks/get`).
+    Refuse { method: String },
+}
+
+struct Caller {
+    number: u64,
+    server: usize,
+    session: u64,
+    answerer: Answerer,
+}
+
+/// Every request in flight on every server, oldest first.
+#[derive(Default)]
+pub struct Callers {
+    calls: Mutex<Vec<Caller>>,
+    next: AtomicU64,
+}
+
+/// Keeps a request registered; dropping it removes the registration.
+pub struct CallerGuard {
+    callers: Arc<Callers>,
+    number: u64,
+}
+
+impl Drop for CallerGuard {
+    fn drop(&mut self) {
+        self.callers
+            .lock()
+            .retain(|caller| caller.number != self.number);
+    }
+}
+
+/// Who a server's request is for.
+pub enum Picked {
+    /// The client of the request in flight (the oldest one, when one session has several).
+    Answerer(Answerer),
+    /// No request is in flight on the server.
+    Nobody,
+    /// Requests of several sessions are in flight: which one caused this cannot be told.
+    Ambiguous { sessions: usize },
+}
+
+impl Callers {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Caller>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Register a request of `session` in flight on `server`.
+    pub fn register(
+        self: &Arc<Self>,
+        server: usize,
+        session: u64,
+        answerer: Answerer,
+    ) -> CallerGuard {
+        let number = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().push(Caller {
+            number,
+            server,
+            session,
+            answerer,
+        });
+        CallerGuard {
+            callers: self.clone(),
+            number,
+        }
+    }
+
+    /// The client a request of `server` is for.
+    pub fn pick(&self, server: usize) -> Picked {
+        let calls = self.lock();
+        let mut on_server = calls.iter().filter(|c| c.server == server);
+        let Some(first) = on_server.next() else {
+            return Picked::Nobody;
+        };
+        let mut sessions = vec![first.session];
+        for caller in on_server {
+            if !sessions.contains(&caller.session) {
+                sessions.push(caller.session);
+            }
+        }
+        match sessions.len() {
+            1 => Picked::Answerer(first.answerer.clone()),
+            sessions => Picked::Ambiguous { sessions },
+        }
+    }
+
+    /// Requests in flight (for tests: nothing may leak).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Whether `capabilities` let a client answer `kind` (URL-mode elicitation needs its own
+/// sub-capability; form mode is what a bare `elicitation: {}` means).
+pub fn declares(
+    capabilities: &ClientCapabilities,
+    kind: AskKind,
+    params: &serde_json::Value,
+) -> bool {
+    match kind {
+        AskKind::Sampling => capabilities.sampling.is_some(),
+        AskKind::Roots => capabilities.roots.is_some(),
+        AskKind::Elicitation => match &capabilities.elicitation {
+            None => false,
+            Some(elicitation) => match params.get("mode").and_then(serde_json::Value::as_str) {
+                Some("url") => elicitation.url.is_some(),
+                _ => elicitation.form.is_some() || elicitation.url.is_none(),
+            },
+        },
+    }
+}
+
+/// The error a server gets when its client cannot answer `kind`.
+pub fn not_declared(kind: AskKind, params: &serde_json::Value) -> McpError {
+    let what = match (kind, params.get("mode").and_then(serde_json::Value::as_str)) {
+        (AskKind::Elicitation, Some("url")) => "URL-mode elicitation".to_string(),
+        _ => kind.capability().to_string(),
+    };
+    McpError::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!("loom's client did not declare the {what} capability"),
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refuse(method: &str) -> Answerer {
+        Answerer::Refuse {
+            method: method.into(),
+        }
+    }
+
+    fn method_of(picked: Picked) -> Option<String> {
+        match picked {
+            Picked::Answerer(Answerer::Refuse { method }) => Some(method),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_request_goes_to_the_session_whose_call_is_in_flight() {
+        let callers = Arc::new(Callers::default());
+        assert!(matches!(callers.pick(0), Picked::Nobody));
+        let a = callers.register(0, 1, refuse("a"));
+        let _b = callers.register(0, 1, refuse("b"));
+        let _other_server = callers.register(1, 2, refuse("c"));
+        // One session with two calls on server 0: the oldest call.
+        assert_eq!(method_of(callers.pick(0)).as_deref(), Some("a"));
+        assert_eq!(method_of(callers.pick(1)).as_deref(), Some("c"));
+        let _c = callers.register(0, 2, refuse("d"));
+        assert!(matches!(callers.pick(0), Picked::Ambiguous { sessions: 2 }));
+        drop(a);
+        assert!(matches!(callers.pick(0), Picked::Ambiguous { sessions: 2 }));
+        drop(_c);
+        assert_eq!(method_of(callers.pick(0)).as_deref(), Some("b"));
+        drop(_b);
+        drop(_other_server);
+        assert!(callers.is_empty());
+    }
+
+    #[test]
+    fn url_elicitation_needs_its_own_capability() {
+        let url = serde_json::json!({"mode": "url", "url": "https://x", "message": "m"});
+        let form = serde_json::json!({"message": "m", "requestedSchema": {}});
+        let bare: ClientCapabilities =
+            serde_json::from_value(serde_json::json!({"elicitation": {}})).expect("caps");
+        assert!(declares(&bare, AskKind::Elicitation, &form));
+        assert!(!declares(&bare, AskKind::Elicitation, &url));
+        let both: ClientCapabilities =
+            serde_json::from_value(serde_json::json!({"elicitation": {"form": {}, "url": {}}}))
+                .expect("caps");
+        assert!(declares(&both, AskKind::Elicitation, &url));
+        let url_only: ClientCapabilities =
+            serde_json::from_value(serde_json::json!({"elicitation": {"url": {}}})).expect("caps");
+        assert!(!declares(&url_only, AskKind::Elicitation, &form));
+        assert!(!declares(&bare, AskKind::Sampling, &form));
+        assert_eq!(
+            not_declared(AskKind::Elicitation, &url).message,
+            "loom's client did not declare the URL-mode elicitation capability"
+        );
+    }
+}

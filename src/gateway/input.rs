@@ -1,0 +1,391 @@
+//! Calls that wait for their client's input (SPEC §5.11).
+//!
+//! A client on protocol 2026-07-28 cannot receive a server's requests: the revision answers a
+//! `tools/call`, `prompts/get` or `resources/read` that needs input with a result of
+//! `resultType: "input_required"` (its `inputRequests`, and a `requestState` to present again),
+//! and the client calls again with `inputResponses`. Servers behind loom speak the `initialize`
+//! era and ask with `elicitation/create`, `sampling/createMessage` or `roots/list` in the middle
+//! of the call. loom keeps the server's call running, answers the client with `input_required`
+//! naming the server's questions, and when the client calls again with the answers and loom's
+//! `requestState`, hands the answers to the server's waiting requests and goes on waiting for
+//! the call's answer (or its next question).
+//!
+//! A `requestState` is an unguessable handle, minted anew for every round and good for one
+//! retry, within the session (over HTTP: the credential) that got it.
+
+#![allow(deprecated)] // sampling and roots are deprecated by SEP-2577 but servers still ask for them.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CreateMessageResult, CustomResult, ElicitResult, InputResponses, ListRootsResult, ServerResult,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::{Map, Value, json};
+
+use super::Gateway;
+use super::forward::{ForwardError, Forwarded, Running, Waited};
+use crate::downstream::callers::{Ask, AskKind};
+
+/// How long a call waits for its client to come back with the answers; then the server's
+/// requests are answered with an error and the call is cancelled downstream.
+pub const INPUT_WAIT: Duration = Duration::from_secs(600);
+
+/// Calls of one session that may wait for input at once. A server asking beyond it gets an
+/// error for its request (the call goes on).
+pub const MAX_WAITING: usize = 256;
+
+/// The request a call was made with: a retry must name the same.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Call {
+    pub method: &'static str,
+    /// The exposed tool or prompt name, or the resource URI.
+    pub target: String,
+    pub arguments: Option<Value>,
+}
+
+/// A call waiting for its client.
+struct Waiting {
+    call: Call,
+    running: Running,
+    /// The questions put to the client in this round, by the key it answers under.
+    asked: Vec<(String, Ask)>,
+}
+
+/// Every call of a session that waits for input, by `requestState`.
+#[derive(Default)]
+pub(super) struct Suspended {
+    table: Arc<Mutex<HashMap<String, Waiting>>>,
+    keys: AtomicU64,
+}
+
+impl Suspended {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiting>> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn next_key(&self, kind: AskKind) -> String {
+        let n = self.keys.fetch_add(1, Ordering::Relaxed) + 1;
+        let kind = match kind {
+            AskKind::Elicitation => "elicitation",
+            AskKind::Sampling => "sampling",
+            AskKind::Roots => "roots",
+        };
+        format!("{kind}-{n}")
+    }
+
+    /// Calls waiting now (for tests: nothing may leak).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// The session ends: every waiting call is cancelled downstream.
+    pub fn clear(&self) {
+        let waiting: Vec<Waiting> = self.lock().drain().map(|(_, w)| w).collect();
+        for mut waiting in waiting {
+            waiting.running.cancel("loom's client session ended");
+        }
+    }
+}
+
+/// What a call came to: the server's answer, or `input_required` for the client.
+pub(super) enum Reply {
+    Done(Forwarded),
+    Input(Box<ServerResult>),
+}
+
+/// A `requestState` loom does not hold (any more).
+fn unknown_state() -> McpError {
+    McpError::invalid_params(
+        "loom: the `requestState` is unknown or expired (each one answers one round, within \
+         600 s, in the session that got it); call again without `requestState` and \
+         `inputResponses` to start over",
+        None,
+    )
+}
+
+impl Gateway {
+    /// Run `request` until its answer — or, for a 2026-07-28 client, until the server asks
+    /// its client something: then the call waits and the client gets `input_required`.
+    pub(super) async fn call(
+        &self,
+        index: usize,
+        request: rmcp::model::ClientRequest,
+        context: &RequestContext<RoleServer>,
+        call: Call,
+    ) -> Result<Reply, ForwardError> {
+        let running = self.start_call(index, request, context, self.call_timeout(index), true)?;
+        self.follow(running, Vec::new(), call, context).await
+    }
+
+    /// The client came back with `inputResponses` and the `requestState` loom gave it: the
+    /// answers go to the server's waiting requests and the call goes on. A state loom does
+    /// not hold, a retry that names another call, an answer to a question that was not asked
+    /// or that is not a result of its kind: -32602, and nothing is delivered.
+    pub(super) async fn resume(
+        &self,
+        state: &str,
+        responses: Option<&InputResponses>,
+        call: Call,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Result<Reply, ForwardError>, McpError> {
+        let Some(waiting) = self.suspended.lock().remove(state) else {
+            return Err(unknown_state());
+        };
+        if let Err(error) = check_retry(&waiting, responses, &call) {
+            // Not this call's retry: the call keeps waiting for the one that is.
+            self.suspended.lock().insert(state.to_string(), waiting);
+            return Err(error);
+        }
+        let Waiting { running, asked, .. } = waiting;
+        let mut unanswered = Vec::new();
+        for (key, ask) in asked {
+            match responses.and_then(|r| r.get(&key)) {
+                Some(answer) => {
+                    let _ = ask.reply.send(Ok(answer.clone()));
+                }
+                None => unanswered.push((key, ask)),
+            }
+        }
+        self.bind_progress(&running, context.meta.get_progress_token());
+        Ok(self.follow(running, unanswered, call, context).await)
+    }
+
+    /// Wait for `running`; questions (those `asked` already and any the server puts) suspend it.
+    async fn follow(
+        &self,
+        mut running: Running,
+        mut asked: Vec<(String, Ask)>,
+        call: Call,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Reply, ForwardError> {
+        loop {
+            if !asked.is_empty() {
+                match self.suspend(running, std::mem::take(&mut asked), &call) {
+                    Ok(result) => return Ok(Reply::Input(Box::new(result))),
+                    Err(back) => running = back,
+                }
+            }
+            match running.wait(&context.ct).await {
+                Waited::Done(outcome) => {
+                    self.unbind_progress(&running);
+                    return outcome.map(Reply::Done);
+                }
+                Waited::Asked(asks) => {
+                    asked = asks
+                        .into_iter()
+                        .map(|ask| (self.suspended.next_key(ask.kind), ask))
+                        .collect();
+                }
+            }
+        }
+    }
+
+    /// Park the call under a new `requestState` and build the `input_required` answer. With
+    /// too many calls waiting, or no randomness for a handle, the server's questions get an
+    /// error instead and the call is handed back to go on.
+    fn suspend(
+        &self,
+        running: Running,
+        asked: Vec<(String, Ask)>,
+        call: &Call,
+    ) -> Result<ServerResult, Running> {
+        let refuse = |asked: Vec<(String, Ask)>, why: String| {
+            for (_, ask) in asked {
+                let _ = ask
+                    .reply
+                    .send(Err(McpError::internal_error(why.clone(), None)));
+            }
+        };
+        let Some(state) = crate::token::random_hex() else {
+            refuse(
+                asked,
+                "loom: no randomness for a requestState; the question cannot reach the client"
+                    .into(),
+            );
+            return Err(running);
+        };
+        let mut requests = Map::new();
+        for (key, ask) in &asked {
+            requests.insert(key.clone(), input_request(ask));
+        }
+        let result = json!({
+            "resultType": "input_required",
+            "inputRequests": requests,
+            "requestState": state,
+        });
+        {
+            let mut table = self.suspended.lock();
+            if table.len() >= MAX_WAITING {
+                drop(table);
+                refuse(
+                    asked,
+                    format!(
+                        "loom: {MAX_WAITING} calls of this client already wait for its input; \
+                         the question cannot reach it"
+                    ),
+                );
+                return Err(running);
+            }
+            table.insert(
+                state.clone(),
+                Waiting {
+                    call: call.clone(),
+                    running,
+                    asked,
+                },
+            );
+        }
+        expire_later(Arc::downgrade(&self.suspended.table), state);
+        Ok(ServerResult::CustomResult(CustomResult(result)))
+    }
+}
+
+/// After [`INPUT_WAIT`], a call still waiting under `state` is given up: the server's requests
+/// get an error (their answer channels close) and the call is cancelled downstream.
+fn expire_later(table: Weak<Mutex<HashMap<String, Waiting>>>, state: String) {
+    tokio::spawn(async move {
+        tokio::time::sleep(INPUT_WAIT).await;
+        let Some(table) = table.upgrade() else { return };
+        let waiting = table
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&state);
+        if let Some(mut waiting) = waiting {
+            waiting
+                .running
+                .cancel("loom's client did not answer the server's request within 600 s");
+        }
+    });
+}
+
+/// One question as a 2026-07-28 `inputRequests` entry: the server's method and params, without
+/// what that revision does not have in them (`_meta`, `task`, the URL elicitation's
+/// `elicitationId`: the server gets the answer to its own request either way).
+fn input_request(ask: &Ask) -> Value {
+    let mut entry = Map::new();
+    entry.insert("method".into(), Value::String(ask.kind.method().into()));
+    if let Value::Object(params) = &ask.params {
+        let mut params = params.clone();
+        params.remove("_meta");
+        params.remove("task");
+        if ask.kind == AskKind::Elicitation {
+            params.remove("elicitationId");
+        }
+        entry.insert("params".into(), Value::Object(params));
+    }
+    Value::Object(entry)
+}
+
+/// Whether a retry may resume `waiting`: the same call, and answers only to questions asked,
+/// each a result of its kind.
+fn check_retry(
+    waiting: &Waiting,
+    responses: Option<&InputResponses>,
+    call: &Call,
+) -> Result<(), McpError> {
+    if waiting.call.method != call.method || waiting.call.target != call.target {
+        return Err(McpError::invalid_params(
+            format!(
+                "loom: this `requestState` belongs to `{}` of `{}`, not to `{}` of `{}`",
+                waiting.call.method, waiting.call.target, call.method, call.target
+            ),
+            None,
+        ));
+    }
+    if waiting.call.arguments != call.arguments {
+        return Err(McpError::invalid_params(
+            format!(
+                "loom: a retry with `requestState` must repeat the arguments of the call it \
+                 continues (`{}` was called with other arguments)",
+                call.target
+            ),
+            None,
+        ));
+    }
+    let Some(responses) = responses else {
+        return Ok(());
+    };
+    let asked: Vec<&str> = waiting.asked.iter().map(|(key, _)| key.as_str()).collect();
+    let unasked: Vec<&str> = responses
+        .keys()
+        .map(String::as_str)
+        .filter(|key| !asked.contains(key))
+        .collect();
+    if !unasked.is_empty() {
+        return Err(McpError::invalid_params(
+            format!(
+                "loom: `inputResponses` answers {} that loom did not ask in this round (it asked {})",
+                names(&unasked),
+                names(&asked)
+            ),
+            None,
+        ));
+    }
+    for (key, ask) in &waiting.asked {
+        let Some(answer) = responses.get(key) else {
+            continue;
+        };
+        let fits = match ask.kind {
+            AskKind::Elicitation => serde_json::from_value::<ElicitResult>(answer.clone()).is_ok(),
+            AskKind::Sampling => {
+                serde_json::from_value::<CreateMessageResult>(answer.clone()).is_ok()
+            }
+            AskKind::Roots => serde_json::from_value::<ListRootsResult>(answer.clone()).is_ok(),
+        };
+        if !fits {
+            return Err(McpError::invalid_params(
+                format!(
+                    "loom: `inputResponses.{key}` is not a result of `{}`",
+                    ask.kind.method()
+                ),
+                None,
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn names(keys: &[&str]) -> String {
+    if keys.is_empty() {
+        return "nothing".into();
+    }
+    keys.iter()
+        .map(|key| format!("`{key}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(kind: AskKind, params: Value) -> Ask {
+        let (reply, _) = tokio::sync::oneshot::channel();
+        Ask {
+            kind,
+            params,
+            reply,
+        }
+    }
+
+    #[test]
+    fn questions_lose_what_2026_does_not_have() {
+        let url = ask(
+            AskKind::Elicitation,
+            json!({"mode": "url", "url": "https://x", "message": "m", "elicitationId": "e1",
+                   "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t"}}}),
+        );
+        assert_eq!(
+            input_request(&url),
+            json!({"method": "elicitation/create",
+                   "params": {"mode": "url", "url": "https://x", "message": "m"}})
+        );
+        let roots = ask(AskKind::Roots, Value::Null);
+        assert_eq!(input_request(&roots), json!({"method": "roots/list"}));
+    }
+}
