@@ -71,6 +71,9 @@ struct Caller {
     number: u64,
     server: usize,
     session: u64,
+    /// The MCP task the request waits for (`tasks/result`), if any: the server's requests
+    /// that name this task in their `related-task` `_meta` are for it.
+    task: Option<String>,
     answerer: Answerer,
 }
 
@@ -110,11 +113,12 @@ impl Callers {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Register a request of `session` in flight on `server`.
+    /// Register a request of `session` in flight on `server` (waiting for MCP task `task`).
     pub fn register(
         self: &Arc<Self>,
         server: usize,
         session: u64,
+        task: Option<String>,
         answerer: Answerer,
     ) -> CallerGuard {
         let number = self.next.fetch_add(1, Ordering::Relaxed);
@@ -122,6 +126,7 @@ impl Callers {
             number,
             server,
             session,
+            task,
             answerer,
         });
         CallerGuard {
@@ -130,10 +135,21 @@ impl Callers {
         }
     }
 
-    /// The client a request of `server` is for.
-    pub fn pick(&self, server: usize) -> Picked {
+    /// The client a request of `server` is for. A request tied to an MCP task (`related_task`)
+    /// is for the request that waits for that task; any other is for the calls that wait for
+    /// no task.
+    pub fn pick(&self, server: usize, related_task: Option<&str>) -> Picked {
         let calls = self.lock();
-        let mut on_server = calls.iter().filter(|c| c.server == server);
+        if let Some(task) = related_task
+            && let Some(waiting) = calls
+                .iter()
+                .find(|c| c.server == server && c.task.as_deref() == Some(task))
+        {
+            return Picked::Answerer(waiting.answerer.clone());
+        }
+        let mut on_server = calls
+            .iter()
+            .filter(|c| c.server == server && c.task.is_none());
         let Some(first) = on_server.next() else {
             return Picked::Nobody;
         };
@@ -212,19 +228,36 @@ mod tests {
     #[test]
     fn a_request_goes_to_the_session_whose_call_is_in_flight() {
         let callers = Arc::new(Callers::default());
-        assert!(matches!(callers.pick(0), Picked::Nobody));
-        let a = callers.register(0, 1, refuse("a"));
-        let _b = callers.register(0, 1, refuse("b"));
-        let _other_server = callers.register(1, 2, refuse("c"));
+        assert!(matches!(callers.pick(0, None), Picked::Nobody));
+        let a = callers.register(0, 1, None, refuse("a"));
+        let _b = callers.register(0, 1, None, refuse("b"));
+        let _other_server = callers.register(1, 2, None, refuse("c"));
         // One session with two calls on server 0: the oldest call.
-        assert_eq!(method_of(callers.pick(0)).as_deref(), Some("a"));
-        assert_eq!(method_of(callers.pick(1)).as_deref(), Some("c"));
-        let _c = callers.register(0, 2, refuse("d"));
-        assert!(matches!(callers.pick(0), Picked::Ambiguous { sessions: 2 }));
+        assert_eq!(method_of(callers.pick(0, None)).as_deref(), Some("a"));
+        assert_eq!(method_of(callers.pick(1, None)).as_deref(), Some("c"));
+        let _c = callers.register(0, 2, None, refuse("d"));
+        assert!(matches!(
+            callers.pick(0, None),
+            Picked::Ambiguous { sessions: 2 }
+        ));
+        // A request tied to a task goes to the call waiting for that task, whoever else calls.
+        let task = callers.register(0, 3, Some("t1".into()), refuse("task"));
+        assert_eq!(
+            method_of(callers.pick(0, Some("t1"))).as_deref(),
+            Some("task")
+        );
+        assert!(matches!(
+            callers.pick(0, None),
+            Picked::Ambiguous { sessions: 2 }
+        ));
+        drop(task);
         drop(a);
-        assert!(matches!(callers.pick(0), Picked::Ambiguous { sessions: 2 }));
+        assert!(matches!(
+            callers.pick(0, None),
+            Picked::Ambiguous { sessions: 2 }
+        ));
         drop(_c);
-        assert_eq!(method_of(callers.pick(0)).as_deref(), Some("b"));
+        assert_eq!(method_of(callers.pick(0, None)).as_deref(), Some("b"));
         drop(_b);
         drop(_other_server);
         assert!(callers.is_empty());

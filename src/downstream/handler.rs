@@ -47,6 +47,9 @@ pub enum DownstreamEvent {
     },
 }
 
+/// The `_meta` key that ties a message to its MCP task (2025-11-25).
+pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
 /// The 2025-11-25 task status notification.
 pub const TASK_STATUS: &str = "notifications/tasks/status";
 
@@ -155,7 +158,12 @@ impl DownstreamHandler {
     /// `input_required` question for a 2026-07-28 one; with no call in flight, to the client
     /// that called this server last.
     fn relay(&self, kind: AskKind, params: serde_json::Value) -> Result<Relay, McpError> {
-        let peer = match self.callers.pick(self.server) {
+        let related_task = params
+            .get("_meta")
+            .and_then(|meta| meta.get(RELATED_TASK))
+            .and_then(|task| task.get("taskId"))
+            .and_then(serde_json::Value::as_str);
+        let peer = match self.callers.pick(self.server, related_task) {
             Picked::Answerer(Answerer::Peer(peer)) => peer,
             Picked::Answerer(Answerer::Input { capabilities, asks }) => {
                 if !declares(&capabilities, kind, &params) {

@@ -43,6 +43,8 @@ pub struct ExposedCatalog {
     prompt_routes: HashMap<String, Route>,
     resource_owners: HashMap<String, usize>,
     template_owners: Vec<(usize, String)>,
+    /// Exposed tools whose `execution.taskSupport` is `"required"`.
+    task_required: std::collections::HashSet<String>,
 }
 
 impl ExposedCatalog {
@@ -60,6 +62,10 @@ impl ExposedCatalog {
                     continue;
                 };
                 let exposed = tool_names.allocate(server.name, name);
+                if crate::downstream::task_support(tool) == crate::downstream::TaskSupport::Required
+                {
+                    out.task_required.insert(exposed.clone());
+                }
                 out.tool_routes.insert(
                     exposed.clone(),
                     Route {
@@ -132,6 +138,11 @@ impl ExposedCatalog {
 
     pub fn tool_route(&self, exposed: &str) -> Option<&Route> {
         self.tool_routes.get(exposed)
+    }
+
+    /// Whether the tool exposed as `exposed` only runs as an MCP task.
+    pub fn runs_only_as_task(&self, exposed: &str) -> bool {
+        self.task_required.contains(exposed)
     }
 
     pub fn prompt_route(&self, exposed: &str) -> Option<&Route> {

@@ -232,6 +232,11 @@ impl DirectLane {
         let era = Era::of(Some(&peer.peer_info()?.protocol_version));
         let exposed = gateway.exposed();
         let route = exposed.tool_route(&params.name)?;
+        if exposed.runs_only_as_task(&params.name) {
+            // Run as a task by loom for clients without tasks (SPEC §5.10), or refused by the
+            // server when called plainly: either way not a plain relay.
+            return None;
+        }
         let server = gateway.servers.get(route.server)?;
         let Ok(Live {
             direct: Some(calls),
@@ -288,6 +293,7 @@ impl DirectLane {
         let caller = gateway.hub.in_flight.register(
             relay.server,
             gateway.number,
+            None,
             Answerer::Peer(relay.peer.clone()),
         );
         self.running.spawn(async move {

@@ -14,7 +14,7 @@ use super::search::{self, ToolIndex, ToolText};
 use super::synthetic::{error_result, json_result, object_schema, read_only};
 use super::{ExposedCatalog, Gateway};
 use crate::config::{ToolsMode, glob_match};
-use crate::downstream::{TaskSupport, ToolDef, task_support};
+use crate::downstream::ToolDef;
 use crate::report::Size;
 
 pub const CATEGORIES: &str = "loom_tool_categories";
@@ -262,13 +262,7 @@ impl Gateway {
 
     /// `loom_find_tools`: ranked matches with full descriptions and input schemas; in search
     /// mode they join `tools/list` (one coalesced `list_changed`).
-    /// `tasks`: the client speaks a protocol with tasks (§5.10); otherwise a tool that only runs
-    /// as a task is not offered, as in `tools/list`.
-    pub(crate) fn find_tools(
-        &self,
-        arguments: &Option<Map<String, Value>>,
-        tasks: bool,
-    ) -> CallToolResult {
+    pub(crate) fn find_tools(&self, arguments: &Option<Map<String, Value>>) -> CallToolResult {
         let empty = Map::new();
         let args = arguments.as_ref().unwrap_or(&empty);
         if let Some(unknown) = args
@@ -313,23 +307,14 @@ impl Gateway {
         };
         let discovery = self.discovery();
         let exposed = self.exposed();
-        let usable = |name: &str| {
-            tasks
-                || exposed
-                    .tools
-                    .iter()
-                    .find(|t| tool_name(t) == name)
-                    .is_some_and(|t| task_support(t) != TaskSupport::Required)
-        };
-        // Ranked over every tool, then the ones this client cannot use are left out: ask for a
-        // few more so that `limit` usable ones remain where they exist.
-        let hits = discovery.index.search(query, limit.saturating_mul(2));
+        // Every tool is usable: one that only runs as a task is run as one by loom for a
+        // client without tasks (SPEC §5.10).
+        let hits = discovery.index.search(query, limit);
         let nonce = &self.nonce;
         let found: Vec<String> = hits
             .iter()
             .filter_map(|hit| discovery.index.tools().get(hit.index))
             .map(|t| t.name.clone())
-            .filter(|name| usable(name))
             .take(limit)
             .collect();
         let tools: Vec<Value> = found

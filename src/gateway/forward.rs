@@ -154,7 +154,7 @@ impl Gateway {
         context: &RequestContext<RoleServer>,
         timeout: Option<Duration>,
     ) -> Result<Forwarded, ForwardError> {
-        let mut running = self.start_call(index, request, context, timeout, false)?;
+        let mut running = self.start_call(index, request, context, timeout, false, None)?;
         match running.wait(&context.ct).await {
             Waited::Done(outcome) => {
                 self.unbind_progress(&running);
@@ -177,32 +177,18 @@ impl Gateway {
         context: &RequestContext<RoleServer>,
         timeout: Option<Duration>,
         asks: bool,
+        task: Option<String>,
     ) -> Result<Running, ForwardError> {
-        self.hub.calling(index, &self.upstream);
-        let Some(server) = self.servers.get(index) else {
-            return Err(ForwardError::Down(ServerState::Stopped));
-        };
-        let live = server.live().map_err(ForwardError::Down)?;
         let method = request.method().to_string();
-
         // Who the server's own requests during this call are for (SPEC §5.8).
         let (answerer, asks_rx) = match Era::of_request(context) {
             Era::Initialize => (Answerer::Peer(context.peer.clone()), None),
             Era::Discover if asks => {
-                let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-                let capabilities = context.client_capabilities().unwrap_or_default();
-                (
-                    Answerer::Input {
-                        capabilities: Box::new(capabilities),
-                        asks: tx,
-                    },
-                    Some(rx),
-                )
+                let (answerer, asks) = input_answerer(context);
+                (answerer, Some(asks))
             }
             Era::Discover => (Answerer::Refuse { method }, None),
         };
-        let caller = self.hub.in_flight.register(index, self.number, answerer);
-
         // rmcp puts its own progress token on every outgoing request, so the client's token is
         // mapped back when progress arrives; everything else in `_meta` travels as it came.
         let upstream_token = context.meta.get_progress_token();
@@ -213,9 +199,38 @@ impl Gateway {
         // downstream connection, which loom opened with `initialize`: it stops at loom.
         meta.0
             .retain(|key, _| !key.starts_with(PROTOCOL_META_PREFIX));
+        let launch = Launch {
+            meta,
+            answerer,
+            asks: asks_rx,
+            task,
+            timeout,
+        };
+        let running = self.launch(index, request, launch)?;
+        self.bind_progress(&running, upstream_token);
+        Ok(running)
+    }
+
+    /// Send `request` to server `index` as `launch` says; answered into the returned
+    /// [`Running`].
+    pub(super) fn launch(
+        &self,
+        index: usize,
+        request: ClientRequest,
+        launch: Launch,
+    ) -> Result<Running, ForwardError> {
+        self.hub.calling(index, &self.upstream);
+        let Some(server) = self.servers.get(index) else {
+            return Err(ForwardError::Down(ServerState::Stopped));
+        };
+        let live = server.live().map_err(ForwardError::Down)?;
+        let caller = self
+            .hub
+            .in_flight
+            .register(index, self.number, launch.task, launch.answerer);
         let mut options = PeerRequestOptions::no_options();
-        if !meta.0.is_empty() {
-            options = options.with_meta(meta);
+        if !launch.meta.0.is_empty() {
+            options = options.with_meta(launch.meta);
         }
         let (stop, stopped) = oneshot::channel();
         let (answer, outcome) = oneshot::channel();
@@ -225,18 +240,16 @@ impl Gateway {
             let outcome = drive(live, request, options, stopped, token_slot).await;
             let _ = answer.send(outcome);
         });
-        let running = Running {
+        Ok(Running {
             index,
             outcome,
-            asks: asks_rx,
+            asks: launch.asks,
             stop: Some(stop),
-            limit: timeout,
+            limit: launch.timeout,
             spent: Duration::ZERO,
             progress,
             _caller: caller,
-        };
-        self.bind_progress(&running, upstream_token);
-        Ok(running)
+        })
     }
 
     /// Progress the server sends for `running` goes to the client's `token` (or nowhere). A
@@ -281,6 +294,33 @@ impl Gateway {
                 .remove(&(running.index, downstream.clone()));
         }
     }
+}
+
+/// How a request is sent: its `_meta`, who answers the server's own requests during it, and
+/// its limit.
+pub(super) struct Launch {
+    pub meta: rmcp::model::RequestMetaObject,
+    pub answerer: Answerer,
+    pub asks: Option<tokio::sync::mpsc::UnboundedReceiver<Ask>>,
+    /// The MCP task the request waits for (`tasks/result`).
+    pub task: Option<String>,
+    pub timeout: Option<Duration>,
+}
+
+/// An answerer that turns the server's requests into questions for a 2026-07-28 client, with
+/// what this request says its client can answer; and where the questions arrive.
+pub(super) fn input_answerer(
+    context: &RequestContext<RoleServer>,
+) -> (Answerer, tokio::sync::mpsc::UnboundedReceiver<Ask>) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let capabilities = context.client_capabilities().unwrap_or_default();
+    (
+        Answerer::Input {
+            capabilities: Box::new(capabilities),
+            asks: tx,
+        },
+        rx,
+    )
 }
 
 /// Where a running call's progress goes: the client's token wanted before the request was

@@ -23,7 +23,6 @@ use super::forward::Forwarded;
 use super::input::{Call, Reply};
 use super::{Gateway, discovery, synthetic};
 
-use crate::downstream::{TaskSupport, task_support};
 use crate::wire::TASK_METHOD_PREFIX;
 
 /// Answers everything that is not passed through raw.
@@ -168,9 +167,7 @@ impl GatewayService {
                 ) =>
             {
                 let result = match params.name.as_ref() {
-                    discovery::FIND => {
-                        gateway.find_tools(&params.arguments, Era::request_has_tasks(&context))
-                    }
+                    discovery::FIND => gateway.find_tools(&params.arguments),
                     discovery::CATEGORIES => gateway.tool_categories(),
                     _ => gateway.stats_now(),
                 };
@@ -202,6 +199,26 @@ impl GatewayService {
                             .resume(state, params.input_responses.as_ref(), call, &context)
                             .await?
                     }
+                    // A tool that only runs as a task, for a client that cannot take one as
+                    // this request was made (SPEC §5.10).
+                    None if exposed.runs_only_as_task(&params.name)
+                        && !Era::request_has_tasks(&context) =>
+                    {
+                        if Era::of_request(&context) == Era::Discover
+                            && super::task_extension::declares_tasks(&context)
+                        {
+                            return match gateway
+                                .create_extension_task(route, params.arguments.as_ref(), &context)
+                                .await
+                            {
+                                Ok(result) => Ok(result),
+                                Err(e) => Ok(e.into_tool_result(&server, &what)),
+                            };
+                        }
+                        gateway
+                            .run_task(route, params.arguments.as_ref(), &context, call)
+                            .await
+                    }
                     None => {
                         let mut down = params.clone();
                         down.name = route.name.clone().into();
@@ -227,11 +244,10 @@ impl GatewayService {
                 let visible = gateway.visible_tools(&exposed);
                 let tools = match Era::request_has_tasks(&context) {
                     true => serde_json::json!({"tools": visible}),
-                    // A version without 2025-11-25 tasks: a tool that only runs as a task is
-                    // not offered, and the others lose `execution` (SPEC §5.10).
+                    // A version without 2025-11-25 tasks: tools lose `execution`; one that
+                    // only runs as a task is run as one by loom (SPEC §5.10).
                     false => serde_json::json!({"tools": visible
                         .iter()
-                        .filter(|tool| task_support(tool) != TaskSupport::Required)
                         .map(|tool| {
                             let mut tool = (*tool).clone();
                             tool.remove("execution");
@@ -422,6 +438,28 @@ impl ServerHandler for GatewayHandler {
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("loom", env!("CARGO_PKG_VERSION")))
             .with_instructions(instructions)
+    }
+
+    /// rmcp's discovery answer, with the tasks extension declared when a server behind loom
+    /// offers task tools (SPEC §5.10).
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, McpError> {
+        let mut info = ServerHandler::get_info(self);
+        if self.0.offers_tasks() {
+            info.capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(
+                    super::task_extension::TASKS_EXTENSION.into(),
+                    Default::default(),
+                );
+        }
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            ServerHandler::supported_protocol_versions(self).into_owned(),
+            info,
+        ))
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

@@ -60,7 +60,23 @@ struct Waiting {
 #[derive(Default)]
 pub(super) struct Suspended {
     table: Arc<Mutex<HashMap<String, Waiting>>>,
-    keys: AtomicU64,
+    keys: Arc<Keys>,
+}
+
+/// The keys a session's questions are asked under: never the same twice in a session.
+#[derive(Default)]
+pub(super) struct Keys(AtomicU64);
+
+impl Keys {
+    pub fn next(&self, kind: AskKind) -> String {
+        let n = self.0.fetch_add(1, Ordering::Relaxed) + 1;
+        let kind = match kind {
+            AskKind::Elicitation => "elicitation",
+            AskKind::Sampling => "sampling",
+            AskKind::Roots => "roots",
+        };
+        format!("{kind}-{n}")
+    }
 }
 
 impl Suspended {
@@ -68,14 +84,8 @@ impl Suspended {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn next_key(&self, kind: AskKind) -> String {
-        let n = self.keys.fetch_add(1, Ordering::Relaxed) + 1;
-        let kind = match kind {
-            AskKind::Elicitation => "elicitation",
-            AskKind::Sampling => "sampling",
-            AskKind::Roots => "roots",
-        };
-        format!("{kind}-{n}")
+    pub fn keys(&self) -> Arc<Keys> {
+        self.keys.clone()
     }
 
     /// Calls waiting now (for tests: nothing may leak).
@@ -118,7 +128,29 @@ impl Gateway {
         context: &RequestContext<RoleServer>,
         call: Call,
     ) -> Result<Reply, ForwardError> {
-        let running = self.start_call(index, request, context, self.call_timeout(index), true)?;
+        let running = self.start_call(
+            index,
+            request,
+            context,
+            self.call_timeout(index),
+            true,
+            None,
+        )?;
+        self.follow(running, Vec::new(), call, context).await
+    }
+
+    /// [`Gateway::call`] of a request that waits for MCP task `task` (`tasks/result`): the
+    /// server's questions tied to the task are for it.
+    pub(super) async fn call_for_task(
+        &self,
+        index: usize,
+        request: rmcp::model::ClientRequest,
+        context: &RequestContext<RoleServer>,
+        call: Call,
+        task: String,
+    ) -> Result<Reply, ForwardError> {
+        let timeout = self.call_timeout(index);
+        let running = self.start_call(index, request, context, timeout, true, Some(task))?;
         self.follow(running, Vec::new(), call, context).await
     }
 
@@ -178,7 +210,7 @@ impl Gateway {
                 Waited::Asked(asks) => {
                     asked = asks
                         .into_iter()
-                        .map(|ask| (self.suspended.next_key(ask.kind), ask))
+                        .map(|ask| (self.suspended.keys.next(ask.kind), ask))
                         .collect();
                 }
             }
@@ -266,7 +298,7 @@ fn expire_later(table: Weak<Mutex<HashMap<String, Waiting>>>, state: String) {
 /// One question as a 2026-07-28 `inputRequests` entry: the server's method and params, without
 /// what that revision does not have in them (`_meta`, `task`, the URL elicitation's
 /// `elicitationId`: the server gets the answer to its own request either way).
-fn input_request(ask: &Ask) -> Value {
+pub(super) fn input_request(ask: &Ask) -> Value {
     let mut entry = Map::new();
     entry.insert("method".into(), Value::String(ask.kind.method().into()));
     if let Value::Object(params) = &ask.params {
@@ -327,27 +359,31 @@ fn check_retry(
         ));
     }
     for (key, ask) in &waiting.asked {
-        let Some(answer) = responses.get(key) else {
-            continue;
-        };
-        let fits = match ask.kind {
-            AskKind::Elicitation => serde_json::from_value::<ElicitResult>(answer.clone()).is_ok(),
-            AskKind::Sampling => {
-                serde_json::from_value::<CreateMessageResult>(answer.clone()).is_ok()
-            }
-            AskKind::Roots => serde_json::from_value::<ListRootsResult>(answer.clone()).is_ok(),
-        };
-        if !fits {
-            return Err(McpError::invalid_params(
-                format!(
-                    "loom: `inputResponses.{key}` is not a result of `{}`",
-                    ask.kind.method()
-                ),
-                None,
-            ));
+        if let Some(answer) = responses.get(key) {
+            check_answer(key, ask, answer)?;
         }
     }
     Ok(())
+}
+
+/// Whether `answer` is a result of the kind `ask` asked for.
+pub(super) fn check_answer(key: &str, ask: &Ask, answer: &Value) -> Result<(), McpError> {
+    let fits = match ask.kind {
+        AskKind::Elicitation => serde_json::from_value::<ElicitResult>(answer.clone()).is_ok(),
+        AskKind::Sampling => serde_json::from_value::<CreateMessageResult>(answer.clone()).is_ok(),
+        AskKind::Roots => serde_json::from_value::<ListRootsResult>(answer.clone()).is_ok(),
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(McpError::invalid_params(
+            format!(
+                "loom: `inputResponses.{key}` is not a result of `{}`",
+                ask.kind.method()
+            ),
+            None,
+        ))
+    }
 }
 
 fn names(keys: &[&str]) -> String {

@@ -17,6 +17,7 @@ pub mod naming;
 pub mod read;
 pub mod search;
 pub mod synthetic;
+pub mod task_extension;
 pub mod tasks;
 
 use std::collections::HashMap;
@@ -86,6 +87,8 @@ pub struct Gateway {
     number: u64,
     /// Calls waiting for their client's input (2026-07-28 `input_required`), by `requestState`.
     suspended: input::Suspended,
+    /// Tasks created for 2026-07-28 clients (the tasks extension), by id.
+    bridged: task_extension::BridgedTasks,
     dirty: Notify,
     store: Arc<Store>,
     /// The snapshot writer, drained at shutdown.
@@ -152,6 +155,7 @@ impl Gateway {
             progress: forward::ProgressTable::default(),
             number: hub.next_session_number(),
             suspended: input::Suspended::default(),
+            bridged: task_extension::BridgedTasks::default(),
             dirty: Notify::new(),
             store,
             snapshot_task: Mutex::new(snapshot_task),
@@ -345,6 +349,15 @@ impl Gateway {
         had && self.hub.unsubscribed(uri)
     }
 
+    /// Whether this session's client speaks 2026-07-28 (it opened the session without
+    /// `initialize`): it gets no unsolicited notifications but what `subscriptions/listen`
+    /// asks for.
+    pub(crate) fn upstream_is_2026(&self) -> bool {
+        self.upstream
+            .get()
+            .is_some_and(|peer| peer.peer_info().is_none())
+    }
+
     /// Calls waiting for this client's input (SPEC §5.11).
     pub fn calls_waiting_for_input(&self) -> usize {
         self.suspended.len()
@@ -441,6 +454,7 @@ impl Gateway {
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
         self.suspended.clear();
+        self.bridged.clear();
         let held: Vec<String> = self
             .subscriptions
             .lock()

@@ -89,7 +89,7 @@ impl TaskRoutes {
     /// Route `id` to `server`. Returns whether statuses were held for it; they are then being
     /// released (under the same locks [`TaskRoutes::route_status`] takes, so a status that
     /// arrives meanwhile queues behind them) and [`TaskRoutes::take_released`] hands them out.
-    fn record(&self, id: &str, server: usize, origin: Option<Origin>) -> bool {
+    pub(super) fn record(&self, id: &str, server: usize, origin: Option<Origin>) -> bool {
         let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         self.insert(&mut guard, id, server, origin);
         let mut parking = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
@@ -265,6 +265,19 @@ impl Gateway {
         params: Option<Value>,
         context: &RequestContext<RoleServer>,
     ) -> Result<ServerResult, McpError> {
+        if Era::of_request(context) == Era::Discover && method != "tools/call" {
+            // The tasks extension of 2026-07-28 (src/gateway/task_extension.rs).
+            let params = match params {
+                Some(Value::Object(params)) => params,
+                None | Some(Value::Null) => Map::new(),
+                Some(_) => {
+                    return Err(invalid(format!(
+                        "malformed `{method}` request: params must be an object"
+                    )));
+                }
+            };
+            return self.extension_task_request(method, &params, context).await;
+        }
         if !Era::request_has_tasks(context) {
             return Err(McpError::new(
                 ErrorCode::METHOD_NOT_FOUND,
@@ -439,6 +452,10 @@ impl Gateway {
             .and_then(Value::as_str)
             .map(str::to_string);
         let Some(id) = id else { return };
+        if self.upstream_is_2026() {
+            // 2026-07-28 has no unsolicited task statuses (its clients poll `tasks/get`).
+            return;
+        }
         // A status of a task not routed yet is held until it is (its CreateTaskResult is being
         // handled, or comes next), then sent; dropped after a few seconds if it never is.
         let Some(notification) = self.task_routes.route_status(server, id, notification) else {

@@ -296,7 +296,13 @@ impl InitializePatch {
 /// model speaks another revision of tasks than 2025-11-25 (it drops `params.task` from
 /// `tools/call` and reads `tasks/get` and `tasks/cancel` in the extension's shape), so these
 /// requests reach the gateway as custom requests with their params as sent.
-const TASK_METHODS: &[&str] = &["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"];
+const TASK_METHODS: &[&str] = &[
+    "tasks/get",
+    "tasks/result",
+    "tasks/list",
+    "tasks/cancel",
+    "tasks/update",
+];
 
 /// See [`TASK_METHODS`]; a task-augmented `tools/call` arrives as `loom/task:tools/call`.
 pub const TASK_METHOD_PREFIX: &str = "loom/task:";
