@@ -54,9 +54,7 @@ pub fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
 pub(super) struct Bridged {
     server: usize,
     origin: Origin,
-    /// The server's questions not answered yet, by their key; and every key ever given out
-    /// (an answer to one already answered is ignored, to one never given out refused).
-    asks: Mutex<(Vec<(String, Ask)>, Vec<String>)>,
+    asks: Mutex<TaskAsks>,
     /// The answer of the `tasks/result` loom keeps open, once it came.
     outcome: Mutex<Option<Result<Forwarded, ForwardError>>>,
     arrived: tokio::sync::Notify,
@@ -66,16 +64,32 @@ pub(super) struct Bridged {
     stop: CancellationToken,
 }
 
-/// The tasks of one session, by id.
+/// A task's questions.
+#[derive(Default)]
+struct TaskAsks {
+    /// Not answered yet, by their key.
+    pending: Vec<(String, Ask)>,
+    /// Every key ever given out: an answer to one already answered is ignored, to one never
+    /// given out refused.
+    given: Vec<String>,
+}
+
+/// The tasks of one session, by id, and their ids oldest first.
 #[derive(Default)]
 pub(super) struct BridgedTasks {
-    inner: Mutex<(HashMap<String, Arc<Bridged>>, VecDeque<String>)>,
+    inner: Mutex<TaskTable>,
+}
+
+#[derive(Default)]
+struct TaskTable {
+    tasks: HashMap<String, Arc<Bridged>>,
+    order: VecDeque<String>,
 }
 
 impl BridgedTasks {
     fn insert(&self, id: String, task: Arc<Bridged>) {
         let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let (tasks, order) = &mut *guard;
+        let TaskTable { tasks, order } = &mut *guard;
         if tasks.insert(id.clone(), task).is_none() {
             order.push_back(id);
         }
@@ -90,16 +104,16 @@ impl BridgedTasks {
 
     fn get(&self, id: &str) -> Option<Arc<Bridged>> {
         let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        guard.0.get(id).cloned()
+        guard.tasks.get(id).cloned()
     }
 
     /// The session ends: every open `tasks/result` is closed.
     pub fn clear(&self) {
         let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        for (_, task) in guard.0.drain() {
+        for (_, task) in guard.tasks.drain() {
             task.stop.cancel();
         }
-        guard.1.clear();
+        guard.order.clear();
     }
 }
 
@@ -230,7 +244,7 @@ impl Gateway {
         let bridged = Arc::new(Bridged {
             server: route.server,
             origin,
-            asks: Mutex::new((Vec::new(), Vec::new())),
+            asks: Mutex::new(TaskAsks::default()),
             outcome: Mutex::new(None),
             arrived: tokio::sync::Notify::new(),
             decided: Mutex::new(None),
@@ -351,9 +365,9 @@ impl Gateway {
         match state.as_str() {
             "input_required" => {
                 let asks = lock(&task.asks);
-                if !asks.0.is_empty() {
+                if !asks.pending.is_empty() {
                     let mut requests = Map::new();
-                    for (key, ask) in &asks.0 {
+                    for (key, ask) in &asks.pending {
                         requests.insert(key.clone(), super::input::input_request(ask));
                     }
                     out.insert("inputRequests".into(), Value::Object(requests));
@@ -440,7 +454,7 @@ impl Bridged {
         let mut asks = lock(&self.asks);
         let unknown: Vec<&String> = responses
             .keys()
-            .filter(|key| !asks.1.contains(key))
+            .filter(|key| !asks.given.contains(key))
             .collect();
         if !unknown.is_empty() {
             return Err(invalid(format!(
@@ -452,18 +466,18 @@ impl Bridged {
                     .join(", ")
             )));
         }
-        for (key, ask) in &asks.0 {
+        for (key, ask) in &asks.pending {
             if let Some(answer) = responses.get(key) {
                 super::input::check_answer(key, ask, answer)?;
             }
         }
-        let pending = std::mem::take(&mut asks.0);
+        let pending = std::mem::take(&mut asks.pending);
         for (key, ask) in pending {
             match responses.get(&key) {
                 Some(answer) => {
                     let _ = ask.reply.send(Ok(answer.clone()));
                 }
-                None => asks.0.push((key, ask)),
+                None => asks.pending.push((key, ask)),
             }
         }
         Ok(())
@@ -479,8 +493,8 @@ async fn follow_task(task: Arc<Bridged>, mut running: Running, keys: Arc<super::
                 let mut asks = lock(&task.asks);
                 for ask in asked {
                     let key = keys.next(ask.kind);
-                    asks.1.push(key.clone());
-                    asks.0.push((key, ask));
+                    asks.given.push(key.clone());
+                    asks.pending.push((key, ask));
                 }
             }
             Waited::Done(outcome) => {
