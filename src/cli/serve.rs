@@ -126,7 +126,7 @@ async fn serve_http(config: crate::config::Config, addr: SocketAddr, stdio: bool
         }
     };
     let local = listener.local_addr().unwrap_or(addr);
-    if !local.ip().is_loopback() && config.http.token.is_none() {
+    if !local.ip().is_loopback() && !config.http.wants_token() {
         tracing::warn!(
             "listening on {local}, which is not loopback, without `http.token`: anyone who can \
              reach it can use every server behind loom"

@@ -295,10 +295,10 @@ impl Config {
                 "http (serve --http)",
                 format!(
                     "token {}, allowed origins {}, sessions idle after {} s, at most {} sessions",
-                    if self.http.token.is_some() {
-                        MASK
-                    } else {
-                        "(none)"
+                    match self.http.credentials().count() {
+                        0 => "(none)".to_string(),
+                        1 => MASK.to_string(),
+                        n => format!("{n} tokens, each {MASK}"),
                     },
                     list_or(&self.http.allowed_origins, "loopback only"),
                     self.http.session_idle_secs,

@@ -139,6 +139,9 @@ pub const MAX_HTTP_MAX_SESSIONS: usize = 10_000;
 pub struct HttpConfig {
     /// Required as `Authorization: Bearer <token>` on every request when set.
     pub token: Option<String>,
+    /// More accepted bearer tokens, one per client or user: each is a credential of its own,
+    /// and a 2026-07-28 client's datasets live in its credential's scope (SPEC §22).
+    pub tokens: Vec<String>,
     /// Browser origins allowed besides loopback ones (`Origin` is checked when present).
     pub allowed_origins: Vec<String>,
     /// Sessions idle this long are closed and their data freed.
@@ -147,10 +150,26 @@ pub struct HttpConfig {
     pub max_sessions: usize,
 }
 
+impl HttpConfig {
+    /// Every accepted bearer token (`token` first).
+    pub fn credentials(&self) -> impl Iterator<Item = &str> {
+        self.token
+            .iter()
+            .chain(self.tokens.iter())
+            .map(String::as_str)
+    }
+
+    /// Whether requests must carry a bearer token.
+    pub fn wants_token(&self) -> bool {
+        self.token.is_some() || !self.tokens.is_empty()
+    }
+}
+
 impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
             token: None,
+            tokens: Vec::new(),
             allowed_origins: Vec::new(),
             session_idle_secs: DEFAULT_HTTP_SESSION_IDLE_SECS,
             max_sessions: DEFAULT_HTTP_MAX_SESSIONS,
@@ -163,6 +182,7 @@ impl std::fmt::Debug for HttpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpConfig")
             .field("token", &self.token.as_ref().map(|_| super::MASK))
+            .field("tokens", &vec![super::MASK; self.tokens.len()])
             .field("allowed_origins", &self.allowed_origins)
             .field("session_idle_secs", &self.session_idle_secs)
             .field("max_sessions", &self.max_sessions)

@@ -84,7 +84,13 @@ const REPORT_KEYS: &[&str] = &["enabled", "path", "markdownPath"];
 
 const RESTART_KEYS: &[&str] = &["maxAttempts", "baseDelayMs"];
 
-const HTTP_KEYS: &[&str] = &["token", "allowedOrigins", "sessionIdleSecs", "maxSessions"];
+const HTTP_KEYS: &[&str] = &[
+    "token",
+    "tokens",
+    "allowedOrigins",
+    "sessionIdleSecs",
+    "maxSessions",
+];
 
 /// Keys of one server entry. `type`, `url` and `headers` come from the Claude Code / Cursor
 /// schema, `transport` from Context Firewall's.
@@ -760,6 +766,28 @@ impl Checker<'_> {
         let fields = self.fields(entries, "http", HTTP_KEYS, Unknown::Reject);
         if let Some(v) = fields.get("token") {
             http.token = self.non_empty_string(v, "http.token");
+        }
+        if let Some(v) = fields.get("tokens") {
+            let tokens = self.string_list(v, "http.tokens", |token| {
+                token
+                    .trim()
+                    .is_empty()
+                    .then(|| "expected a non-empty token (after `${VAR}` expansion)".to_string())
+            });
+            let mut seen: Vec<&String> = http.token.iter().collect();
+            for (i, token) in tokens.iter().enumerate() {
+                if seen.contains(&token) {
+                    // Two equal tokens would be one credential: a mistake worth naming.
+                    self.report(
+                        &index("http.tokens", i),
+                        "this token is accepted already (`http.token` or an earlier entry); each \
+                         token is one credential"
+                            .to_string(),
+                    );
+                }
+                seen.push(token);
+            }
+            http.tokens = tokens;
         }
         if let Some(v) = fields.get("allowedOrigins") {
             http.allowed_origins = self.string_list(v, "http.allowedOrigins", |origin| {

@@ -206,8 +206,14 @@ impl Gateway {
             task,
             timeout,
         };
-        let running = self.launch(index, request, launch)?;
+        let mut running = self.launch(index, request, launch)?;
         self.bind_progress(&running, upstream_token);
+        if Era::of_request(context) == Era::Discover
+            && let Some(level) = context.meta.log_level()
+        {
+            running._log = Some(self.log_interest.register(index, &level));
+            self.hub.wants_log_level(index, &level);
+        }
         Ok(running)
     }
 
@@ -249,6 +255,7 @@ impl Gateway {
             spent: Duration::ZERO,
             progress,
             _caller: caller,
+            _log: None,
         })
     }
 
@@ -351,6 +358,8 @@ pub(super) struct Running {
     spent: Duration,
     progress: Arc<std::sync::Mutex<Option<ProgressBinding>>>,
     _caller: CallerGuard,
+    /// The log level this 2026-07-28 request asked for, registered while it runs.
+    _log: Option<super::logging::LogInterestGuard>,
 }
 
 /// What waiting for a running call gave.

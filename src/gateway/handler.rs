@@ -462,6 +462,65 @@ impl ServerHandler for GatewayHandler {
         ))
     }
 
+    /// `subscriptions/listen` (2026-07-28): list changes are always offered; a resource URI is
+    /// accepted when a server can take a subscription to it (the one that lists it, or any
+    /// server that declares `resources.subscribe` for a URI no server lists). SPEC §5.9.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        let mut accepted = requested.clone();
+        if let Some(uris) = &requested.resource_subscriptions {
+            accepted.resource_subscriptions = Some(
+                uris.iter()
+                    .filter(|uri| !self.subscription_targets(uri).is_empty())
+                    .cloned()
+                    .collect(),
+            );
+        }
+        Some(accepted)
+    }
+
+    /// One listen stream, until the client ends it: its sink gets this session's list changes
+    /// and the updates of its resources; the servers are asked for those resources' updates
+    /// while any stream or legacy subscription of any session wants them.
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        for uri in &uris {
+            if self.0.listen_to(uri) {
+                let request = SubscribeRequestParams::new(uri.clone());
+                let outcome = self
+                    .on_subscribers(uri, "refused the subscription", |peer| {
+                        let request = request.clone();
+                        async move { peer.subscribe(request).await }
+                    })
+                    .await;
+                if let Err(error) = outcome {
+                    tracing::warn!(%uri, "subscriptions/listen: {}", error.message);
+                }
+            }
+        }
+        let listener = self.0.add_listener(context.sink().clone());
+        context.cancelled().await;
+        self.0.remove_listener(listener);
+        for uri in &uris {
+            if self.0.stop_listening_to(uri) {
+                let request = UnsubscribeRequestParams::new(uri.clone());
+                let _ = self
+                    .on_subscribers(uri, "refused to unsubscribe", |peer| {
+                        let request = request.clone();
+                        async move { peer.unsubscribe(request).await }
+                    })
+                    .await;
+            }
+        }
+        Ok(())
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         self.0.upstream().set(context.peer);
     }
@@ -557,6 +616,27 @@ impl ServerHandler for GatewayHandler {
 }
 
 impl GatewayHandler {
+    /// The servers a subscription to `uri` goes to: the one that lists it (or whose template
+    /// matches it), else every server that declared `resources.subscribe`.
+    fn subscription_targets(&self, uri: &str) -> Vec<usize> {
+        match self.0.exposed().resource_owner(uri) {
+            Some(owner) => vec![owner],
+            None => self
+                .0
+                .servers()
+                .iter()
+                .filter(|server| {
+                    server.catalog().capabilities.as_ref().is_some_and(|c| {
+                        c.resources
+                            .as_ref()
+                            .is_some_and(|r| r.subscribe == Some(true))
+                    })
+                })
+                .map(|server| server.index)
+                .collect(),
+        }
+    }
+
     /// Where a `resources/subscribe` (or `unsubscribe`) for `uri` goes (SPEC §5.4): the server
     /// that lists the URI or whose template matches it; a URI no server lists goes to every
     /// server that declared `resources.subscribe` (a server may publish updates for resources it
@@ -573,20 +653,7 @@ impl GatewayHandler {
         Fut: std::future::Future<Output = Result<(), rmcp::ServiceError>>,
     {
         let servers = self.0.servers();
-        let targets: Vec<usize> = match self.0.exposed().resource_owner(uri) {
-            Some(owner) => vec![owner],
-            None => servers
-                .iter()
-                .filter(|server| {
-                    server.catalog().capabilities.as_ref().is_some_and(|c| {
-                        c.resources
-                            .as_ref()
-                            .is_some_and(|r| r.subscribe == Some(true))
-                    })
-                })
-                .map(|server| server.index)
-                .collect(),
-        };
+        let targets = self.subscription_targets(uri);
         if targets.is_empty() {
             return Err(McpError::resource_not_found(
                 format!(

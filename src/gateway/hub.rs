@@ -37,6 +37,10 @@ pub struct Hub {
     /// whose call caused them (SPEC §5.8).
     pub(super) in_flight: Arc<Callers>,
     sessions_opened: std::sync::atomic::AtomicU64,
+    /// Per server, the most verbose log level loom asked it for on behalf of 2026-07-28
+    /// requests (they carry a level each; servers of the `initialize` era take one for the
+    /// connection).
+    log_levels: Mutex<Vec<Option<u8>>>,
 }
 
 impl Hub {
@@ -73,6 +77,7 @@ impl Hub {
             subscribers: Mutex::new(std::collections::HashMap::new()),
             in_flight: Arc::default(),
             sessions_opened: std::sync::atomic::AtomicU64::new(0),
+            log_levels: Mutex::new(Vec::new()),
         });
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let mut firsts = Vec::new();
@@ -122,6 +127,44 @@ impl Hub {
     pub(super) fn next_session_number(&self) -> u64 {
         self.sessions_opened
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A 2026-07-28 request wants server `index`'s log messages at `level`: a server that
+    /// logs is asked for that level when it was set to a less verbose one (or none) before.
+    #[allow(deprecated)] // logging is SEP-2577-deprecated; older servers use it
+    pub(super) fn wants_log_level(&self, index: usize, level: &rmcp::model::LoggingLevel) {
+        let Some(server) = self.servers.get(index) else {
+            return;
+        };
+        let logs = server
+            .catalog()
+            .capabilities
+            .as_ref()
+            .is_some_and(|c| c.logging.is_some());
+        if !logs {
+            return;
+        }
+        let rank = super::logging::log_rank(level);
+        {
+            let mut levels = self
+                .log_levels
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if levels.len() <= index {
+                levels.resize(index + 1, None);
+            }
+            if levels[index].is_some_and(|set| set <= rank) {
+                return;
+            }
+            levels[index] = Some(rank);
+        }
+        if let Ok(live) = server.live() {
+            let params = rmcp::model::SetLevelRequestParams::new(*level);
+            tokio::spawn(async move {
+                #[allow(deprecated)] // logging is SEP-2577-deprecated; older servers use it
+                let _ = live.peer.set_level(params).await;
+            });
+        }
     }
 
     /// Requests in flight on the servers (for tests: nothing may leak).

@@ -13,6 +13,7 @@ mod forward;
 mod handler;
 mod hub;
 mod input;
+mod logging;
 pub mod naming;
 pub mod read;
 pub mod search;
@@ -109,6 +110,19 @@ pub struct Gateway {
     stats: crate::report::SessionStats,
     /// Resource URIs this session subscribed to: only their updates reach its client.
     subscriptions: Mutex<std::collections::HashSet<String>>,
+    /// The client's `subscriptions/listen` streams (2026-07-28), and how many of them want
+    /// each resource URI.
+    listeners: Mutex<Listeners>,
+    /// The log levels 2026-07-28 requests in flight asked for, per server.
+    log_interest: Arc<logging::LogInterest>,
+}
+
+/// The open `subscriptions/listen` streams of a session.
+#[derive(Default)]
+struct Listeners {
+    next: u64,
+    sinks: Vec<(u64, rmcp::service::SubscriptionSink)>,
+    uris: HashMap<String, usize>,
 }
 
 impl Gateway {
@@ -168,6 +182,8 @@ impl Gateway {
             nonce: discovery::new_nonce(),
             stats: crate::report::SessionStats::new(),
             subscriptions: Mutex::new(std::collections::HashSet::new()),
+            listeners: Mutex::new(Listeners::default()),
+            log_interest: Arc::default(),
         });
         hub.register(&gateway);
         let rebuild = tokio::spawn(gateway.clone().rebuild_loop());
@@ -361,6 +377,65 @@ impl Gateway {
     /// Calls waiting for this client's input (SPEC §5.11).
     pub fn calls_waiting_for_input(&self) -> usize {
         self.suspended.len()
+    }
+
+    fn lock_listeners(&self) -> std::sync::MutexGuard<'_, Listeners> {
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A listen stream opened; its number.
+    pub(crate) fn add_listener(&self, sink: rmcp::service::SubscriptionSink) -> u64 {
+        let mut listeners = self.lock_listeners();
+        listeners.next += 1;
+        let number = listeners.next;
+        listeners.sinks.push((number, sink));
+        number
+    }
+
+    pub(crate) fn remove_listener(&self, number: u64) {
+        self.lock_listeners().sinks.retain(|(n, _)| *n != number);
+    }
+
+    /// One more listen stream of this session wants `uri`; true when the session did not
+    /// want it before and no session did (the server is then asked).
+    pub(crate) fn listen_to(&self, uri: &str) -> bool {
+        let first = {
+            let mut listeners = self.lock_listeners();
+            let count = listeners.uris.entry(uri.to_string()).or_default();
+            *count += 1;
+            *count == 1
+        };
+        first && self.subscribe(uri)
+    }
+
+    /// One listen stream fewer wants `uri`; true when no session wants it any more.
+    pub(crate) fn stop_listening_to(&self, uri: &str) -> bool {
+        let last = {
+            let mut listeners = self.lock_listeners();
+            match listeners.uris.get_mut(uri) {
+                Some(count) if *count > 1 => {
+                    *count -= 1;
+                    false
+                }
+                Some(_) => {
+                    listeners.uris.remove(uri);
+                    true
+                }
+                None => false,
+            }
+        };
+        last && self.unsubscribe(uri)
+    }
+
+    /// The listen streams open now.
+    fn sinks(&self) -> Vec<rmcp::service::SubscriptionSink> {
+        self.lock_listeners()
+            .sinks
+            .iter()
+            .map(|(_, sink)| sink.clone())
+            .collect()
     }
 
     pub fn stats(&self) -> &crate::report::SessionStats {
@@ -571,9 +646,25 @@ impl Gateway {
             tokio::time::sleep(LIST_CHANGED_COALESCE).await;
             let changed = self.rebuild();
             let joined = self.tools_changed.swap(false, Ordering::AcqRel);
+            // 2026-07-28 clients hear of changes on their listen streams only; clients of the
+            // `initialize` era get the notifications as before.
+            for sink in self.sinks() {
+                if changed.tools || joined {
+                    let _ = sink.notify_tool_list_changed().await;
+                }
+                if changed.resources {
+                    let _ = sink.notify_resource_list_changed().await;
+                }
+                if changed.prompts {
+                    let _ = sink.notify_prompt_list_changed().await;
+                }
+            }
             let Some(peer) = self.upstream.get() else {
                 continue;
             };
+            if peer.peer_info().is_none() {
+                continue;
+            }
             if changed.tools || joined {
                 let _ = peer.notify_tool_list_changed().await;
             }
@@ -606,6 +697,11 @@ impl Gateway {
             }
             #[allow(deprecated)] // logging is SEP-2577-deprecated but clients still show it
             DownstreamEvent::Logging { server, params } => {
+                // A 2026-07-28 client gets log messages only for requests that asked for them
+                // (`io.modelcontextprotocol/logLevel`), at that level or above.
+                if self.upstream_is_2026() && !self.log_interest.wants(*server, &params.level) {
+                    return;
+                }
                 if let Some(peer) = self.upstream.get() {
                     let name = self.servers.get(*server).map(|s| s.name()).unwrap_or("?");
                     let mut params = params.clone();
@@ -621,12 +717,20 @@ impl Gateway {
                 notification,
             } => self.task_status(*server, notification.clone()).await,
             DownstreamEvent::ResourceUpdated { params, .. } => {
+                // Each listen stream's sink lets through the URIs it accepted.
+                for sink in self.sinks() {
+                    let _ = sink.notify_resource_updated(params.uri.clone()).await;
+                }
                 let subscribed = self
                     .subscriptions
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .contains(&params.uri);
-                if subscribed && let Some(peer) = self.upstream.get() {
+                let legacy = self
+                    .upstream
+                    .get()
+                    .filter(|peer| peer.peer_info().is_some());
+                if subscribed && let Some(peer) = legacy {
                     let _ = peer.notify_resource_updated(params.clone()).await;
                 }
             }

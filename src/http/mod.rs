@@ -15,6 +15,7 @@
 #![allow(clippy::result_large_err)]
 
 mod session;
+mod stateless;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -43,6 +44,7 @@ pub use session::Session;
 /// The one path loom serves MCP at.
 pub const MCP_PATH: &str = "/mcp";
 const SESSION_HEADER: &str = "mcp-session-id";
+const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 /// How long a connection may take to send a request's headers (also an idle keep-alive
 /// connection's wait for its next request). hyper has such a timeout but only runs it with a
 /// timer; without one, a client that sends half a request and goes quiet holds its socket and
@@ -100,6 +102,10 @@ pub struct Server {
     /// Bound to a loopback address: `Host` must name a loopback host too.
     loopback: bool,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// The scopes of 2026-07-28 clients, by credential digest (src/http/stateless.rs).
+    scopes: Mutex<HashMap<String, Arc<Session>>>,
+    /// Numbers loom's ids for stateless requests.
+    stateless_requests: std::sync::atomic::AtomicU64,
     /// Sessions being opened (their `initialize` is under way): they count against
     /// `maxSessions` from the moment they are admitted, so initializes that arrive together
     /// cannot together pass the limit.
@@ -124,6 +130,8 @@ impl Server {
             settings,
             loopback: local.ip().is_loopback(),
             sessions: Mutex::new(HashMap::new()),
+            scopes: Mutex::new(HashMap::new()),
+            stateless_requests: std::sync::atomic::AtomicU64::new(0),
             opening: std::sync::atomic::AtomicUsize::new(0),
             shutdown: CancellationToken::new(),
         })
@@ -131,6 +139,15 @@ impl Server {
 
     fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_scopes(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
+        self.scopes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Scopes of 2026-07-28 clients open now.
+    pub fn scope_count(&self) -> usize {
+        self.lock_scopes().len()
     }
 
     /// Sessions open now.
@@ -179,7 +196,9 @@ impl Server {
             });
         }
         reaper.abort();
-        let sessions: Vec<Arc<Session>> = self.lock_sessions().drain().map(|(_, s)| s).collect();
+        let mut sessions: Vec<Arc<Session>> =
+            self.lock_sessions().drain().map(|(_, s)| s).collect();
+        sessions.extend(self.lock_scopes().drain().map(|(_, s)| s));
         futures::future::join_all(sessions.iter().map(|s| s.close())).await;
     }
 
@@ -193,8 +212,7 @@ impl Server {
         let every = (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(60));
         loop {
             tokio::time::sleep(every).await;
-            let expired: Vec<Arc<Session>> = {
-                let mut sessions = self.lock_sessions();
+            let expire = |sessions: &mut HashMap<String, Arc<Session>>| -> Vec<Arc<Session>> {
                 let ids: Vec<String> = sessions
                     .iter()
                     .filter(|(_, s)| s.idle_for() >= idle)
@@ -202,6 +220,8 @@ impl Server {
                     .collect();
                 ids.iter().filter_map(|id| sessions.remove(id)).collect()
             };
+            let mut expired = expire(&mut self.lock_sessions());
+            expired.extend(expire(&mut self.lock_scopes()));
             for session in expired {
                 tracing::info!(session = %session.id(), "closing an idle HTTP session");
                 session.close().await;
@@ -216,11 +236,29 @@ impl Server {
                 format!("loom serves MCP at {MCP_PATH}"),
             );
         }
-        if let Some(refusal) = self.refuse(&request) {
-            return refusal;
-        }
+        let scope = match self.refuse(&request) {
+            Ok(scope) => scope,
+            Err(refusal) => return refusal,
+        };
+        let sessionless = request
+            .headers()
+            .get(PROTOCOL_VERSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(stateless::is_sessionless_version);
         match *request.method() {
-            Method::POST => self.post(request).await,
+            Method::POST => self.post(request, scope).await,
+            Method::GET | Method::DELETE if sessionless => {
+                let mut response = plain(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "protocol 2026-07-28 has no sessions and no GET stream: every request is a POST \
+                     of its own (list changes and resource updates come through \
+                     subscriptions/listen)",
+                );
+                response
+                    .headers_mut()
+                    .insert(ALLOW, http::HeaderValue::from_static("POST"));
+                response
+            }
             Method::GET => self.get(&request),
             Method::DELETE => self.delete(&request).await,
             _ => {
@@ -233,8 +271,57 @@ impl Server {
         }
     }
 
-    /// `Host`, `Origin` and the bearer token, checked on every request.
-    fn refuse(&self, request: &Request<Incoming>) -> Option<Response<Body>> {
+    /// `Host`, `Origin` and the bearer token, checked on every request. Gives the scope of the
+    /// request's credential (a digest of its token; one scope for all without tokens).
+    fn refuse(&self, request: &Request<Incoming>) -> Result<String, Response<Body>> {
+        if let Some(refusal) = self.refuse_origin(request) {
+            return Err(refusal);
+        }
+        if !self.settings.wants_token() {
+            return Ok("anonymous".into());
+        }
+        // The scheme ignores case (RFC 7235).
+        let given = request
+            .headers()
+            .get(AUTHORIZATION)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim());
+        // Every credential is compared, whichever matches, so the time taken tells nothing.
+        let mut matched = None;
+        for credential in self.settings.credentials() {
+            if given.is_some_and(|given| same_secret(given, credential)) {
+                matched = Some(credential);
+            }
+        }
+        match matched {
+            Some(token) => Ok(crate::token::digest_hex(
+                "loom/http-scope",
+                token.as_bytes(),
+            )),
+            None => {
+                let mut response = plain(
+                    StatusCode::UNAUTHORIZED,
+                    if given.is_some() {
+                        "the bearer token was refused (it is not one of this loom's `http.token` / \
+                         `http.tokens`)"
+                    } else {
+                        "the bearer token is missing: this loom wants `Authorization: Bearer \
+                         <token>` (its `http.token` or one of `http.tokens`)"
+                    },
+                );
+                response.headers_mut().insert(
+                    WWW_AUTHENTICATE,
+                    http::HeaderValue::from_static("Bearer realm=\"loom\""),
+                );
+                Err(response)
+            }
+        }
+    }
+
+    /// `Host` and `Origin` (against DNS rebinding and foreign pages).
+    fn refuse_origin(&self, request: &Request<Incoming>) -> Option<Response<Body>> {
         let headers = request.headers();
         if self.loopback {
             let host = headers
@@ -261,32 +348,6 @@ impl Server {
                          `http.allowedOrigins`)"
                     ),
                 ));
-            }
-        }
-        if let Some(token) = &self.settings.token {
-            // The scheme ignores case (RFC 7235).
-            let given = headers
-                .get(AUTHORIZATION)
-                .and_then(|h| h.to_str().ok())
-                .and_then(|h| h.split_once(' '))
-                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-                .map(|(_, token)| token.trim());
-            let accepted = given.is_some_and(|given| same_secret(given, token));
-            if !accepted {
-                let mut response = plain(
-                    StatusCode::UNAUTHORIZED,
-                    if given.is_some() {
-                        "the bearer token was refused (it is not this loom's `http.token`)"
-                    } else {
-                        "the bearer token is missing: this loom wants `Authorization: Bearer \
-                         <token>` (its `http.token`)"
-                    },
-                );
-                response.headers_mut().insert(
-                    WWW_AUTHENTICATE,
-                    http::HeaderValue::from_static("Bearer realm=\"loom\""),
-                );
-                return Some(response);
             }
         }
         None
@@ -324,7 +385,7 @@ impl Server {
         }
     }
 
-    async fn post(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+    async fn post(self: Arc<Self>, request: Request<Incoming>, scope: String) -> Response<Body> {
         let accept = header_text(&request, ACCEPT);
         let wants_json = accepts(&accept, "application/json");
         let wants_sse = accepts(&accept, "text/event-stream");
@@ -343,31 +404,43 @@ impl Server {
                 "Content-Type must be application/json",
             );
         }
+        let version = request
+            .headers()
+            .get(PROTOCOL_VERSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        // A request of a revision without sessions (2026-07-28) is served in its credential's
+        // scope, whatever session header it may carry.
+        let sessionless = version
+            .as_deref()
+            .is_some_and(stateless::is_sessionless_version);
         let session = match request.headers().get(SESSION_HEADER) {
-            Some(_) => match self.session_of(&request) {
+            Some(_) if !sessionless => match self.session_of(&request) {
                 Ok(session) => Some(session),
                 Err(response) => return response,
             },
-            None => None,
+            _ => None,
         };
-        // Without a session the only request served is `initialize` (a few KiB): anyone who can
-        // reach the port must not make loom buffer a full-size message to be refused.
-        let limit = match session {
-            Some(_) => MAX_MESSAGE_BYTES,
-            None => SESSIONLESS_BODY_BYTES,
+        // Without a session and without a 2026-07-28 header the only requests served are
+        // `initialize` and `server/discover` (a few KiB): anyone who can reach the port must not
+        // make loom buffer a full-size message to be refused.
+        let limit = match (&session, sessionless) {
+            (None, false) => SESSIONLESS_BODY_BYTES,
+            _ => MAX_MESSAGE_BYTES,
         };
+        let headers = request.headers().clone();
         let body = match http_body_util::Limited::new(request.into_body(), limit)
             .collect()
             .await
         {
             Ok(body) => body.to_bytes(),
-            Err(error) if session.is_none() => {
+            Err(error) if limit == SESSIONLESS_BODY_BYTES => {
                 return plain(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     format!(
                         "a request without an Mcp-Session-Id can only be `initialize`, at most \
                          {} KiB ({error}); send `initialize` first and then the session id it \
-                         answered with",
+                         answered with (or speak 2026-07-28, with its MCP-Protocol-Version header)",
                         SESSIONLESS_BODY_BYTES / 1024
                     ),
                 );
@@ -405,26 +478,156 @@ impl Server {
                 Ok(session) => session,
                 Err(response) => return response,
             },
-            // 2026-07-28 has no sessions, and a session is where a client's datasets live:
-            // a client that asks is told to use the initialize handshake.
+            // 2026-07-28: discovery, and every request of that revision, without a session.
             (None, Some("server/discover")) => {
-                return rpc_error(
-                    StatusCode::OK,
-                    message.id.as_deref(),
-                    -32601,
-                    "loom over HTTP speaks the session-based protocol revisions (2025-11-25 and \
-                     earlier): use the initialize handshake",
-                );
+                return self
+                    .stateless(
+                        scope,
+                        &headers,
+                        version.as_deref(),
+                        message,
+                        body,
+                        wants_json,
+                        wants_sse,
+                    )
+                    .await;
+            }
+            (None, _) if sessionless => {
+                return self
+                    .stateless(
+                        scope,
+                        &headers,
+                        version.as_deref(),
+                        message,
+                        body,
+                        wants_json,
+                        wants_sse,
+                    )
+                    .await;
             }
             (None, _) => {
                 return plain(
                     StatusCode::BAD_REQUEST,
                     "the Mcp-Session-Id header is missing: send `initialize` first and then the \
-                     session id it answered with",
+                     session id it answered with (or speak 2026-07-28, with its \
+                     MCP-Protocol-Version header)",
                 );
             }
         };
-        session.post(message, body, wants_json, wants_sse).await
+        session
+            .post(message, body, wants_json, wants_sse, None)
+            .await
+    }
+
+    /// A request of protocol 2026-07-28: checked against its headers, then answered by the
+    /// session of its credential's scope under an id of loom's own (SPEC §22).
+    #[allow(clippy::too_many_arguments)]
+    async fn stateless(
+        &self,
+        scope: String,
+        headers: &http::HeaderMap,
+        version: Option<&str>,
+        message: session::Message,
+        body: bytes::Bytes,
+        wants_json: bool,
+        wants_sse: bool,
+    ) -> Response<Body> {
+        let text = String::from_utf8_lossy(&body);
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let standard = stateless::Headers {
+            version,
+            method: header("mcp-method"),
+            name: header("mcp-name"),
+        };
+        if let Err(why) = stateless::check_headers(&text, &standard) {
+            return rpc_error(StatusCode::BAD_REQUEST, message.id.as_deref(), -32020, &why);
+        }
+        if message.method.is_none() {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                message.id.as_deref(),
+                -32600,
+                "a 2026-07-28 client sends loom no responses (loom sends it no requests)",
+            );
+        }
+        let Some(id_text) = stateless::member_text(&body, &["id"]) else {
+            // A notification: 2026-07-28 defines none that loom acts on over HTTP (a client
+            // cancels a request by closing its stream).
+            return plain(StatusCode::ACCEPTED, "");
+        };
+        let session = match self.scope(&scope).await {
+            Ok(session) => session,
+            Err(response) => return response,
+        };
+        let n = self
+            .stateless_requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("\"loom-h{n}\"");
+        let token = message
+            .progress_token
+            .as_ref()
+            .map(|_| format!("\"loom-hp{n}\""));
+        let client_token = match &token {
+            Some(_) => stateless::member_text(&body, &["params", "_meta", "progressToken"]),
+            None => None,
+        };
+        let rewritten = match stateless::rewrite_request(&text, &id, token.as_deref()) {
+            Ok(rewritten) => rewritten,
+            Err(why) => {
+                return rpc_error(StatusCode::BAD_REQUEST, message.id.as_deref(), -32600, &why);
+            }
+        };
+        let inner = session::Message {
+            id: Some(id),
+            method: message.method,
+            progress_token: token,
+            cancels: None,
+        };
+        let rewrite = stateless::Rewrite {
+            id: id_text,
+            token: client_token,
+        };
+        session
+            .post(
+                inner,
+                bytes::Bytes::from(rewritten),
+                wants_json,
+                wants_sse,
+                Some(rewrite),
+            )
+            .await
+    }
+
+    /// The session of a credential's scope, opened by its first request.
+    async fn scope(&self, key: &str) -> Result<Arc<Session>, Response<Body>> {
+        if let Some(session) = self.lock_scopes().get(key) {
+            return Ok(session.clone());
+        }
+        let opened = Session::open_scope(self.hub.clone())
+            .await
+            .map_err(|error| {
+                plain(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("loom could not open a scope for this credential: {error}"),
+                )
+            })?;
+        let (session, extra) = {
+            let mut scopes = self.lock_scopes();
+            match scopes.get(key) {
+                // Two first requests at once: the first one in keeps its scope.
+                Some(existing) => (existing.clone(), Some(opened)),
+                None => {
+                    scopes.insert(key.to_string(), opened.clone());
+                    (opened, None)
+                }
+            }
+        };
+        if let Some(extra) = extra {
+            extra.close().await;
+        } else {
+            tracing::info!("HTTP scope opened for a 2026-07-28 credential");
+        }
+        Ok(session)
     }
 
     async fn open_session(&self) -> Result<Arc<Session>, Response<Body>> {

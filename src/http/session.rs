@@ -24,6 +24,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, WriteHa
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::stateless::Rewrite;
 use super::{Body, full, plain};
 use crate::gateway::{Gateway, GatewayService, Hub, StartError};
 use crate::wire::{LineTransport, MAX_MESSAGE_BYTES};
@@ -132,11 +133,19 @@ struct Out {
     last: bool,
 }
 
+/// A POST waiting for what loom sends for its request.
+struct Waiting {
+    to: mpsc::UnboundedSender<Out>,
+    /// Whether the client takes SSE (only then can it carry messages other than its answer).
+    sse: bool,
+    /// A stateless request's own id and token, given back on what loom sends for it.
+    rewrite: Option<Rewrite>,
+}
+
 #[derive(Default)]
 struct Routes {
-    /// Request id → the POST waiting for its answer, and whether that client takes SSE (only
-    /// then can it carry messages other than its answer).
-    pending: HashMap<String, (mpsc::UnboundedSender<Out>, bool)>,
+    /// Request id → the POST waiting for its answer.
+    pending: HashMap<String, Waiting>,
     /// Progress token (as written) → request id.
     progress: HashMap<String, String>,
     /// Most recent request first-come order, for messages that belong to no request.
@@ -147,6 +156,9 @@ struct Routes {
 
 pub struct Session {
     id: String,
+    /// A scope of 2026-07-28 clients (no session id, no GET stream, answers given their
+    /// client's ids back) rather than a session of the `initialize` era.
+    stateless: bool,
     gateway: Arc<Gateway>,
     to_loom: tokio::sync::Mutex<WriteHalf<DuplexStream>>,
     routes: Mutex<Routes>,
@@ -157,12 +169,22 @@ pub struct Session {
 impl Session {
     /// A new session over `hub`, its transport running.
     pub async fn open(hub: Arc<Hub>) -> Result<Arc<Session>, StartError> {
+        Self::open_as(hub, false).await
+    }
+
+    /// The session of a scope of 2026-07-28 clients (src/http/stateless.rs).
+    pub async fn open_scope(hub: Arc<Hub>) -> Result<Arc<Session>, StartError> {
+        Self::open_as(hub, true).await
+    }
+
+    async fn open_as(hub: Arc<Hub>, stateless: bool) -> Result<Arc<Session>, StartError> {
         let gateway = Gateway::session(hub, false).await?;
         let (loom_side, http_side) = tokio::io::duplex(PIPE_BYTES);
         let (loom_read, loom_write) = tokio::io::split(loom_side);
         let (http_read, http_write) = tokio::io::split(http_side);
         let session = Arc::new(Session {
             id: new_session_id(),
+            stateless,
             gateway: gateway.clone(),
             to_loom: tokio::sync::Mutex::new(http_write),
             routes: Mutex::new(Routes::default()),
@@ -247,13 +269,16 @@ impl Session {
         pipe.flush().await
     }
 
-    /// A client's POST: a request waits for its answer; anything else is accepted at once.
+    /// A client's POST: a request waits for its answer; anything else is accepted at once. A
+    /// stateless request comes with loom's id and token in `message` and `body` and the
+    /// client's own in `rewrite`.
     pub async fn post(
         self: Arc<Self>,
         message: Message,
         body: Bytes,
         wants_json: bool,
         wants_sse: bool,
+        rewrite: Option<Rewrite>,
     ) -> Response<Body> {
         self.touch();
         if !message.is_request() {
@@ -282,7 +307,14 @@ impl Session {
                     "a request with this id is still in progress in this session",
                 );
             }
-            routes.pending.insert(id.clone(), (tx, wants_sse));
+            routes.pending.insert(
+                id.clone(),
+                Waiting {
+                    to: tx,
+                    sse: wants_sse,
+                    rewrite,
+                },
+            );
             routes.order.push_back(id.clone());
             if let Some(token) = &message.progress_token {
                 routes.progress.insert(token.clone(), id.clone());
@@ -295,6 +327,12 @@ impl Session {
                 format!("the session is closing: {error}"),
             );
         }
+        // A stateless client cancels by going away (2026-07-28 has no notification for it
+        // over HTTP): until the answer is handed over, dropping this cancels the request.
+        let mut cancel = CancelOnDrop {
+            session: self.stateless.then(|| self.clone()),
+            id: id.clone(),
+        };
         let first = tokio::select! {
             first = rx.recv() => first,
             _ = self.closed.cancelled() => None,
@@ -306,7 +344,10 @@ impl Session {
                 "the session ended before answering",
             );
         };
-        let session_header = HeaderValue::from_str(&self.id).ok();
+        let session_header = match self.stateless {
+            true => None,
+            false => HeaderValue::from_str(&self.id).ok(),
+        };
         if first.last && first.line.is_empty() {
             // Cancelled by the client: no answer.
             if !wants_sse {
@@ -316,8 +357,14 @@ impl Session {
         }
         // The answer alone, to a client that takes JSON: one plain body, no SSE event limit.
         if first.last && wants_json {
+            cancel.disarm();
             self.touch();
+            let status = match self.stateless {
+                true => super::stateless::status_of(&first.line),
+                false => StatusCode::OK,
+            };
             let mut response = Response::new(full(first.line));
+            *response.status_mut() = status;
             response
                 .headers_mut()
                 .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -341,6 +388,7 @@ impl Session {
                     }
                 }
             }
+            cancel.disarm();
             if answer.line.is_empty() {
                 return plain(StatusCode::ACCEPTED, "cancelled by the client");
             }
@@ -351,8 +399,10 @@ impl Session {
             return response;
         }
         let session = self.clone();
-        let stream =
-            futures::stream::unfold((Some(first), rx, false), move |(next, mut rx, done)| {
+        // The stream holds the cancellation: a client that closes it cancels the request.
+        let stream = futures::stream::unfold(
+            (Some(first), rx, false, cancel),
+            move |(next, mut rx, done, mut cancel)| {
                 let session = session.clone();
                 async move {
                     if done {
@@ -362,14 +412,18 @@ impl Session {
                         Some(out) => out,
                         None => rx.recv().await?,
                     };
+                    if out.last {
+                        cancel.disarm();
+                    }
                     if out.last && out.line.is_empty() {
                         return None;
                     }
                     session.touch();
                     let last = out.last;
-                    Some((sse_event(&out.line), (None, rx, last)))
+                    Some((sse_event(&out.line), (None, rx, last, cancel)))
                 }
-            });
+            },
+        );
         sse_response(stream, session_header)
     }
 
@@ -405,8 +459,8 @@ impl Session {
             routes.progress.retain(|_, owner| owner != id);
             routes.pending.remove(id)
         };
-        if let Some((waiting, _)) = waiting {
-            let _ = waiting.send(Out {
+        if let Some(waiting) = waiting {
+            let _ = waiting.to.send(Out {
                 line: Bytes::new(),
                 last: true,
             });
@@ -458,10 +512,17 @@ impl Session {
         if message.method.is_none()
             && let Some(id) = &message.id
         {
-            if let Some((waiting, _)) = routes.pending.remove(id) {
+            if let Some(waiting) = routes.pending.remove(id) {
                 routes.order.retain(|o| o != id);
                 routes.progress.retain(|_, owner| owner != id);
-                let _ = waiting.send(Out { line, last: true });
+                let line = given_back(
+                    line,
+                    waiting
+                        .rewrite
+                        .as_ref()
+                        .map(|r| (&["id"][..], r.id.as_str())),
+                );
+                let _ = waiting.to.send(Out { line, last: true });
             }
             return;
         }
@@ -471,9 +532,28 @@ impl Session {
                 .as_ref()
                 .and_then(|token| routes.progress.get(token))
                 .cloned()
-            && let Some((waiting, true)) = routes.pending.get(&owner)
-            && offer(waiting, &line)
+            && let Some(waiting) = routes.pending.get(&owner)
+            && waiting.sse
         {
+            let token = waiting.rewrite.as_ref().and_then(|r| r.token.as_deref());
+            let line = given_back(
+                line.clone(),
+                token.map(|t| (&["params", "progressToken"][..], t)),
+            );
+            if offer(&waiting.to, &line) {
+                return;
+            }
+        }
+        // A listen stream's notification goes to the POST of its `subscriptions/listen`.
+        if let Some(listen) = super::stateless::subscription_of(&line)
+            && let Some(waiting) = routes.pending.get(&listen)
+        {
+            let id = waiting.rewrite.as_ref().map(|r| r.id.as_str());
+            let line = given_back(
+                line.clone(),
+                id.map(|id| (&super::stateless::SUBSCRIPTION_PATH[..], id)),
+            );
+            offer(&waiting.to, &line);
             return;
         }
         if let Some(standing) = &routes.standing
@@ -487,7 +567,7 @@ impl Session {
             .iter()
             .rev()
             .find_map(|id| match routes.pending.get(id) {
-                Some((waiting, true)) => Some(waiting.clone()),
+                Some(waiting) if waiting.sse => Some(waiting.to.clone()),
                 _ => None,
             });
         if let Some(waiting) = newest
@@ -495,10 +575,55 @@ impl Session {
         {
             return;
         }
+        // A scope has no GET stream to hand a backlog to.
+        if self.stateless {
+            return;
+        }
         if routes.backlog.len() >= BACKLOG {
             routes.backlog.pop_front();
         }
         routes.backlog.push_back(line);
+    }
+}
+
+/// `line` with the member at the path given back the client's value (a stateless request's
+/// id, token or listen id); as it is otherwise.
+fn given_back(line: Bytes, member: Option<(&[&str], &str)>) -> Bytes {
+    match member.and_then(|(path, value)| super::stateless::replace_member(&line, path, value)) {
+        Some(rewritten) => Bytes::from(rewritten),
+        None => line,
+    }
+}
+
+/// Cancels a stateless request in loom when dropped before being disarmed: its client went
+/// away before the answer.
+struct CancelOnDrop {
+    session: Option<Arc<Session>>,
+    /// loom's id of the request, as JSON text.
+    id: String,
+}
+
+impl CancelOnDrop {
+    fn disarm(&mut self) {
+        self.session = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(session) = self.session.take() else {
+            return;
+        };
+        session.forget(&self.id);
+        let notice = format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"the HTTP client went away"}}}}"#,
+            self.id
+        );
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = session.send_to_loom(notice.as_bytes()).await;
+            });
+        }
     }
 }
 

@@ -1,0 +1,394 @@
+//! Protocol 2026-07-28 over HTTP: no sessions (SPEC §22 "Without a session").
+//!
+//! A 2026-07-28 client sends every request as a POST of its own, carrying the per-request
+//! envelope in `_meta` and the `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers, and
+//! never an `Mcp-Session-Id`. Its datasets, documents, waiting calls and tasks still have to
+//! live somewhere between requests: in the **scope** of its credential. Each bearer token loom
+//! accepts (`http.token`, `http.tokens`) is one scope, named by a digest of the token; without
+//! tokens every client shares one scope. A scope is a loom session like any other (its own
+//! store, catalog, joined tools, report), opened by its first request and closed after
+//! `http.sessionIdleSecs` without one.
+//!
+//! Several clients of one scope may use the same request ids and progress tokens at once (each
+//! starts at 1), so a request is handed to the scope's session under an id and token of loom's
+//! own, and what comes back is given the client's again ([`Rewrite`]).
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use http::StatusCode;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// `_meta` member naming a listen stream on its notifications.
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// The ids and token a stateless request had, to be given back on what loom sends for it.
+#[derive(Debug, Clone)]
+pub struct Rewrite {
+    /// The client's request id, as it wrote it.
+    pub id: String,
+    /// The client's progress token, as it wrote it.
+    pub token: Option<String>,
+}
+
+/// An object's members, their values as text borrowed from it (member order does not matter
+/// to JSON-RPC; every value keeps its bytes).
+type Members<'a> = BTreeMap<String, &'a RawValue>;
+
+/// The request `body` with `id` and, when it had one, its progress token replaced by loom's
+/// (both JSON text). Everything else keeps its bytes (arguments included).
+pub fn rewrite_request(body: &str, id: &str, token: Option<&str>) -> Result<String, String> {
+    let top: Members<'_> = serde_json::from_str(body)
+        .map_err(|e| format!("the body is not a JSON-RPC message: {e}"))?;
+    let mut out = String::with_capacity(body.len() + 32);
+    out.push('{');
+    let mut first = true;
+    for (name, value) in &top {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        push_key(&mut out, name);
+        match name.as_str() {
+            "id" => out.push_str(id),
+            "params" => match token {
+                Some(token) => push_params(&mut out, value, token)?,
+                None => out.push_str(value.get()),
+            },
+            _ => out.push_str(value.get()),
+        }
+    }
+    out.push('}');
+    Ok(out)
+}
+
+fn push_key(out: &mut String, key: &str) {
+    out.push_str(&serde_json::to_string(key).unwrap_or_default());
+    out.push(':');
+}
+
+/// `params` with `_meta.progressToken` replaced by `token`.
+fn push_params(out: &mut String, params: &RawValue, token: &str) -> Result<(), String> {
+    let params: Members<'_> = serde_json::from_str(params.get())
+        .map_err(|e| format!("`params` is not an object: {e}"))?;
+    out.push('{');
+    let mut first = true;
+    for (name, value) in &params {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        push_key(out, name);
+        if name == "_meta" {
+            let meta: Members<'_> = serde_json::from_str(value.get())
+                .map_err(|e| format!("`params._meta` is not an object: {e}"))?;
+            out.push('{');
+            let mut first_member = true;
+            for (key, member) in &meta {
+                if !first_member {
+                    out.push(',');
+                }
+                first_member = false;
+                push_key(out, key);
+                out.push_str(if key == "progressToken" {
+                    token
+                } else {
+                    member.get()
+                });
+            }
+            out.push('}');
+        } else {
+            out.push_str(value.get());
+        }
+    }
+    out.push('}');
+    Ok(())
+}
+
+/// A line loom wrote, with the value at `path` (member names from the top) replaced by
+/// `replacement`; the rest of its bytes kept. `None` when the line has no such member.
+pub fn replace_member(line: &[u8], path: &[&str], replacement: &str) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(line).ok()?;
+    let (start, end) = locate(text, path)?;
+    let mut out = Vec::with_capacity(line.len() + replacement.len());
+    out.extend_from_slice(&line[..start]);
+    out.extend_from_slice(replacement.as_bytes());
+    out.extend_from_slice(&line[end..]);
+    Some(out)
+}
+
+/// Where the value at `path` lies in `text` (byte range).
+fn locate(text: &str, path: &[&str]) -> Option<(usize, usize)> {
+    let (first, rest) = path.split_first()?;
+    let top: Members<'_> = serde_json::from_str(text).ok()?;
+    let value = top.get(*first)?;
+    let offset = (value.get().as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
+    if rest.is_empty() {
+        return Some((offset, offset + value.get().len()));
+    }
+    let (start, end) = locate(value.get(), rest)?;
+    Some((offset + start, offset + end))
+}
+
+/// The text of the member at `path` in `body`, as written.
+pub fn member_text(body: &[u8], path: &[&str]) -> Option<String> {
+    let text = std::str::from_utf8(body).ok()?;
+    let (start, end) = locate(text, path)?;
+    Some(text[start..end].to_string())
+}
+
+/// Whether an `MCP-Protocol-Version` header names a revision without sessions: any version but
+/// the four that have the `initialize` handshake (an unknown one is refused by the session in
+/// JSON-RPC's words, -32022).
+pub fn is_sessionless_version(version: &str) -> bool {
+    !matches!(
+        version,
+        "2024-11-05" | "2025-03-26" | "2025-06-18" | "2025-11-25"
+    )
+}
+
+/// The subscription id a listen stream's notification carries, as written.
+pub fn subscription_of(line: &[u8]) -> Option<String> {
+    // Only notifications carry one; a cheap test first, as most lines are answers.
+    memchr::memmem::find(line, SUBSCRIPTION_ID.as_bytes())?;
+    let id = member_text(line, &SUBSCRIPTION_PATH)?;
+    // Keyed as routes key ids: as rmcp reads and writes them.
+    let id: rmcp::model::RequestId = serde_json::from_str(&id).ok()?;
+    serde_json::to_string(&id).ok()
+}
+
+/// Where the subscription id sits in a listen stream's notification.
+pub const SUBSCRIPTION_PATH: [&str; 3] = ["params", "_meta", SUBSCRIPTION_ID];
+
+/// The HTTP status of a stateless answer: a refusal of the request itself is 400 (malformed,
+/// wrong envelope or headers, unsupported version, a capability the client lacks), an unknown
+/// method 404, anything else 200 (as 2026-07-28 asks).
+pub fn status_of(line: &[u8]) -> StatusCode {
+    #[derive(Deserialize)]
+    struct Answer {
+        #[serde(default)]
+        error: Option<ErrorCode>,
+    }
+    #[derive(Deserialize)]
+    struct ErrorCode {
+        code: i64,
+    }
+    let code = serde_json::from_slice::<Answer>(line)
+        .ok()
+        .and_then(|a| a.error)
+        .map(|e| e.code);
+    match code {
+        Some(-32700 | -32600 | -32602 | -32020 | -32021 | -32022) => StatusCode::BAD_REQUEST,
+        Some(-32601) => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+/// What the headers of a 2026-07-28 request must agree with in its body.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<EnvelopeParams<'a>>,
+}
+
+#[derive(Deserialize)]
+struct EnvelopeParams<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    uri: Option<Cow<'a, str>>,
+    #[serde(borrow, rename = "taskId", default)]
+    task_id: Option<Cow<'a, str>>,
+    #[serde(borrow, rename = "_meta", default)]
+    meta: Option<EnvelopeMeta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct EnvelopeMeta<'a> {
+    #[serde(borrow, rename = "io.modelcontextprotocol/protocolVersion", default)]
+    protocol_version: Option<Cow<'a, str>>,
+}
+
+/// The standard headers of a 2026-07-28 POST.
+pub struct Headers<'a> {
+    pub version: Option<&'a str>,
+    pub method: Option<&'a str>,
+    pub name: Option<&'a str>,
+}
+
+/// Checks the standard headers against the body (2026-07-28 "Standard headers"): the protocol
+/// version the header names is the one in `_meta`, `Mcp-Method` is the method, `Mcp-Name` is
+/// the tool or prompt name, resource URI or task id. A mismatch is -32020 (HTTP 400), in words
+/// that name the header.
+pub fn check_headers(body: &str, headers: &Headers<'_>) -> Result<(), String> {
+    let Ok(envelope) = serde_json::from_str::<Envelope<'_>>(body) else {
+        // The body's own problems are reported by the session in JSON-RPC's words.
+        return Ok(());
+    };
+    let params = envelope.params.as_ref();
+    let in_meta = params
+        .and_then(|p| p.meta.as_ref())
+        .and_then(|m| m.protocol_version.as_deref());
+    match (headers.version, in_meta) {
+        (Some(header), Some(meta)) if header != meta => {
+            return Err(format!(
+                "the MCP-Protocol-Version header ({header}) is not the protocolVersion in the \
+                 request's _meta ({meta})"
+            ));
+        }
+        (None, Some(meta)) => {
+            return Err(format!(
+                "the request's _meta names protocol {meta}, but the MCP-Protocol-Version header \
+                 is missing"
+            ));
+        }
+        _ => {}
+    }
+    let method = envelope.method.as_deref();
+    if let Some(header) = headers.method
+        && Some(header) != method
+    {
+        return Err(format!(
+            "the Mcp-Method header ({header}) is not the request's method ({})",
+            method.unwrap_or("none")
+        ));
+    }
+    if headers.method.is_none() && headers.version.is_some() && method.is_some() {
+        return Err("the Mcp-Method header is missing (2026-07-28 requests carry it)".into());
+    }
+    let named = params.and_then(|p| match method {
+        Some("tools/call" | "prompts/get") => p.name.as_deref(),
+        Some("resources/read") => p.uri.as_deref(),
+        Some(m) if m.starts_with("tasks/") => p.task_id.as_deref(),
+        _ => None,
+    });
+    if let (Some(header), Some(named)) = (headers.name, named) {
+        let decoded = decode_header_value(header);
+        if decoded.as_deref() != Some(named) {
+            return Err(format!(
+                "the Mcp-Name header ({header}) is not the name the request's params give ({named})"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A header value as 2026-07-28 encodes values that are not plain ASCII:
+/// `=?base64?<base64 of the UTF-8>?=`; any other value is itself.
+fn decode_header_value(value: &str) -> Option<String> {
+    use base64::Engine;
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    {
+        Some(encoded) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()),
+        None => Some(value.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_get_loom_s_id_and_token_and_keep_their_arguments() {
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a": 2.50},"_meta":{"progressToken":1,"x":"y"}}}"#;
+        let out = rewrite_request(body, r#""h-7""#, Some(r#""hp-7""#)).expect("rewritten");
+        let value: serde_json::Value = serde_json::from_str(&out).expect("json");
+        assert_eq!(value["id"], "h-7");
+        assert_eq!(value["params"]["_meta"]["progressToken"], "hp-7");
+        assert_eq!(value["params"]["_meta"]["x"], "y");
+        assert!(out.contains(r#""arguments":{"a": 2.50}"#), "{out}");
+        let bare = rewrite_request(
+            r#"{"jsonrpc":"2.0","id":"a","method":"tools/list","params":{}}"#,
+            "9",
+            None,
+        )
+        .expect("rewritten");
+        assert!(bare.contains(r#""id":9"#), "{bare}");
+    }
+
+    #[test]
+    fn answers_get_the_client_s_id_back() {
+        let line = br#"{"jsonrpc":"2.0","id":"h-7","result":{"content":[],"v":1.50}}"#;
+        let out = replace_member(line, &["id"], "1").expect("replaced");
+        assert_eq!(
+            std::str::from_utf8(&out).expect("utf-8"),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"v":1.50}}"#
+        );
+        let progress = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"hp-7","progress":1}}"#;
+        let out =
+            replace_member(progress, &["params", "progressToken"], "\"t\"").expect("replaced");
+        assert!(
+            std::str::from_utf8(&out)
+                .expect("utf-8")
+                .contains(r#""progressToken":"t""#)
+        );
+        let ack = br#"{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"h-3"},"notifications":{}}}"#;
+        assert_eq!(subscription_of(ack).as_deref(), Some(r#""h-3""#));
+        assert_eq!(subscription_of(line), None);
+    }
+
+    #[test]
+    fn headers_must_agree_with_the_body() {
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a_b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        let ok = Headers {
+            version: Some("2026-07-28"),
+            method: Some("tools/call"),
+            name: Some("a_b"),
+        };
+        assert!(check_headers(body, &ok).is_ok());
+        let encoded = Headers {
+            name: Some("=?base64?YV9i?="),
+            ..ok
+        };
+        assert!(check_headers(body, &encoded).is_ok());
+        let wrong_method = Headers {
+            method: Some("tools/list"),
+            ..ok
+        };
+        assert!(check_headers(body, &wrong_method).is_err_and(|e| e.contains("Mcp-Method")));
+        let wrong_name = Headers {
+            name: Some("other"),
+            ..ok
+        };
+        assert!(check_headers(body, &wrong_name).is_err_and(|e| e.contains("Mcp-Name")));
+        let wrong_version = Headers {
+            version: Some("2099-01-01"),
+            ..ok
+        };
+        assert!(check_headers(body, &wrong_version).is_err());
+        let no_header = Headers {
+            version: None,
+            method: None,
+            name: None,
+        };
+        assert!(check_headers(body, &no_header).is_err());
+    }
+
+    #[test]
+    fn refusals_have_their_http_status() {
+        assert_eq!(
+            status_of(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x"}}"#),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            status_of(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"x"}}"#),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            status_of(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"x"}}"#),
+            StatusCode::OK
+        );
+        assert_eq!(
+            status_of(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            StatusCode::OK
+        );
+    }
+}
