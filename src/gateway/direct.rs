@@ -99,8 +99,8 @@ struct CancelParams {
 struct Answer<'a> {
     #[serde(borrow, default)]
     result: Option<&'a RawValue>,
-    #[serde(default)]
-    error: Option<McpError>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
 }
 
 /// A child's progress line, its params member by member.
@@ -402,7 +402,28 @@ async fn run(
             }
             Ok(Answer {
                 error: Some(error), ..
-            }) => ForwardError::Rpc(error).into_tool_result(&relay.server_name, &what),
+            }) => match serde_json::from_str::<McpError>(error.get()) {
+                // "URL elicitation required" (2025-11-25) is the server's word to the client:
+                // passed on as the server wrote it (SPEC §5.6).
+                Ok(rpc) if rpc.code.0 == -32042 => {
+                    let line = format!(
+                        r#"{{"jsonrpc":"2.0","id":{},"error":{}}}"#,
+                        relay.id_text,
+                        error.get()
+                    );
+                    if !cancelled.is_cancelled()
+                        && let Err(error) = reply
+                            .write_parts(&[&one_line(line.as_bytes()), b"\n"])
+                            .await
+                    {
+                        tracing::debug!(%error, "the client went away before the answer");
+                    }
+                    return;
+                }
+                Ok(rpc) => ForwardError::Rpc(rpc).into_tool_result(&relay.server_name, &what),
+                Err(_) => ForwardError::Failed("its error was not a JSON-RPC error".into())
+                    .into_tool_result(&relay.server_name, &what),
+            },
             _ => ForwardError::Failed("its answer was not a JSON-RPC response".into())
                 .into_tool_result(&relay.server_name, &what),
         },

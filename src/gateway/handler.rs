@@ -19,7 +19,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, Service, ServiceRole};
 
 use super::era::Era;
-use super::forward::Forwarded;
+use super::forward::{ForwardError, Forwarded};
 use super::input::{Call, Reply};
 use super::{Gateway, discovery, synthetic};
 
@@ -234,6 +234,10 @@ impl GatewayService {
                     }
                     Ok(Reply::Done(typed)) => Ok(gateway.pass_on(typed, &context, false)),
                     Ok(Reply::Input(result)) => Ok(*result),
+                    // "URL elicitation required" (2025-11-25) is the server's word to the
+                    // client, which acts on it: passed on as it came (a 2026-07-28 client that
+                    // takes URL elicitation got it as `input_required` instead).
+                    Err(ForwardError::Rpc(error)) if error.code.0 == -32042 => Err(error),
                     Err(e) => Ok(e.into_tool_result(&server, &what)),
                 }
             }

@@ -48,10 +48,30 @@ pub(super) struct Call {
     pub arguments: Option<Value>,
 }
 
+/// What a call waits with.
+enum Pending {
+    /// The server's call, still running: the answers go to its waiting requests.
+    Running(Running),
+    /// The server refused the call until its user finished URL flows (-32042, 2025-11-25's
+    /// "URL elicitation required"): the call is made again when the client comes back.
+    Again {
+        index: usize,
+        request: rmcp::model::ClientRequest,
+    },
+}
+
+impl Pending {
+    fn cancel(&mut self, reason: &'static str) {
+        if let Pending::Running(running) = self {
+            running.cancel(reason);
+        }
+    }
+}
+
 /// A call waiting for its client.
 struct Waiting {
     call: Call,
-    running: Running,
+    pending: Pending,
     /// The questions put to the client in this round, by the key it answers under.
     asked: Vec<(String, Ask)>,
 }
@@ -97,7 +117,7 @@ impl Suspended {
     pub fn clear(&self) {
         let waiting: Vec<Waiting> = self.lock().drain().map(|(_, w)| w).collect();
         for mut waiting in waiting {
-            waiting.running.cancel("loom's client session ended");
+            waiting.pending.cancel("loom's client session ended");
         }
     }
 }
@@ -107,6 +127,9 @@ pub(super) enum Reply {
     Done(Forwarded),
     Input(Box<ServerResult>),
 }
+
+/// 2025-11-25's "URL elicitation required" error.
+const URL_ELICITATION_REQUIRED: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32042);
 
 /// A `requestState` loom does not hold (any more).
 fn unknown_state() -> McpError {
@@ -128,6 +151,9 @@ impl Gateway {
         context: &RequestContext<RoleServer>,
         call: Call,
     ) -> Result<Reply, ForwardError> {
+        // Kept to be made again should the server want a URL flow finished first.
+        let again = (super::era::Era::of_request(context) == super::era::Era::Discover)
+            .then(|| request.clone());
         let running = self.start_call(
             index,
             request,
@@ -136,7 +162,63 @@ impl Gateway {
             true,
             None,
         )?;
-        self.follow(running, Vec::new(), call, context).await
+        match self
+            .follow(running, Vec::new(), call.clone(), context)
+            .await
+        {
+            Err(ForwardError::Rpc(error)) if error.code == URL_ELICITATION_REQUIRED => {
+                match again {
+                    Some(request) => self.url_first(index, request, error, call, context),
+                    None => Err(ForwardError::Rpc(error)),
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// The server answered -32042 (URL elicitation required, 2025-11-25): a 2026-07-28 client
+    /// that takes URL-mode elicitation gets the URLs as `input_required`, and its retry makes
+    /// the call again; any other client gets the server's error.
+    fn url_first(
+        &self,
+        index: usize,
+        request: rmcp::model::ClientRequest,
+        error: McpError,
+        call: Call,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Reply, ForwardError> {
+        let capabilities = context.client_capabilities().unwrap_or_default();
+        let elicitations: Vec<Value> = error
+            .data
+            .as_ref()
+            .and_then(|data| data.get("elicitations"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let takes_urls = elicitations
+            .iter()
+            .all(|e| crate::downstream::callers::declares(&capabilities, AskKind::Elicitation, e));
+        if elicitations.is_empty() || !takes_urls {
+            return Err(ForwardError::Rpc(error));
+        }
+        let asked = elicitations
+            .into_iter()
+            .map(|params| {
+                // Nobody waits for these answers: the call is simply made again.
+                let (reply, _) = tokio::sync::oneshot::channel();
+                let ask = Ask {
+                    kind: AskKind::Elicitation,
+                    params,
+                    reply,
+                };
+                (self.suspended.keys.next(AskKind::Elicitation), ask)
+            })
+            .collect();
+        let again = |(index, request)| Pending::Again { index, request };
+        match self.suspend((index, request), again, asked, &call) {
+            Ok(result) => Ok(Reply::Input(Box::new(result))),
+            Err(_) => Err(ForwardError::Rpc(error)),
+        }
     }
 
     /// [`Gateway::call`] of a request that waits for MCP task `task` (`tasks/result`): the
@@ -173,7 +255,14 @@ impl Gateway {
             self.suspended.lock().insert(state.to_string(), waiting);
             return Err(error);
         }
-        let Waiting { running, asked, .. } = waiting;
+        let Waiting { pending, asked, .. } = waiting;
+        let running = match pending {
+            Pending::Running(running) => running,
+            // The URL flows are done (or declined): the call is made again.
+            Pending::Again { index, request } => {
+                return Ok(Box::pin(self.call(index, request, context, call)).await);
+            }
+        };
         let mut unanswered = Vec::new();
         for (key, ask) in asked {
             match responses.and_then(|r| r.get(&key)) {
@@ -197,7 +286,7 @@ impl Gateway {
     ) -> Result<Reply, ForwardError> {
         loop {
             if !asked.is_empty() {
-                match self.suspend(running, std::mem::take(&mut asked), &call) {
+                match self.suspend(running, Pending::Running, std::mem::take(&mut asked), &call) {
                     Ok(result) => return Ok(Reply::Input(Box::new(result))),
                     Err(back) => running = back,
                 }
@@ -220,12 +309,13 @@ impl Gateway {
     /// Park the call under a new `requestState` and build the `input_required` answer. With
     /// too many calls waiting, or no randomness for a handle, the server's questions get an
     /// error instead and the call is handed back to go on.
-    fn suspend(
+    fn suspend<P>(
         &self,
-        running: Running,
+        pending: P,
+        into: impl FnOnce(P) -> Pending,
         asked: Vec<(String, Ask)>,
         call: &Call,
-    ) -> Result<ServerResult, Running> {
+    ) -> Result<ServerResult, P> {
         let refuse = |asked: Vec<(String, Ask)>, why: String| {
             for (_, ask) in asked {
                 let _ = ask
@@ -239,7 +329,7 @@ impl Gateway {
                 "loom: no randomness for a requestState; the question cannot reach the client"
                     .into(),
             );
-            return Err(running);
+            return Err(pending);
         };
         let mut requests = Map::new();
         for (key, ask) in &asked {
@@ -261,13 +351,13 @@ impl Gateway {
                          the question cannot reach it"
                     ),
                 );
-                return Err(running);
+                return Err(pending);
             }
             table.insert(
                 state.clone(),
                 Waiting {
                     call: call.clone(),
-                    running,
+                    pending: into(pending),
                     asked,
                 },
             );
@@ -289,7 +379,7 @@ fn expire_later(table: Weak<Mutex<HashMap<String, Waiting>>>, state: String) {
             .remove(&state);
         if let Some(mut waiting) = waiting {
             waiting
-                .running
+                .pending
                 .cancel("loom's client did not answer the server's request within 600 s");
         }
     });

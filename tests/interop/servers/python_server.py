@@ -11,10 +11,12 @@ Unlike the npm servers (TypeScript SDK 1.x, handshake era only), this one also s
 
 import argparse
 import hmac
+import json
+from typing import Annotated
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, Elicit, ListRoots, MCPServer, Resolve, Sample
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 app = MCPServer("interop-python")
@@ -107,6 +109,68 @@ def big_text(size: int) -> str:
 def fail(reason: str) -> str:
     """Always fails with the given reason."""
     raise ToolError(reason)
+
+
+# Tools that ask the client for input. The SDK asks the way the connection's era has it: with
+# server-to-client requests (elicitation/create, sampling/createMessage, roots/list) on a session
+# opened with `initialize`, with an `input_required` result on a 2026-07-28 connection.
+
+
+class Person(BaseModel):
+    name: str
+
+
+def ask_name() -> Elicit[Person]:
+    return Elicit("Who is asking?", Person)
+
+
+def ask_model(topic: str) -> Sample:
+    return Sample([SamplingMessage(role="user", content=TextContent(text=f"one word about {topic}"))], max_tokens=20)
+
+
+def ask_roots() -> ListRoots:
+    return ListRoots()
+
+
+@app.tool()
+async def whoami(person: Annotated[Person, Resolve(ask_name)]) -> str:
+    """Asks the user for a name (elicitation) and greets them."""
+    return f"Hello, {person.name}"
+
+
+@app.tool()
+async def survey(
+    topic: str,
+    person: Annotated[Person, Resolve(ask_name)],
+    said: Annotated[CreateMessageResult, Resolve(ask_model)],
+    roots: Annotated[ListRootsResult, Resolve(ask_roots)],
+) -> str:
+    """Asks for a name, a model's word on `topic` and the client's roots, and reports all three."""
+    text = said.content.text if isinstance(said.content, TextContent) else "?"
+    return f"{person.name}|{text}|{','.join(str(root.uri) for root in roots.roots)}"
+
+
+@app.tool()
+async def chatty(ctx: Context) -> str:
+    """Logs one line at info and one at debug, reports progress, then answers."""
+    await ctx.info("info-line")
+    await ctx.debug("debug-line")
+    await ctx.report_progress(1, 2, "half")
+    return "ok"
+
+
+@app.tool()
+async def echo_meta(ctx: Context) -> str:
+    """The request's `_meta` as the server got it, as JSON (without the progress token and the
+    2026-07-28 envelope, which belong to the connection)."""
+    meta = ctx.request_context.meta
+    raw = meta.model_dump(by_alias=True, exclude_none=True) if hasattr(meta, "model_dump") else dict(meta or {})
+    kept = {
+        key: value
+        for key, value in raw.items()
+        if key not in ("progressToken", "progress_token") and not key.startswith("io.modelcontextprotocol/")
+    }
+    return json.dumps(kept, sort_keys=True)
 
 
 @app.prompt()
