@@ -56,7 +56,7 @@ enum Pending {
     /// "URL elicitation required"): the call is made again when the client comes back.
     Again {
         index: usize,
-        request: rmcp::model::ClientRequest,
+        request: Box<rmcp::model::ClientRequest>,
     },
 }
 
@@ -214,7 +214,10 @@ impl Gateway {
                 (self.suspended.keys.next(AskKind::Elicitation), ask)
             })
             .collect();
-        let again = |(index, request)| Pending::Again { index, request };
+        let again = |(index, request)| Pending::Again {
+            index,
+            request: Box::new(request),
+        };
         match self.suspend((index, request), again, asked, &call) {
             Ok(result) => Ok(Reply::Input(Box::new(result))),
             Err(_) => Err(ForwardError::Rpc(error)),
@@ -260,7 +263,7 @@ impl Gateway {
             Pending::Running(running) => running,
             // The URL flows are done (or declined): the call is made again.
             Pending::Again { index, request } => {
-                return Ok(Box::pin(self.call(index, request, context, call)).await);
+                return Ok(Box::pin(self.call(index, *request, context, call)).await);
             }
         };
         let mut unanswered = Vec::new();

@@ -48,12 +48,12 @@ PATIENCE = 30.0
 MODES = ["auto", "legacy"]
 
 # What loom declares to its downstream servers (src/downstream/handler.rs: roots, sampling and
-# elicitation, with no sub-capabilities). server-everything registers some tools only for clients
-# that declare these, so the direct connection that loom is compared against declares the same.
+# elicitation in form and URL mode). server-everything registers some tools only for clients that
+# declare these, so the direct connection that loom is compared against declares the same.
 LOOM_DOWNSTREAM_CAPABILITIES = types.ClientCapabilities(
     roots=types.RootsCapability(),
     sampling=types.SamplingCapability(),
-    elicitation=types.ElicitationCapability(),
+    elicitation=types.ElicitationCapability(form=types.FormElicitationCapability(), url=types.UrlElicitationCapability()),
 )
 
 # Servers in the standard loom config, with the prefix loom gives their tools and prompts.
