@@ -1,0 +1,461 @@
+//! Protocol 2026-07-28 through loom, on the wire (SPEC §5.1, §5.8, §5.10, §5.11): a client that
+//! speaks that revision (no `initialize`, the envelope on every request) in front of the
+//! fixture, whose `elicit`, `sample` and `roots` tools ask their client in the middle of a call,
+//! and of servers/task_server.py (2025-11-25 tasks), driven by rmcp's own client for the tasks
+//! extension. The official Python clients run the same ground in tests/interop.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{RawClient, fixture_server, write_config};
+use serde_json::{Value, json};
+
+/// The envelope a 2026-07-28 client puts on every request.
+fn envelope(capabilities: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "loom-tests", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    })
+}
+
+fn asks_everything() -> Value {
+    json!({"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}})
+}
+
+/// A `tools/call` of a 2026-07-28 client.
+fn call(name: &str, arguments: Value, extra: Value) -> Value {
+    let mut params = json!({
+        "name": name,
+        "arguments": arguments,
+        "_meta": envelope(asks_everything()),
+    });
+    if let (Some(params), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
+        for (key, value) in extra {
+            params.insert(key.clone(), value.clone());
+        }
+    }
+    params
+}
+
+fn loom_with_fixture() -> (tempfile::TempDir, RawClient) {
+    let (dir, path) = write_config(&json!({"servers": [fixture_server("fx", &[])]}));
+    (dir, RawClient::loom(&path))
+}
+
+fn error_of(line: &common::Line) -> (i64, String) {
+    let error = &line.value["error"];
+    (
+        error["code"].as_i64().unwrap_or_default(),
+        error["message"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+#[test]
+fn a_server_question_becomes_input_required_and_the_retry_answers_it() {
+    let (_dir, mut loom) = loom_with_fixture();
+    let first = loom.call(
+        "tools/call",
+        call(
+            "fx_elicit",
+            json!({"message": "favourite colour?"}),
+            json!({}),
+        ),
+    );
+    let result = &first.value["result"];
+    assert_eq!(result["resultType"], "input_required", "{}", first.raw);
+    let requests = result["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(requests.len(), 1, "{}", first.raw);
+    let (key, request) = requests.iter().next().expect("one request");
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["message"], "favourite colour?");
+    assert!(
+        request["params"].get("_meta").is_none(),
+        "2026-07-28 questions carry no _meta: {}",
+        first.raw
+    );
+    let state = result["requestState"].as_str().expect("requestState");
+    assert_eq!(state.len(), 32, "128 random bits as hex: {state}");
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "loom",
+        "{}",
+        first.raw
+    );
+
+    let answer = json!({"action": "accept", "content": {"answer": "blue"}});
+    // Bad retries are refused and deliver nothing; the call keeps waiting.
+    let forged = loom.call(
+        "tools/call",
+        call(
+            "fx_elicit",
+            json!({"message": "favourite colour?"}),
+            json!({"requestState": "0123456789abcdef0123456789abcdef", "inputResponses": {key.clone(): answer.clone()}}),
+        ),
+    );
+    let (code, message) = error_of(&forged);
+    assert_eq!(code, -32602, "{}", forged.raw);
+    assert!(message.contains("unknown or expired"), "{message}");
+
+    let unasked = loom.call(
+        "tools/call",
+        call(
+            "fx_elicit",
+            json!({"message": "favourite colour?"}),
+            json!({"requestState": state, "inputResponses": {"sampling-999": {"role": "assistant"}}}),
+        ),
+    );
+    let (code, message) = error_of(&unasked);
+    assert_eq!(code, -32602, "{}", unasked.raw);
+    assert!(
+        message.contains("`sampling-999`") && message.contains(key.as_str()),
+        "{message}"
+    );
+
+    let malformed = loom.call(
+        "tools/call",
+        call(
+            "fx_elicit",
+            json!({"message": "favourite colour?"}),
+            json!({"requestState": state, "inputResponses": {key.clone(): {"action": "maybe"}}}),
+        ),
+    );
+    let (code, message) = error_of(&malformed);
+    assert_eq!(code, -32602, "{}", malformed.raw);
+    assert!(
+        message.contains("not a result of `elicitation/create`"),
+        "{message}"
+    );
+
+    let other_tool = loom.call(
+        "tools/call",
+        call(
+            "fx_echo",
+            json!({"text": "x"}),
+            json!({"requestState": state, "inputResponses": {key.clone(): answer.clone()}}),
+        ),
+    );
+    let (code, message) = error_of(&other_tool);
+    assert_eq!(code, -32602, "{}", other_tool.raw);
+    assert!(message.contains("belongs to"), "{message}");
+
+    let other_arguments = loom.call(
+        "tools/call",
+        call(
+            "fx_elicit",
+            json!({"message": "something else"}),
+            json!({"requestState": state, "inputResponses": {key.clone(): answer.clone()}}),
+        ),
+    );
+    assert_eq!(
+        error_of(&other_arguments).0,
+        -32602,
+        "{}",
+        other_arguments.raw
+    );
+
+    let no_state = loom.call(
+        "tools/call",
+        call(
+            "fx_elicit",
+            json!({"message": "favourite colour?"}),
+            json!({"inputResponses": {key.clone(): answer.clone()}}),
+        ),
+    );
+    let (code, message) = error_of(&no_state);
+    assert_eq!(code, -32602, "{}", no_state.raw);
+    assert!(message.contains("without `requestState`"), "{message}");
+
+    // The proper retry: the server gets the answer, the call finishes.
+    let done = loom.call(
+        "tools/call",
+        call(
+            "fx_elicit",
+            json!({"message": "favourite colour?"}),
+            json!({"requestState": state, "inputResponses": {key.clone(): answer.clone()}}),
+        ),
+    );
+    assert_eq!(
+        done.value["result"]["resultType"], "complete",
+        "{}",
+        done.raw
+    );
+    let text = common::first_text(&done);
+    assert!(text.contains("blue") && text.contains("accept"), "{text}");
+
+    // A state answers one round: used again, it is unknown.
+    let stale = loom.call(
+        "tools/call",
+        call(
+            "fx_elicit",
+            json!({"message": "favourite colour?"}),
+            json!({"requestState": state, "inputResponses": {key.clone(): answer}}),
+        ),
+    );
+    assert_eq!(error_of(&stale).0, -32602, "{}", stale.raw);
+}
+
+#[test]
+fn sampling_and_roots_become_questions_and_undeclared_ones_are_refused() {
+    let (_dir, mut loom) = loom_with_fixture();
+    let asked = loom.call(
+        "tools/call",
+        call("fx_sample", json!({"prompt": "hi"}), json!({})),
+    );
+    let result = &asked.value["result"];
+    let (key, request) = result["inputRequests"]
+        .as_object()
+        .and_then(|r| r.iter().next())
+        .expect("a question");
+    assert_eq!(request["method"], "sampling/createMessage", "{}", asked.raw);
+    let state = result["requestState"].as_str().expect("state").to_string();
+    let model = json!({"role": "assistant", "content": {"type": "text", "text": "hello there"}, "model": "m"});
+    let done = loom.call(
+        "tools/call",
+        call(
+            "fx_sample",
+            json!({"prompt": "hi"}),
+            json!({"requestState": state, "inputResponses": {key.clone(): model}}),
+        ),
+    );
+    assert!(
+        common::first_text(&done).contains("hello there"),
+        "{}",
+        done.raw
+    );
+
+    let asked = loom.call("tools/call", call("fx_roots", json!({}), json!({})));
+    let result = &asked.value["result"];
+    let (key, request) = result["inputRequests"]
+        .as_object()
+        .and_then(|r| r.iter().next())
+        .expect("a question");
+    assert_eq!(request, &json!({"method": "roots/list"}), "{}", asked.raw);
+    let state = result["requestState"].as_str().expect("state").to_string();
+    let done = loom.call(
+        "tools/call",
+        call(
+            "fx_roots",
+            json!({}),
+            json!({"requestState": state, "inputResponses": {key.clone(): {"roots": [{"uri": "file:///work"}]}}}),
+        ),
+    );
+    assert!(
+        common::first_text(&done).contains("file:///work"),
+        "{}",
+        done.raw
+    );
+
+    // A request that does not declare sampling: the server is refused, the call answers.
+    let mut params = call("fx_sample", json!({"prompt": "hi"}), json!({}));
+    params["_meta"] = envelope(json!({}));
+    let refused = loom.call("tools/call", params);
+    assert_eq!(
+        refused.value["result"]["resultType"], "complete",
+        "{}",
+        refused.raw
+    );
+    let text = serde_json::to_string(&refused.value["result"]).expect("json");
+    assert!(
+        text.contains("did not declare the sampling capability"),
+        "{}",
+        refused.raw
+    );
+}
+
+#[test]
+fn the_envelope_is_checked_on_every_request() {
+    let (_dir, mut loom) = loom_with_fixture();
+    // The first request opens the 2026-07-28 lifecycle.
+    let listed = loom.call("tools/list", json!({"_meta": envelope(json!({}))}));
+    let result = &listed.value["result"];
+    assert_eq!(result["resultType"], "complete", "{}", listed.raw);
+    assert_eq!(result["cacheScope"], "private", "{}", listed.raw);
+    assert_eq!(result["ttlMs"], 0, "{}", listed.raw);
+    // The same order every time.
+    let again = loom.call("tools/list", json!({"_meta": envelope(json!({}))}));
+    assert_eq!(
+        listed.value["result"]["tools"],
+        again.value["result"]["tools"]
+    );
+
+    let missing = loom.call(
+        "tools/call",
+        json!({"name": "fx_echo", "arguments": {"text": "x"},
+               "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}),
+    );
+    let (code, message) = error_of(&missing);
+    assert_eq!(code, -32602, "{}", missing.raw);
+    assert!(message.contains("clientCapabilities"), "{message}");
+
+    let mut future = call("fx_echo", json!({"text": "x"}), json!({}));
+    future["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+    let unsupported = loom.call("tools/call", future);
+    assert_eq!(error_of(&unsupported).0, -32022, "{}", unsupported.raw);
+    assert_eq!(
+        unsupported.value["error"]["data"]["requested"], "2099-01-01",
+        "{}",
+        unsupported.raw
+    );
+
+    for method in ["ping", "logging/setLevel", "resources/subscribe"] {
+        let mut params = json!({"_meta": envelope(json!({}))});
+        if method == "logging/setLevel" {
+            params["level"] = json!("debug");
+        }
+        if method == "resources/subscribe" {
+            params["uri"] = json!("fixture://greeting");
+        }
+        let removed = loom.call(method, params);
+        assert_eq!(error_of(&removed).0, -32601, "{method}: {}", removed.raw);
+    }
+
+    // A passthrough result keeps every byte after the members 2026-07-28 needs.
+    let echo = loom.call(
+        "tools/call",
+        call(
+            "fx_raw",
+            json!({"json": "{\"content\":[],\"v\":2.50}"}),
+            json!({}),
+        ),
+    );
+    assert_eq!(
+        common::result_bytes(&echo),
+        format!(
+            r#"{{"resultType":"complete","_meta":{{"io.modelcontextprotocol/serverInfo":{{"name":"loom","version":"{}"}}}},"content":[],"v":2.50}}"#,
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    // Trace context reaches the server unchanged.
+    let mut traced = call("fx_meta_echo", json!({}), json!({}));
+    traced["_meta"]["traceparent"] =
+        json!("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+    traced["_meta"]["tracestate"] = json!("vendor=1");
+    traced["_meta"]["baggage"] = json!("user=a");
+    let seen = loom.call("tools/call", traced);
+    let meta = &seen.value["result"]["structuredContent"];
+    assert_eq!(
+        meta["traceparent"], "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "{}",
+        seen.raw
+    );
+    assert_eq!(meta["tracestate"], "vendor=1");
+    assert_eq!(meta["baggage"], "user=a");
+    assert!(
+        meta.as_object()
+            .is_some_and(|m| !m.keys().any(|k| k.starts_with("io.modelcontextprotocol/"))),
+        "the envelope must stop at loom: {}",
+        seen.raw
+    );
+}
+
+#[test]
+fn a_waiting_call_is_cancelled_downstream_when_the_client_goes() {
+    let (_dir, mut loom) = loom_with_fixture();
+    let asked = loom.call(
+        "tools/call",
+        call("fx_elicit", json!({"message": "m"}), json!({})),
+    );
+    assert_eq!(
+        asked.value["result"]["resultType"], "input_required",
+        "{}",
+        asked.raw
+    );
+    // While the call waits for its client, other calls go on.
+    let echo = loom.call(
+        "tools/call",
+        call("fx_echo", json!({"text": "still here"}), json!({})),
+    );
+    assert_eq!(common::first_text(&echo), "still here");
+    loom.close_stdin();
+    let status = loom.wait_exit();
+    assert!(status.success(), "{status:?}\n{}", loom.stderr_text());
+}
+
+#[test]
+fn listen_streams_carry_list_changes() {
+    let (_dir, mut loom) = loom_with_fixture();
+    let listen = loom.request(
+        "subscriptions/listen",
+        json!({"_meta": envelope(json!({})), "notifications": {"toolsListChanged": true, "resourceSubscriptions": ["fixture://greeting", "nobody://x"]}}),
+    );
+    let ack = loom.wait_for("the acknowledgement", |v| {
+        v["method"] == "notifications/subscriptions/acknowledged"
+    });
+    assert_eq!(
+        ack.value["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        json!(listen),
+        "{}",
+        ack.raw
+    );
+    // The fixture declares `resources.subscribe`: it takes URIs it does not list too.
+    assert_eq!(
+        ack.value["params"]["notifications"]["resourceSubscriptions"],
+        json!(["fixture://greeting", "nobody://x"]),
+        "{}",
+        ack.raw
+    );
+    // The fixture announces an update 50 ms after a subscription to its greeting.
+    let updated = loom.wait_for("the resource update", |v| {
+        v["method"] == "notifications/resources/updated"
+    });
+    assert_eq!(updated.value["params"]["uri"], "fixture://greeting");
+    assert_eq!(
+        updated.value["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        json!(listen)
+    );
+    let added = loom.call(
+        "tools/call",
+        call("fx_add_tool", json!({"name": "late"}), json!({})),
+    );
+    assert!(
+        common::first_text(&added).contains("added"),
+        "{}",
+        added.raw
+    );
+    let changed = loom.wait_for("tools list_changed on the stream", |v| {
+        v["method"] == "notifications/tools/list_changed"
+    });
+    assert_eq!(
+        changed.value["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        json!(listen),
+        "{}",
+        changed.raw
+    );
+    loom.notify(
+        "notifications/cancelled",
+        json!({"requestId": listen, "reason": "done"}),
+    );
+    // After the stream ends, no more notifications for it.
+    let after = loom.call(
+        "tools/call",
+        call("fx_add_tool", json!({"name": "later"}), json!({})),
+    );
+    assert!(common::first_text(&after).contains("added"));
+    assert!(
+        !loom.arrives_within(Duration::from_millis(400), |v| {
+            v["method"] == "notifications/tools/list_changed"
+        }),
+        "a list change reached a 2026-07-28 client outside a listen stream"
+    );
+}
+
+#[test]
+fn a_listen_stream_is_acknowledged_without_what_no_server_can_watch() {
+    let (_dir, path) =
+        write_config(&json!({"servers": [fixture_server("fx", &["--no-resources"])]}));
+    let mut loom = RawClient::loom(&path);
+    loom.request(
+        "subscriptions/listen",
+        json!({"_meta": envelope(json!({})), "notifications": {"promptsListChanged": true, "resourceSubscriptions": ["nobody://x"]}}),
+    );
+    let ack = loom.wait_for("the acknowledgement", |v| {
+        v["method"] == "notifications/subscriptions/acknowledged"
+    });
+    assert_eq!(
+        ack.value["params"]["notifications"],
+        json!({"promptsListChanged": true}),
+        "{}",
+        ack.raw
+    );
+}
