@@ -459,3 +459,210 @@ fn a_listen_stream_is_acknowledged_without_what_no_server_can_watch() {
         ack.raw
     );
 }
+
+/// rmcp's client (the official Rust SDK), which implements the tasks extension of 2026-07-28,
+/// over loom in front of servers/task_server.py (2025-11-25 tasks, standard library only).
+mod tasks_extension {
+    use std::path::PathBuf;
+    use std::process::Stdio;
+    use std::time::Duration;
+
+    use rmcp::model::{
+        CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
+        ClientConfig, GetTaskParams, Implementation, ProtocolVersion, TaskPayload, TaskStatus,
+    };
+    use rmcp::service::{ClientLifecycleMode, RunningService};
+    use rmcp::{ClientHandler, RoleClient};
+    use serde_json::{Value, json};
+
+    use super::common::write_config;
+
+    struct Client {
+        tasks: bool,
+    }
+
+    impl ClientHandler for Client {
+        fn get_info(&self) -> ClientConfig {
+            let mut capabilities = ClientCapabilities::default();
+            if self.tasks {
+                capabilities.extensions = Some(
+                    [(
+                        rmcp::model::TASKS_EXTENSION_ID.to_string(),
+                        serde_json::Map::new(),
+                    )]
+                    .into_iter()
+                    .collect(),
+                );
+            }
+            ClientConfig::new(capabilities, Implementation::new("loom-tests", "1"))
+        }
+    }
+
+    fn task_server() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/servers/task_server.py")
+    }
+
+    async fn connect(
+        config: &std::path::Path,
+        tasks: bool,
+    ) -> (tokio::process::Child, RunningService<RoleClient, Client>) {
+        let mut child = tokio::process::Command::new(super::common::loom_bin())
+            .args(["--config", config.to_str().expect("utf-8")])
+            .env("LOOM_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn loom");
+        let transport = (
+            child.stdout.take().expect("stdout"),
+            child.stdin.take().expect("stdin"),
+        );
+        let client = rmcp::serve_client_with_lifecycle(
+            Client { tasks },
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("rmcp client over loom");
+        (child, client)
+    }
+
+    fn arguments(value: Value) -> serde_json::Map<String, Value> {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tasks_in_the_extension_s_shape_and_task_tools_for_clients_without_it() {
+        let (_dir, config) = write_config(&json!({"servers": [
+            {"name": "tasks", "command": "python3", "args": [task_server().to_str().expect("utf-8")]}
+        ]}));
+        let (_loom, client) = connect(&config, true).await;
+        let peer = client.peer().clone();
+        let info = peer.peer_info().expect("discovered");
+        assert!(
+            info.capabilities.supports_tasks(),
+            "server/discover does not declare the tasks extension: {:?}",
+            info.capabilities
+        );
+        let tools = peer.list_all_tools().await.expect("tools/list");
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert!(
+            names.contains(&"tasks_table_report") && names.contains(&"tasks_held_report"),
+            "{names:?}"
+        );
+
+        // A task tool: the server decides (through loom) to answer with a task.
+        let created = peer
+            .call_tool_once(
+                CallToolRequestParams::new("tasks_table_report")
+                    .with_arguments(arguments(json!({"rows": 3000}))),
+            )
+            .await
+            .expect("tools/call");
+        let CallToolResponse::Task(created) = created else {
+            panic!("not a task: {created:?}");
+        };
+        let id = created.task.task_id.clone();
+        assert!(created.task.ttl_ms.is_some(), "{created:?}");
+        // Polled until it is done; its result is inlined, made an envelope (3,000 rows).
+        let done = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                let task = peer
+                    .get_task(GetTaskParams::new(id.clone()))
+                    .await
+                    .expect("tasks/get");
+                if task.task.task.status != TaskStatus::Working {
+                    return task;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await
+        .expect("the task ends");
+        let TaskPayload::Completed { result } = &done.task.payload else {
+            panic!("not completed: {done:?}");
+        };
+        let envelope = &result["structuredContent"];
+        assert_eq!(envelope["kind"], "loom_dataset_ref", "{result:?}");
+        assert_eq!(envelope["rows"], 3000, "{result:?}");
+        // Asked again, the same result (the envelope is made once).
+        let again = peer
+            .get_task(GetTaskParams::new(id.clone()))
+            .await
+            .expect("tasks/get");
+        let TaskPayload::Completed { result: second } = &again.task.payload else {
+            panic!("not completed: {again:?}");
+        };
+        assert_eq!(second["structuredContent"]["ref"], envelope["ref"]);
+
+        // A task that works until it is cancelled.
+        let held = peer
+            .call_tool_once(CallToolRequestParams::new("tasks_held_report"))
+            .await
+            .expect("tools/call");
+        let CallToolResponse::Task(held) = held else {
+            panic!("not a task: {held:?}");
+        };
+        peer.cancel_task(CancelTaskParams::new(held.task.task_id.clone()))
+            .await
+            .expect("tasks/cancel");
+        let cancelled = peer
+            .get_task(GetTaskParams::new(held.task.task_id.clone()))
+            .await
+            .expect("tasks/get");
+        assert_eq!(
+            cancelled.task.task.status,
+            TaskStatus::Cancelled,
+            "{cancelled:?}"
+        );
+
+        // An id loom did not create for this client.
+        let unknown = peer
+            .get_task(GetTaskParams::new("ts-not-a-task"))
+            .await
+            .expect_err("unknown task");
+        assert!(
+            unknown.to_string().contains("unknown task `ts-not-a-task`"),
+            "{unknown}"
+        );
+
+        // A client without the extension on the same loom kind: the task tool runs as a task
+        // in loom and answers as a plain call.
+        let (_plain_loom, plain) = connect(&config, false).await;
+        let answer = plain
+            .peer()
+            .call_tool_once(
+                CallToolRequestParams::new("tasks_table_report")
+                    .with_arguments(arguments(json!({"rows": 200}))),
+            )
+            .await
+            .expect("tools/call");
+        let CallToolResponse::Complete(answer) = answer else {
+            panic!("a client without the extension got {answer:?}");
+        };
+        let text = answer
+            .content
+            .first()
+            .and_then(|c| c.as_text())
+            .map(|t| t.text.clone())
+            .unwrap_or_default();
+        assert!(
+            text.contains("\"region\"") || answer.structured_content.is_some(),
+            "{answer:?}"
+        );
+        // And it cannot poll a task.
+        let refused = plain
+            .peer()
+            .get_task(GetTaskParams::new(id))
+            .await
+            .expect_err("tasks/get without the extension");
+        assert!(
+            refused.to_string().contains("-32021") || refused.to_string().contains("extension"),
+            "{refused}"
+        );
+    }
+}

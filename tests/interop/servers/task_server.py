@@ -12,6 +12,7 @@ rely on:
 - `slow_task` (taskSupport "optional"): as a task it stays `working` until `tasks/cancel`; called
   without a task it answers at once.
 - `hello` (no `execution`, i.e. taskSupport "forbidden"): a plain tool.
+- `held_report` (taskSupport "required"): the task stays `working` until `tasks/cancel`.
 
 Differences from server-everything on purpose: the `working` status notification follows the
 `CreateTaskResult` (server-everything sends it before), and ids start with `ts-`.
@@ -76,6 +77,12 @@ TOOLS = [
         "name": "hello",
         "description": "Says hello.",
         "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
+    },
+    {
+        "name": "held_report",
+        "description": "A task that works until it is cancelled (it must be called as a task).",
+        "inputSchema": {"type": "object", "properties": {}},
+        "execution": {"taskSupport": "required"},
     },
 ]
 TASK_SUPPORT = {tool["name"]: tool.get("execution", {}).get("taskSupport", "forbidden") for tool in TOOLS}
@@ -192,7 +199,7 @@ def _tools_call(request_id: Any, params: dict[str, Any]) -> None:
         timer = threading.Timer(COMPLETE_AFTER, finish)
         timer.daemon = True
         timer.start()
-    # slow_task: stays working until tasks/cancel.
+    # slow_task and held_report: stay working until tasks/cancel.
 
 
 def _lookup(request_id: Any, params: dict[str, Any]) -> Task | None:
