@@ -666,3 +666,45 @@ mod tasks_extension {
         );
     }
 }
+
+#[test]
+fn calls_of_2026_07_28_take_the_direct_path_with_progress_and_cancellation() {
+    let (_dir, mut loom) = loom_with_fixture();
+    // rmcp's session is under way after its first request.
+    loom.call("tools/list", json!({"_meta": envelope(json!({}))}));
+    let mut slow = call("fx_slow", json!({"ms": 200, "steps": 2}), json!({}));
+    slow["_meta"]["progressToken"] = json!("p-1");
+    let done = loom.call("tools/call", slow);
+    assert!(
+        common::first_text(&done).contains("done after"),
+        "{}",
+        done.raw
+    );
+    // Progress came first, with the client's token.
+    let progress = loom.wait_for("progress", |v| v["method"] == "notifications/progress");
+    assert_eq!(
+        progress.value["params"]["progressToken"], "p-1",
+        "{}",
+        progress.raw
+    );
+
+    let cancelled = loom.request(
+        "tools/call",
+        call("fx_slow", json!({"ms": 20000}), json!({})),
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    loom.notify(
+        "notifications/cancelled",
+        json!({"requestId": cancelled, "reason": "changed my mind"}),
+    );
+    assert!(
+        loom.response_within(&[cancelled], Duration::from_millis(500))
+            .is_none(),
+        "a cancelled call was answered"
+    );
+    // The child was told, under the id the direct path gives its calls.
+    common::eventually("the child records the cancellation", || {
+        let seen = loom.call("tools/call", call("fx_cancelled", json!({}), json!({})));
+        common::first_text(&seen).contains("loom:")
+    });
+}

@@ -86,6 +86,10 @@ struct CallParams<'a> {
     meta: Option<BTreeMap<Cow<'a, str>, &'a RawValue>>,
     #[serde(default)]
     task: Option<IgnoredAny>,
+    #[serde(rename = "requestState", default)]
+    request_state: Option<IgnoredAny>,
+    #[serde(rename = "inputResponses", default)]
+    input_responses: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -110,6 +114,13 @@ struct ProgressLine<'a> {
     params: BTreeMap<Cow<'a, str>, &'a RawValue>,
 }
 
+/// What a 2026-07-28 request says of its client.
+struct Modern {
+    capabilities: rmcp::model::ClientCapabilities,
+    #[allow(deprecated)] // logging is SEP-2577-deprecated; clients still ask for it
+    log_level: Option<rmcp::model::LoggingLevel>,
+}
+
 /// One call taken off rmcp's hands, ready to go to its child.
 struct Relay {
     /// The client's id, as it wrote it (answers carry it back unchanged).
@@ -121,9 +132,14 @@ struct Relay {
     arguments: Option<serde_json::Map<String, serde_json::Value>>,
     /// The client's progress token, as JSON text.
     progress_token: Option<String>,
+    /// The name the client called (the exposed one).
+    exposed: String,
     era: Era,
     /// The client: where the server's own requests during the call go (SPEC §5.8).
     peer: rmcp::Peer<rmcp::RoleServer>,
+    /// A 2026-07-28 request: what it declared its client can answer, and the log level it asked
+    /// for (its questions become `input_required`, §5.11).
+    modern: Option<Modern>,
     timeout: Duration,
     /// The request line for the child.
     line: Vec<u8>,
@@ -210,6 +226,8 @@ impl DirectLane {
         let params = params.filter(|p| p.get().starts_with('{'))?;
         let params = serde_json::from_str::<CallParams<'_>>(params.get()).ok()?;
         if params.task.is_some()
+            || params.request_state.is_some()
+            || params.input_responses.is_some()
             || synthetic::NAMES.contains(&params.name.as_ref())
             || discovery::DISCOVERY_NAMES.contains(&params.name.as_ref())
             || params.name == discovery::STATS
@@ -223,13 +241,15 @@ impl DirectLane {
             Some(raw) => Some(serde_json::from_str::<serde_json::Map<_, _>>(raw.get()).ok()?),
         };
         let meta = params.meta.unwrap_or_default();
-        // A request carrying the 2026-07-28 envelope is checked by rmcp against that revision's
-        // lifecycle; the direct path serves sessions opened with `initialize`.
-        if meta.keys().any(|key| key.starts_with(PROTOCOL_META_PREFIX)) {
-            return None;
-        }
+        // rmcp's session must be under way (its first request chose the lifecycle).
         let peer = gateway.upstream.get()?;
-        let era = Era::of(Some(&peer.peer_info()?.protocol_version));
+        let (era, modern) = if meta.keys().any(|key| key.starts_with(PROTOCOL_META_PREFIX)) {
+            // A 2026-07-28 request whose envelope is in order (anything else is rmcp's path,
+            // which words the error).
+            (Era::Discover, Some(modern_envelope(&meta)?))
+        } else {
+            (Era::of(Some(&peer.peer_info()?.protocol_version)), None)
+        };
         let exposed = gateway.exposed();
         let route = exposed.tool_route(&params.name)?;
         if exposed.runs_only_as_task(&params.name) {
@@ -271,8 +291,10 @@ impl DirectLane {
             tool: route.name.clone(),
             arguments,
             progress_token,
+            exposed: params.name.to_string(),
             era,
             peer,
+            modern,
             timeout: Duration::from_millis(server.config.call_timeout_ms),
             line,
             calls,
@@ -290,6 +312,17 @@ impl DirectLane {
             .calling(relay.server, &self.gateway.upstream);
         let gateway = self.gateway.clone();
         let in_flight = self.in_flight.clone();
+        if relay.modern.is_some() {
+            self.running.spawn(async move {
+                let id = relay.id.clone();
+                run_modern(&gateway, relay, reply, cancelled).await;
+                let mut in_flight = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+                if in_flight.get(&id).is_some_and(|(n, _)| *n == number) {
+                    in_flight.remove(&id);
+                }
+            });
+            return;
+        }
         let caller = gateway.hub.in_flight.register(
             relay.server,
             gateway.number,
@@ -355,6 +388,242 @@ fn request_line(
     let mut line = one_line(&line).into_owned();
     line.push(b'\n');
     Ok(line)
+}
+
+/// The client side of a 2026-07-28 request's envelope, when it is in order: a version loom knows
+/// of that revision or later, and `clientCapabilities` (and a `logLevel`, when there is one)
+/// that decode.
+fn modern_envelope(meta: &BTreeMap<Cow<'_, str>, &RawValue>) -> Option<Modern> {
+    let version = meta.get("io.modelcontextprotocol/protocolVersion")?;
+    let version: rmcp::model::ProtocolVersion = serde_json::from_str(version.get()).ok()?;
+    if !rmcp::model::ProtocolVersion::KNOWN_VERSIONS.contains(&version)
+        || Era::of(Some(&version)) != Era::Discover
+    {
+        return None;
+    }
+    let capabilities = meta.get("io.modelcontextprotocol/clientCapabilities")?;
+    let capabilities = serde_json::from_str(capabilities.get()).ok()?;
+    let log_level = match meta.get("io.modelcontextprotocol/logLevel") {
+        None => None,
+        Some(level) => Some(serde_json::from_str(level.get()).ok()?),
+    };
+    Some(Modern {
+        capabilities,
+        log_level,
+    })
+}
+
+/// A 2026-07-28 call on the direct path: relayed as any other, but the child's questions in
+/// the middle of it (SPEC §5.11) make it wait for its client, which gets `input_required`; the
+/// client's retry resumes it on rmcp's path, where every retry goes.
+async fn run_modern(
+    gateway: &Arc<Gateway>,
+    mut relay: Relay,
+    reply: Arc<dyn LineSink>,
+    cancelled: CancellationToken,
+) {
+    let Some(modern) = relay.modern.take() else {
+        return;
+    };
+    let head = format!(r#"{{"jsonrpc":"2.0","id":{},"result":"#, relay.id_text);
+    let (asks_tx, asks) = tokio::sync::mpsc::unbounded_channel();
+    let caller = gateway.hub.in_flight.register(
+        relay.server,
+        gateway.number,
+        None,
+        Answerer::Input {
+            capabilities: Box::new(modern.capabilities.clone()),
+            asks: asks_tx,
+        },
+    );
+    let log = modern.log_level.map(|level| {
+        gateway.hub.wants_log_level(relay.server, &level);
+        gateway.log_interest.register(relay.server, &level)
+    });
+    // The exchange with the child runs on a task of its own, so the call outlives this request
+    // when it waits for input; progress goes to the token in `progress` (the latest retry's).
+    let progress = Arc::new(StdMutex::new(relay.progress_token.take()));
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let (answer, outcome) = tokio::sync::oneshot::channel();
+    let exchange = Exchange {
+        calls: relay.calls.clone(),
+        line: std::mem::take(&mut relay.line),
+        call: Some(relay.call),
+        reply: reply.clone(),
+        progress: progress.clone(),
+    };
+    tokio::spawn(async move {
+        let _ = answer.send(exchange.run(stopped).await);
+    });
+    let running = super::forward::Running::direct(
+        relay.server,
+        outcome,
+        asks,
+        stop,
+        relay.timeout,
+        progress,
+        caller,
+        log,
+    );
+    let call = super::input::Call {
+        method: "tools/call",
+        target: relay.exposed.clone(),
+        arguments: relay.arguments.clone().map(serde_json::Value::Object),
+    };
+    let followed = gateway.follow_call(running, call.clone(), &cancelled).await;
+    let followed = match followed {
+        Err(ForwardError::Rpc(error)) if error.code.0 == -32042 => {
+            let mut params = rmcp::model::CallToolRequestParams::new(relay.tool.clone());
+            params.arguments = relay.arguments.clone();
+            let request = rmcp::model::ClientRequest::CallToolRequest(
+                rmcp::model::CallToolRequest::new(params),
+            );
+            gateway.url_first(relay.server, request, error, call, &modern.capabilities)
+        }
+        other => other,
+    };
+    let result = match followed {
+        Ok(super::input::Reply::Input(result)) => *result,
+        Ok(super::input::Reply::Done(super::forward::Forwarded::Raw(raw))) => {
+            let origin = gateway.origin_of(
+                &super::catalog::Route {
+                    server: relay.server,
+                    name: relay.tool.clone(),
+                },
+                relay.arguments.as_ref(),
+            );
+            match gateway.decide(raw, origin).await {
+                _ if cancelled.is_cancelled() => return,
+                Decided::PassThrough(raw) => {
+                    let raw = relay.era.shape_raw(raw, false);
+                    if let Err(error) = reply
+                        .write_parts(&[head.as_bytes(), &one_line(raw.get().as_bytes()), b"}\n"])
+                        .await
+                    {
+                        tracing::debug!(%error, "the client went away before the answer");
+                    }
+                    return;
+                }
+                Decided::Built(result) => *result,
+            }
+        }
+        Ok(super::input::Reply::Done(super::forward::Forwarded::Typed(result))) => *result,
+        Err(ForwardError::Cancelled) => return,
+        Err(ForwardError::Rpc(error)) if error.code.0 == -32042 => {
+            write_error(&relay.id_text, &error, &reply, &cancelled).await;
+            return;
+        }
+        Err(error) => error.into_tool_result(&relay.server_name, &format!("tool `{}`", relay.tool)),
+    };
+    if cancelled.is_cancelled() {
+        return;
+    }
+    let result = relay.era.shape_built(result);
+    match serde_json::to_vec(&result) {
+        Ok(body) => {
+            if let Err(error) = reply.write_parts(&[head.as_bytes(), &body, b"}\n"]).await {
+                tracing::debug!(%error, "the client went away before the answer");
+            }
+        }
+        Err(error) => tracing::error!(%error, "could not encode a tool result"),
+    }
+}
+
+/// A JSON-RPC error answer with the client's id.
+async fn write_error(
+    id_text: &str,
+    error: &McpError,
+    reply: &Arc<dyn LineSink>,
+    cancelled: &CancellationToken,
+) {
+    let Ok(error) = serde_json::to_string(error) else {
+        return;
+    };
+    let line = format!(r#"{{"jsonrpc":"2.0","id":{id_text},"error":{error}}}"#);
+    if !cancelled.is_cancelled()
+        && let Err(error) = reply
+            .write_parts(&[&one_line(line.as_bytes()), b"\n"])
+            .await
+    {
+        tracing::debug!(%error, "the client went away before the answer");
+    }
+}
+
+/// The child side of a call on a task of its own: the request written, then progress passed on
+/// (with the token of the moment) until the answer; `stopped` cancels it downstream.
+struct Exchange {
+    calls: Arc<DirectCalls>,
+    line: Vec<u8>,
+    call: Option<DirectCall>,
+    reply: Arc<dyn LineSink>,
+    progress: Arc<StdMutex<Option<String>>>,
+}
+
+impl Exchange {
+    async fn run(
+        mut self,
+        stopped: tokio::sync::oneshot::Receiver<&'static str>,
+    ) -> Result<super::forward::Forwarded, ForwardError> {
+        let Some(mut call) = self.call.take() else {
+            return Err(ForwardError::Closed("the call was not opened".into()));
+        };
+        let calls = self.calls.clone();
+        let line = std::mem::take(&mut self.line);
+        // A write is never abandoned half-way: it goes on in a task of its own if need be.
+        let sending = tokio::spawn(async move { calls.send(&[&line]).await });
+        tokio::pin!(stopped);
+        let sent = tokio::select! {
+            sent = sending => sent.map_err(|e| ForwardError::Closed(e.to_string())).and_then(|s| s.map_err(|e| ForwardError::Closed(e.to_string()))),
+            reason = &mut stopped => Err(ForwardError::Stopped(reason.unwrap_or("loom stopped waiting for it"))),
+        };
+        let outcome = match sent {
+            Err(error) => Err(error),
+            Ok(()) => loop {
+                tokio::select! {
+                    arrival = call.arrivals.recv() => match arrival {
+                        Some(Arrival::Progress(line)) => {
+                            let token = self.progress.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                            pass_progress(&line, token.as_deref(), &self.reply).await;
+                        }
+                        Some(Arrival::Answer(line)) => break answer_of(&line),
+                        None => break Err(ForwardError::Closed("the connection ended".into())),
+                    },
+                    reason = &mut stopped => break Err(ForwardError::Stopped(reason.unwrap_or("loom stopped waiting for it"))),
+                }
+            },
+        };
+        if let Err(ForwardError::Stopped(reason)) = &outcome {
+            let notice = format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"{reason}"}}}}"#,
+                call.id
+            );
+            let calls = self.calls.clone();
+            tokio::spawn(async move {
+                let _ = calls.send(&[notice.as_bytes(), b"\n"]).await;
+            });
+        }
+        outcome
+    }
+}
+
+/// A child's answer line as the outcome of its call.
+fn answer_of(line: &str) -> Result<super::forward::Forwarded, ForwardError> {
+    match serde_json::from_str::<Answer<'_>>(line) {
+        Ok(Answer {
+            result: Some(raw), ..
+        }) => Ok(super::forward::Forwarded::Raw(raw.to_owned())),
+        Ok(Answer {
+            error: Some(error), ..
+        }) => match serde_json::from_str::<McpError>(error.get()) {
+            Ok(error) => Err(ForwardError::Rpc(error)),
+            Err(_) => Err(ForwardError::Failed(
+                "its error was not a JSON-RPC error".into(),
+            )),
+        },
+        _ => Err(ForwardError::Failed(
+            "its answer was not a JSON-RPC response".into(),
+        )),
+    }
 }
 
 /// Relay one call and answer it (unless the client cancelled it).

@@ -269,6 +269,12 @@ impl Gateway {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match &mut *slot {
+            Some(ProgressBinding::Direct(current)) => {
+                *current
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    token.and_then(|t| serde_json::to_string(&t).ok());
+            }
             Some(ProgressBinding::Sent(downstream)) => {
                 let key = (running.index, downstream.clone());
                 match token {
@@ -339,6 +345,8 @@ pub(super) enum ProgressBinding {
         token: Option<ProgressToken>,
     },
     Sent(ProgressToken),
+    /// A call of the direct path: the client's token (as JSON text) its progress goes to.
+    Direct(Arc<std::sync::Mutex<Option<String>>>),
 }
 
 /// Downstream progress token → the upstream client's token, per server.
@@ -370,6 +378,33 @@ pub(super) enum Waited {
 }
 
 impl Running {
+    /// A call of the direct path, answered by its own exchange task (src/gateway/direct.rs).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn direct(
+        index: usize,
+        outcome: oneshot::Receiver<Result<Forwarded, ForwardError>>,
+        asks: tokio::sync::mpsc::UnboundedReceiver<Ask>,
+        stop: oneshot::Sender<&'static str>,
+        limit: Duration,
+        progress: Arc<std::sync::Mutex<Option<String>>>,
+        caller: CallerGuard,
+        log: Option<super::logging::LogInterestGuard>,
+    ) -> Running {
+        Running {
+            index,
+            outcome,
+            asks: Some(asks),
+            stop: Some(stop),
+            limit: Some(limit),
+            spent: Duration::ZERO,
+            progress: Arc::new(std::sync::Mutex::new(Some(ProgressBinding::Direct(
+                progress,
+            )))),
+            _caller: caller,
+            _log: log,
+        }
+    }
+
     /// Wait for the answer, the server's questions, the limit or the client's cancellation.
     pub(super) async fn wait(&mut self, cancelled: &CancellationToken) -> Waited {
         let began = tokio::time::Instant::now();

@@ -163,12 +163,13 @@ impl Gateway {
             None,
         )?;
         match self
-            .follow(running, Vec::new(), call.clone(), context)
+            .follow(running, Vec::new(), call.clone(), &context.ct)
             .await
         {
             Err(ForwardError::Rpc(error)) if error.code == URL_ELICITATION_REQUIRED => {
+                let capabilities = context.client_capabilities().unwrap_or_default();
                 match again {
-                    Some(request) => self.url_first(index, request, error, call, context),
+                    Some(request) => self.url_first(index, request, error, call, &capabilities),
                     None => Err(ForwardError::Rpc(error)),
                 }
             }
@@ -176,18 +177,28 @@ impl Gateway {
         }
     }
 
+    /// A call of the direct path (src/gateway/direct.rs), followed as [`Gateway::call`] follows
+    /// its own.
+    pub(super) async fn follow_call(
+        &self,
+        running: Running,
+        call: Call,
+        cancelled: &tokio_util::sync::CancellationToken,
+    ) -> Result<Reply, ForwardError> {
+        self.follow(running, Vec::new(), call, cancelled).await
+    }
+
     /// The server answered -32042 (URL elicitation required, 2025-11-25): a 2026-07-28 client
     /// that takes URL-mode elicitation gets the URLs as `input_required`, and its retry makes
     /// the call again; any other client gets the server's error.
-    fn url_first(
+    pub(super) fn url_first(
         &self,
         index: usize,
         request: rmcp::model::ClientRequest,
         error: McpError,
         call: Call,
-        context: &RequestContext<RoleServer>,
+        capabilities: &rmcp::model::ClientCapabilities,
     ) -> Result<Reply, ForwardError> {
-        let capabilities = context.client_capabilities().unwrap_or_default();
         let elicitations: Vec<Value> = error
             .data
             .as_ref()
@@ -197,7 +208,7 @@ impl Gateway {
             .unwrap_or_default();
         let takes_urls = elicitations
             .iter()
-            .all(|e| crate::downstream::callers::declares(&capabilities, AskKind::Elicitation, e));
+            .all(|e| crate::downstream::callers::declares(capabilities, AskKind::Elicitation, e));
         if elicitations.is_empty() || !takes_urls {
             return Err(ForwardError::Rpc(error));
         }
@@ -236,7 +247,7 @@ impl Gateway {
     ) -> Result<Reply, ForwardError> {
         let timeout = self.call_timeout(index);
         let running = self.start_call(index, request, context, timeout, true, Some(task))?;
-        self.follow(running, Vec::new(), call, context).await
+        self.follow(running, Vec::new(), call, &context.ct).await
     }
 
     /// The client came back with `inputResponses` and the `requestState` loom gave it: the
@@ -276,7 +287,7 @@ impl Gateway {
             }
         }
         self.bind_progress(&running, context.meta.get_progress_token());
-        Ok(self.follow(running, unanswered, call, context).await)
+        Ok(self.follow(running, unanswered, call, &context.ct).await)
     }
 
     /// Wait for `running`; questions (those `asked` already and any the server puts) suspend it.
@@ -285,7 +296,7 @@ impl Gateway {
         mut running: Running,
         mut asked: Vec<(String, Ask)>,
         call: Call,
-        context: &RequestContext<RoleServer>,
+        cancelled: &tokio_util::sync::CancellationToken,
     ) -> Result<Reply, ForwardError> {
         loop {
             if !asked.is_empty() {
@@ -294,7 +305,7 @@ impl Gateway {
                     Err(back) => running = back,
                 }
             }
-            match running.wait(&context.ct).await {
+            match running.wait(cancelled).await {
                 Waited::Done(outcome) => {
                     self.unbind_progress(&running);
                     return outcome.map(Reply::Done);
