@@ -16,6 +16,11 @@
 //!   on a 3-valued key of a 5,000-row dataset, far beyond what finishes before the timeout) run
 //!   on the engine, against idle.
 //!
+//! * The official client: benches/official_client.py drives the Python SDK (.ci/venv) in each of
+//!   its modes through server-everything (.ci/node) directly, through the bare relay and through
+//!   loom — the setup a user has, where the SDK's own cost and a real server's are part of every
+//!   call (run when .ci/setup-interop has installed them; skipped, with a note, otherwise).
+//!
 //! Run: `cargo bench --bench passthrough` (append `-- skip` to skip criterion and print only the
 //! fixed-count figures). Figures go in `benches/README.md`.
 
@@ -442,4 +447,35 @@ fn main() {
     Criterion::default().configure_from_args().final_summary();
     report();
     report_under_load();
+    report_official_client();
+}
+
+/// benches/official_client.py with the installed Python SDK and server-everything.
+fn report_official_client() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join(".ci/venv/bin/python");
+    let everything =
+        root.join(".ci/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    if !python.is_file() || !everything.is_file() {
+        println!(
+            "\nofficial client: skipped (run .ci/setup-interop for the Python SDK and server-everything)"
+        );
+        return;
+    }
+    let Ok(relay) = std::env::current_exe() else {
+        return;
+    };
+    println!();
+    let status = Command::new(python)
+        .arg(root.join("benches/official_client.py"))
+        .arg("--loom")
+        .arg(loom())
+        .arg("--relay")
+        .arg(relay)
+        .arg("--everything")
+        .arg(everything)
+        .status();
+    if !status.is_ok_and(|s| s.success()) {
+        println!("official client: the script failed ({status:?})");
+    }
 }

@@ -136,6 +136,9 @@ pub struct DownstreamHandler {
     /// Every request in flight on every server: a request that comes during one goes to that
     /// call's client.
     pub callers: Arc<Callers>,
+    /// The params of this server's sampling and elicitation requests as it wrote them (the
+    /// transport keeps them; rmcp's typed params would change values on the way).
+    pub params: crate::wire::RawParams,
     pub events: mpsc::UnboundedSender<DownstreamEvent>,
 }
 
@@ -157,6 +160,32 @@ impl DownstreamHandler {
     /// flight on this server, as a request for a client of the `initialize` era or as an
     /// `input_required` question for a 2026-07-28 one; with no call in flight, to the client
     /// that called this server last.
+    /// The params of request `context.id` as the server wrote them, without the downstream
+    /// connection's progress token; `typed` (rmcp's decoding) when they were not kept.
+    fn params_of(
+        &self,
+        context: &RequestContext<RoleClient>,
+        typed: &impl serde::Serialize,
+    ) -> serde_json::Value {
+        let kept = self
+            .params
+            .take(&context.id)
+            .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw.get()).ok());
+        let mut params = kept.unwrap_or_else(|| as_value(typed));
+        if let Some(meta) = params
+            .get_mut("_meta")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            meta.remove("progressToken");
+            if meta.is_empty()
+                && let Some(params) = params.as_object_mut()
+            {
+                params.remove("_meta");
+            }
+        }
+        params
+    }
+
     fn relay(&self, kind: AskKind, params: serde_json::Value) -> Result<Relay, McpError> {
         let related_task = params
             .get("_meta")
@@ -254,6 +283,34 @@ async fn answered<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// A server's request sent on to a client of the `initialize` era with its params as the server
+/// wrote them; the client's answer in the typed shape rmcp hands back to the server.
+async fn send_raw<T: serde::de::DeserializeOwned>(
+    peer: &Peer<RoleServer>,
+    kind: AskKind,
+    params: serde_json::Value,
+) -> Result<T, McpError> {
+    let request = rmcp::model::ServerRequest::CustomRequest(rmcp::model::CustomRequest::new(
+        kind.method(),
+        Some(params),
+    ));
+    let answer = peer
+        .send_request(request)
+        .await
+        .map_err(|e| upstream_error(kind.capability(), e))?;
+    let value = serde_json::to_value(answer)
+        .map_err(|error| McpError::internal_error(format!("{}: {error}", kind.method()), None))?;
+    serde_json::from_value(value).map_err(|error| {
+        McpError::internal_error(
+            format!(
+                "loom's client answered the {} with a malformed result: {error}",
+                kind.method()
+            ),
+            None,
+        )
+    })
+}
+
 fn as_value(params: &impl serde::Serialize) -> serde_json::Value {
     serde_json::to_value(params).unwrap_or_default()
 }
@@ -288,11 +345,9 @@ impl ClientHandler for DownstreamHandler {
         context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
         carried_meta(&mut params, &context);
-        match self.relay(AskKind::Sampling, as_value(&params))? {
-            Relay::Peer(peer) => peer
-                .create_message(params)
-                .await
-                .map_err(|e| upstream_error("sampling", e)),
+        let raw = self.params_of(&context, &params);
+        match self.relay(AskKind::Sampling, raw.clone())? {
+            Relay::Peer(peer) => send_raw(&peer, AskKind::Sampling, raw).await,
             Relay::Input(answer) => answered(AskKind::Sampling, answer).await,
         }
     }
@@ -316,11 +371,9 @@ impl ClientHandler for DownstreamHandler {
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
         carried_meta(&mut params, &context);
-        match self.relay(AskKind::Elicitation, as_value(&params))? {
-            Relay::Peer(peer) => peer
-                .create_elicitation(params)
-                .await
-                .map_err(|e| upstream_error("elicitation", e)),
+        let raw = self.params_of(&context, &params);
+        match self.relay(AskKind::Elicitation, raw.clone())? {
+            Relay::Peer(peer) => send_raw(&peer, AskKind::Elicitation, raw).await,
             Relay::Input(answer) => answered(AskKind::Elicitation, answer).await,
         }
     }

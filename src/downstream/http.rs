@@ -43,7 +43,7 @@ use sse_stream::{Error as SseError, Sse, SseStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{RemoteServer, mask_url};
-use crate::wire::{MAX_MESSAGE_BYTES, ProgressLedger, RawResults, capture_incoming};
+use crate::wire::{MAX_MESSAGE_BYTES, ProgressLedger, RawParams, RawResults, capture_incoming};
 
 /// How long connecting (TCP and TLS) to a remote server may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -134,6 +134,8 @@ pub struct CapturingClient {
     url: Arc<str>,
     raw: RawResults,
     progress: ProgressLedger,
+    /// The params of the server's own requests, kept as written.
+    params: RawParams,
     outage: Outage,
     /// Names of the configured headers, to say which one a 401/403 is about.
     header_names: Arc<[String]>,
@@ -144,6 +146,7 @@ pub fn transport(
     remote: &RemoteServer,
     raw: RawResults,
     progress: ProgressLedger,
+    params: RawParams,
 ) -> Result<(StreamableHttpClientTransport<CapturingClient>, Outage), String> {
     install_crypto_provider();
     let http = reqwest::Client::builder()
@@ -169,6 +172,7 @@ pub fn transport(
         url: Arc::from(remote.url.as_str()),
         raw,
         progress,
+        params,
         outage: outage.clone(),
         header_names: remote.headers.iter().map(|(k, _)| k.clone()).collect(),
     };
@@ -399,11 +403,12 @@ impl CapturingClient {
         if is(EVENT_STREAM_MIME_TYPE) {
             let raw = self.raw.clone();
             let progress = self.progress.clone();
+            let params = self.params.clone();
             let events = SseStream::from_bytes_stream(EventSizeLimit::new(
                 response.bytes_stream(),
                 limits.max_sse_event_size,
             ))
-            .map(move |event| event.map(|event| capture_event(event, &raw, &progress)));
+            .map(move |event| event.map(|event| capture_event(event, &raw, &progress, &params)));
             return Ok(StreamableHttpPostResponse::Sse(events.boxed(), new_session));
         }
         if is(JSON_MIME_TYPE) {
@@ -413,7 +418,12 @@ impl CapturingClient {
                     "the JSON response is not UTF-8".into(),
                 )
             })?;
-            let message = match capture_incoming(&text, &self.raw, Some(&self.progress)) {
+            let message = match capture_incoming(
+                &text,
+                &self.raw,
+                Some(&self.progress),
+                Some(&self.params),
+            ) {
                 Some(id) => placeholder_response(id),
                 None => serde_json::from_str::<ServerJsonRpcMessage>(&text)?,
             };
@@ -452,9 +462,14 @@ fn placeholder_response(id: rmcp::model::RequestId) -> ServerJsonRpcMessage {
 
 /// An SSE event with a captured result replaced by the placeholder, which rmcp reads as a
 /// custom result.
-fn capture_event(mut event: Sse, raw: &RawResults, progress: &ProgressLedger) -> Sse {
+fn capture_event(
+    mut event: Sse,
+    raw: &RawResults,
+    progress: &ProgressLedger,
+    params: &RawParams,
+) -> Sse {
     if let Some(data) = &event.data
-        && let Some(id) = capture_incoming(data, raw, Some(progress))
+        && let Some(id) = capture_incoming(data, raw, Some(progress), Some(params))
         && let Ok(id) = serde_json::to_string(&id)
     {
         event.data = Some(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":null}}"#));
@@ -672,8 +687,9 @@ impl StreamableHttpClient for CapturingClient {
             .map_err(|e| self.explain(e))?;
         let raw = self.raw.clone();
         let progress = self.progress.clone();
+        let params = self.params.clone();
         Ok(stream
-            .map(move |event| event.map(|event| capture_event(event, &raw, &progress)))
+            .map(move |event| event.map(|event| capture_event(event, &raw, &progress, &params)))
             .boxed())
     }
 }

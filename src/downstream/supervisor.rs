@@ -310,6 +310,8 @@ impl Downstream {
     > {
         let raw = RawResults::new();
         let progress = ProgressLedger::default();
+        // Request ids start over with the connection.
+        handler.params.clear();
         let live = |service: &RunningService<RoleClient, DownstreamHandler>,
                     remote: Option<http::Outage>,
                     direct: Option<Arc<DirectCalls>>| Live {
@@ -333,6 +335,7 @@ impl Downstream {
                     "downstream",
                 )
                 .with_progress_ledger(progress.clone())
+                .with_raw_params(handler.params.clone())
                 .with_direct_calls(direct.clone());
                 match self.handshake(handler, transport, &raw).await {
                     Ok((service, catalog)) => {
@@ -343,7 +346,12 @@ impl Downstream {
                 }
             }
             Transport::Http(remote) => {
-                let (transport, outage) = http::transport(remote, raw.clone(), progress.clone())?;
+                let (transport, outage) = http::transport(
+                    remote,
+                    raw.clone(),
+                    progress.clone(),
+                    handler.params.clone(),
+                )?;
                 let (service, catalog) = self.handshake(handler, transport, &raw).await.map_err(
                     |reason| match outage.last_failure() {
                         // rmcp's wording around it names its own types; loom's says it all.
@@ -407,6 +415,7 @@ impl Downstream {
             server: self.index,
             upstream,
             callers,
+            params: crate::wire::RawParams::default(),
             events: events.clone(),
         };
         let mut failures: u32 = 0;

@@ -401,7 +401,8 @@ fn expire_later(table: Weak<Mutex<HashMap<String, Waiting>>>, state: String) {
 
 /// One question as a 2026-07-28 `inputRequests` entry: the server's method and params, without
 /// what that revision does not have in them (`_meta`, `task`, the URL elicitation's
-/// `elicitationId`: the server gets the answer to its own request either way).
+/// `elicitationId` — the server gets the answer to its own request either way — and members of
+/// `requestedSchema` other than `$schema`, `type`, `properties` and `required`).
 pub(super) fn input_request(ask: &Ask) -> Value {
     let mut entry = Map::new();
     entry.insert("method".into(), Value::String(ask.kind.method().into()));
@@ -411,6 +412,13 @@ pub(super) fn input_request(ask: &Ask) -> Value {
         params.remove("task");
         if ask.kind == AskKind::Elicitation {
             params.remove("elicitationId");
+            // 2026-07-28's requestedSchema has these members only (a server of that revision
+            // sends no others, e.g. no `title`).
+            if let Some(Value::Object(schema)) = params.get_mut("requestedSchema") {
+                schema.retain(|key, _| {
+                    matches!(key.as_str(), "$schema" | "type" | "properties" | "required")
+                });
+            }
         }
         entry.insert("params".into(), Value::Object(params));
     }

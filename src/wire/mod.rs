@@ -117,6 +117,46 @@ impl RawResults {
     }
 }
 
+/// The params of the requests a server sends loom (sampling, elicitation) as the server wrote
+/// them, by request id: rmcp decodes them into typed structs that change values (a sampling
+/// `temperature` of 0.7 is an `f32` there, 0.699999988 once written again), so the handler
+/// relays these bytes instead (SPEC §5.8).
+#[derive(Clone, Default, Debug)]
+pub struct RawParams(Arc<StdMutex<HashMap<RequestId, Box<RawValue>>>>);
+
+/// The server requests whose params [`RawParams`] keeps.
+const RAW_PARAM_METHODS: &[&str] = &["sampling/createMessage", "elicitation/create"];
+
+impl RawParams {
+    fn with<T>(&self, f: impl FnOnce(&mut HashMap<RequestId, Box<RawValue>>) -> T) -> T {
+        let mut guard = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        f(&mut guard)
+    }
+
+    /// Keep the params of request `id` if it is one whose params are relayed.
+    fn keep(&self, id: Option<&RawValue>, method: Option<&str>, params: Option<&RawValue>) {
+        let (Some(id), Some(method), Some(params)) = (id, method, params) else {
+            return;
+        };
+        if !RAW_PARAM_METHODS.contains(&method) {
+            return;
+        }
+        if let Ok(id) = serde_json::from_str::<RequestId>(id.get()) {
+            self.with(|kept| kept.insert(id, params.to_owned()));
+        }
+    }
+
+    /// The params of request `id` as the server wrote them.
+    pub fn take(&self, id: &RequestId) -> Option<Box<RawValue>> {
+        self.with(|kept| kept.remove(id))
+    }
+
+    /// A new connection: ids start over.
+    pub fn clear(&self) {
+        self.with(HashMap::clear);
+    }
+}
+
 /// One JSON-RPC message from a downstream server that arrived by a transport other than
 /// [`LineTransport`] (Streamable HTTP): progress is counted, and when it is the response to a
 /// wanted request its raw `result` is kept. Returns the id of a response so captured; the caller
@@ -125,8 +165,12 @@ pub fn capture_incoming(
     text: &str,
     results: &RawResults,
     progress: Option<&ProgressLedger>,
+    params: Option<&RawParams>,
 ) -> Option<RequestId> {
     let peek: Peek<'_> = serde_json::from_str(text).ok()?;
+    if let Some(params) = params {
+        params.keep(peek.id, peek.method.as_deref(), peek.params);
+    }
     if let (Some(ledger), Some("notifications/progress")) = (progress, peek.method.as_deref())
         && let Ok(progress) = serde_json::from_str::<ProgressPeek>(text)
     {
@@ -359,6 +403,8 @@ pub struct LineTransport<Role: ServiceRole, R, W> {
     bypass: Option<(Arc<dyn Bypass>, Arc<dyn LineSink>)>,
     /// Downstream face: the direct calls open on this connection, closed with it.
     direct: Option<CloseOnDrop>,
+    /// Downstream face: where the params of the server's own requests are kept as written.
+    params: Option<RawParams>,
     _role: PhantomData<fn() -> Role>,
 }
 
@@ -373,6 +419,7 @@ impl<Role: ServiceRole, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTranspo
             initialize_patch: None,
             bypass: None,
             direct: None,
+            params: None,
             _role: PhantomData,
         }
     }
@@ -423,6 +470,13 @@ impl<Role: ServiceRole, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTranspo
         self
     }
 
+    /// Keep the params of the server's sampling and elicitation requests as written
+    /// (downstream face).
+    pub fn with_raw_params(mut self, params: RawParams) -> Self {
+        self.params = Some(params);
+        self
+    }
+
     /// A typed transport with no raw handling.
     pub fn plain(read: R, write: W, peer: &'static str) -> Self {
         Self::with_mode(read, write, RawMode::None, peer)
@@ -456,6 +510,8 @@ struct Peek<'a> {
     method: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     error: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
 }
 
 fn encode_line(message: &impl serde::Serialize) -> std::io::Result<Vec<u8>> {
@@ -645,6 +701,9 @@ where
             && let Ok(progress) = serde_json::from_str::<ProgressPeek>(line)
         {
             ledger.seen(progress.params.progress_token);
+        }
+        if let Some(params) = &self.params {
+            params.keep(peek.id, peek.method.as_deref(), peek.params);
         }
         if let (RawMode::Capture(results, _), Some(id_raw), Some(_), None) =
             (&self.raw, peek.id, peek.error, &peek.method)

@@ -94,11 +94,29 @@ def mode(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+# 2026-07-28 results name their server in `_meta`: through loom that is loom (SPEC §5.1, §5.7), a
+# stamp a direct connection to the server never has. Comparisons leave it out.
+SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+
+
+def without_loom_stamp(out: Any) -> Any:
+    """A result dumped to JSON, without the serverInfo stamp loom puts on 2026-07-28 results."""
+    if isinstance(out, dict) and isinstance(out.get("_meta"), dict):
+        meta = out["_meta"]
+        if (meta.get(SERVER_INFO) or {}).get("name") == "loom":
+            meta = {key: value for key, value in meta.items() if key != SERVER_INFO}
+            out = {key: value for key, value in out.items() if key != "_meta"}
+            if meta:
+                out["_meta"] = meta
+    return out
+
+
 def dump(model: Any) -> Any:
-    """A model (or list of models) as the JSON it stands for, for comparisons."""
+    """A model (or list of models) as the JSON it stands for, for comparisons (without loom's
+    serverInfo stamp on 2026-07-28 results)."""
     if isinstance(model, list):
         return [dump(item) for item in model]
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return without_loom_stamp(model.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
 # SPEC §5.3: where loom may replace a tool's results, it lists the tool without `outputSchema` and

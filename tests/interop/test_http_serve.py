@@ -205,11 +205,12 @@ def _initialize(number: int = 1) -> dict[str, Any]:
 
 
 def _assert_negotiated(wire: Wire, mode: str) -> None:
-    """`auto` asked `server/discover` first and got -32601 as JSON, then the handshake; `legacy`
-    began with the handshake."""
+    """`auto` asked `server/discover` first and went on in 2026-07-28, without a handshake (SPEC
+    §22, "Without a session"); `legacy` began with the handshake."""
     first = [what for what, _, _ in wire.exchanges[:2]]
     if mode == "auto":
-        assert first == ["server/discover", "initialize"], wire.exchanges
+        assert first[0] == "server/discover", wire.exchanges
+        assert "initialize" not in [what for what, _, _ in wire.exchanges], wire.exchanges
         assert wire.exchanges[0][1:] == (200, JSON), wire.exchanges
     else:
         assert first[0] == "initialize", wire.exchanges
@@ -220,10 +221,10 @@ def _assert_negotiated(wire: Wire, mode: str) -> None:
 
 
 async def test_sdk2_sees_over_http_what_loom_shows_over_stdio(web, mode):
-    """Tools and passthrough results over HTTP are what loom over stdio gives a handshake-era
-    client (over HTTP both modes end in the handshake era: loom refuses `server/discover`)."""
+    """Tools and passthrough results over HTTP are what loom over stdio gives the same mode (both
+    faces serve 2026-07-28 to `auto`, SPEC §22)."""
     web.use(EVERYTHING)
-    async with connect_loom(web, "legacy") as stdio:
+    async with connect_loom(web, mode) as stdio:
         stdio_version = stdio.protocol_version
         stdio_tools = dump((await stdio.list_tools()).tools)
         stdio_results = [_without_clock(dump(await stdio.call_tool(f"{EVERYTHING}_{name}", arguments))) for name, arguments in CALLS]
@@ -232,7 +233,7 @@ async def test_sdk2_sees_over_http_what_loom_shows_over_stdio(web, mode):
     with serve_http(web) as loom:
         async with connect_http(loom.url, mode, wire=wire) as client:
             assert client.protocol_version == stdio_version, client.protocol_version
-            assert client.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
+            assert (client.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS) == (mode == "legacy")
             assert client.server_capabilities.tools is not None
             tools = dump((await client.list_tools()).tools)
             assert [t["name"] for t in tools] == [t["name"] for t in stdio_tools]
@@ -246,7 +247,7 @@ async def test_sdk2_sees_over_http_what_loom_shows_over_stdio(web, mode):
             assert not mismatches, "results differ over HTTP:\n" + "\n".join(mismatches)
     _assert_negotiated(wire, mode)
     # Nothing else was sent for these requests: each answer is one JSON body (SPEC §22).
-    for method in ("initialize", "tools/list", "tools/call"):
+    for method in ("initialize" if mode == "legacy" else "server/discover", "tools/list", "tools/call"):
         assert wire.of(method) and all(x == (200, JSON) for x in wire.of(method)), (method, wire.exchanges)
 
 
@@ -342,16 +343,19 @@ async def test_inspector_over_http(web, era):
         assert assert_envelope(called["result"], "inventory 2000 (Inspector)")["rows"] == 2000
 
 
-async def test_inspector_pinned_to_2026_07_28_is_told_to_use_the_handshake(web):
-    """The `modern` era pins 2026-07-28 and has no fallback: loom's -32601 to `server/discover`
-    must end it with a clear error, not a hang."""
+async def test_inspector_pinned_to_2026_07_28_is_served(web):
+    """The `modern` era pins 2026-07-28 and has no fallback: loom serves it without a session
+    (SPEC §22), so it lists and calls as the other eras do."""
     web.use(EVERYTHING)
+    home = web.tmp / "inspector-home"
     with serve_http(web) as loom:
-        status, output, stderr = await anyio.to_thread.run_sync(
-            _inspector, loom.url, "modern", web.tmp / "inspector-home", "--method", "tools/list"
-        )
-    assert "result" not in output, output
-    assert "server/discover" in json.dumps(output), f"exit {status}: {output}\n{stderr[-2000:]}"
+        status, output, stderr = await anyio.to_thread.run_sync(_inspector, loom.url, "modern", home, "--method", "tools/list")
+        assert status == 0 and "result" in output, f"exit {status}: {output}\n{stderr[-2000:]}"
+        assert f"{EVERYTHING}_get-sum" in {tool["name"] for tool in output["result"]["tools"]}
+        call = ("--method", "tools/call", "--tool-name", f"{EVERYTHING}_get-sum", "--tool-args-json", json.dumps({"a": 2, "b": 40}))
+        status, called, stderr = await anyio.to_thread.run_sync(_inspector, loom.url, "modern", home, *call)
+    assert status == 0 and "result" in called, f"exit {status}: {called}\n{stderr[-2000:]}"
+    assert text_of(called["result"]) == "The sum of 2 and 40 is 42."
 
 
 # --------------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from conftest import (
     connect,
     connect_loom,
     dump,
+    without_loom_stamp,
 )
 from dataplane_clients import (
     assert_envelope,
@@ -53,7 +54,7 @@ from dataplane_clients import (
     open_client,
     text_of,
 )
-from test_tools import _as_offered, _comparable, _long_running, _task_required, _without_clock
+from test_tools import _as_offered, _comparable, _long_running, _without_clock
 
 pytestmark = pytest.mark.anyio
 
@@ -160,7 +161,7 @@ def _outcome(result: dict[str, Any]) -> dict[str, Any]:
     """What a tool result says, whatever the protocol version added (`resultType`) and whichever
     client parsed it (the SDK 2.x's models write `isError: false` where the wire has none; the
     exact bytes are compared in test_small_results_are_the_remote_servers_bytes)."""
-    out = {key: value for key, value in result.items() if key != "resultType"}
+    out = {key: value for key, value in without_loom_stamp(result).items() if key != "resultType"}
     out["isError"] = bool(out.get("isError"))
     return out
 
@@ -179,7 +180,7 @@ def _assert_listed_as_their_own(exposed: list[Any], own: list[Any], server: str,
     names = [tool.name for tool in exposed]
     assert len(names) == len(set(names)), f"loom lists a tool twice: {names}"
     mine = {tool.name.removeprefix(f"{server}_"): tool for tool in exposed if tool.name.startswith(f"{server}_")}
-    offered = [tool for tool in own if mode == "legacy" or not _task_required(tool)]
+    offered = own  # every tool, in every era (SPEC §5.3)
     assert sorted(mine) == sorted(tool.name for tool in offered)
     for tool in offered:
         assert _comparable(as_the_server_listed_it(mine[tool.name])) == _comparable(_as_offered(dump(tool), mode)), (
@@ -265,7 +266,7 @@ async def test_everything_through_the_inspector(remote, era):
     inspector = _inspector(remote, era)
     listed = {tool["name"]: tool for tool in await anyio.to_thread.run_sync(inspector.list_tools)}
     mine = {name.removeprefix(f"{EV}_"): tool for name, tool in listed.items() if name.startswith(f"{EV}_")}
-    assert mine.keys() == {name for name, tool in own.items() if era == "legacy" or tool.get("execution", {}).get("taskSupport") != "required"}
+    assert mine.keys() == set(own), (sorted(mine), sorted(own))
     for name, tool in mine.items():
         assert tool["inputSchema"] == own[name]["inputSchema"], name
     result = await anyio.to_thread.run_sync(inspector.call, f"{EV}_get-sum", {"a": 2, "b": 40})

@@ -483,22 +483,30 @@ async def test_status_sent_before_the_create_task_result_reaches_a_raw_client(ta
 # --- (g) 2026-07-28 clients -------------------------------------------------------------------
 
 
-async def test_modern_clients_are_offered_no_task_only_tool(tasks):
+async def test_modern_clients_get_task_only_tools_run_by_loom(tasks):
+    """A 2026-07-28 client that does not declare the tasks extension (the Python SDK 2.x has none)
+    is offered every tool without `execution`; loom runs a task-only tool as a task and answers
+    the call plainly (SPEC §5.10), and the 2025-11-25 task methods are not served to it."""
     tasks.use(EVERYTHING, TASKS)
     async with connect_loom(tasks, "auto") as client:
         assert client.protocol_version in MODERN_PROTOCOL_VERSIONS
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert RESEARCH not in listed and TABLE_REPORT not in listed, sorted(listed)
+        assert RESEARCH in listed and TABLE_REPORT in listed, sorted(listed)
         assert SLOW_TASK in listed and f"{TASKS}_hello" in listed, sorted(listed)
         with_execution = [name for name, tool in listed.items() if tool.execution is not None]
         assert not with_execution, f"`execution` listed to a 2026-07-28 client: {with_execution}"
-        assert client.server_capabilities.tasks is None, "loom declares tasks to a 2026-07-28 client"
+        assert client.server_capabilities.tasks is None, "loom declares 2025-11-25 tasks to a 2026-07-28 client"
         # The optional one runs as a plain call.
         assert _text(await client.call_tool(SLOW_TASK, {"label": "modern"})) == "slow_task ran without a task: modern"
-        # And task requests are not served on this version (SPEC §5.10).
+        # The required one is run as a task by loom: 3,000 rows, an envelope.
+        report = await client.call_tool(TABLE_REPORT, {"rows": 3000})
+        assert not report.is_error, _text(report)
+        assert report.structured_content["kind"] == "loom_dataset_ref", report.structured_content
+        assert report.structured_content["rows"] == 3000
+        # And 2025-11-25 task requests are not served on this version (SPEC §5.10).
         with pytest.raises(MCPError) as caught:
             await get_task(client, "ts-any")
-        assert caught.value.code == -32601, caught.value.error
+        assert caught.value.code in (-32021, -32602), caught.value.error
 
 
 # --- (h) a task that needs input --------------------------------------------------------------

@@ -43,7 +43,8 @@ def _task_required(tool) -> bool:
 def _as_offered(own: dict[str, Any], mode: str) -> dict[str, Any]:
     """A server's own tool as loom should list it in `mode`: as it is for handshake-era clients
     (tasks exist there, so `execution` stays), without `execution` for 2026-07-28 clients (`auto`
-    negotiates it with loom), which have no tasks (see test_task_tools_follow_the_clients_era)."""
+    negotiates it with loom), whose tasks are an extension without it (see
+    test_task_tools_follow_the_clients_era)."""
     if mode == "auto":
         own = {key: value for key, value in own.items() if key != "execution"}
     return own
@@ -64,9 +65,9 @@ async def test_tools_list_matches_the_servers_own(setup, mode, server):
     assert all(name.startswith(prefixes) for name in names), names
 
     mine = {tool.name.removeprefix(f"{server}_"): tool for tool in exposed if tool.name.startswith(f"{server}_")}
-    # Tools that only run as tasks are offered where the protocol has tasks (the handshake era),
-    # not to 2026-07-28 clients (SPEC §5.3).
-    offered = [tool for tool in own if mode == "legacy" or not _task_required(tool)]
+    # Every tool is offered in every era: one that only runs as a task is run as one by loom for
+    # a client that cannot take a task (SPEC §5.3, §5.10).
+    offered = own
     assert sorted(mine) == sorted(tool.name for tool in offered)
     for tool in offered:
         through = mine[tool.name]
@@ -80,9 +81,10 @@ async def test_tools_list_matches_the_servers_own(setup, mode, server):
 @pytest.mark.parametrize("mode", PASSTHROUGH_MODES)
 async def test_task_tools_follow_the_clients_era(setup, mode):
     """Handshake-era clients (2025-11-25 has tasks) get the task tools with their `execution`
-    as the server wrote it, and loom declares the tasks capability; 2026-07-28 clients (no tasks
-    in that revision) get no task-only tool and no `execution` at all (tests/interop/test_tasks.py
-    runs the tasks themselves)."""
+    as the server wrote it, and loom declares the tasks capability; 2026-07-28 clients (tasks are
+    an extension there, without `execution`) get every tool without `execution`, and the tasks
+    extension declared in server/discover (tests/interop/test_tasks.py and
+    test_protocol_2026.py run the tasks themselves)."""
     setup.use(EVERYTHING)
     async with connect_direct(setup, EVERYTHING) as direct:
         own = {tool.name: tool for tool in (await direct.list_tools()).tools}
@@ -103,11 +105,12 @@ async def test_task_tools_follow_the_clients_era(setup, mode):
         assert tasks.requests is not None and tasks.requests.tools is not None and tasks.requests.tools.call is not None
         assert tasks.list is not None and tasks.cancel is not None
     else:
-        offered = [name for name in required if f"{EVERYTHING}_{name}" in exposed]
-        assert not offered, f"task-only tools offered to a 2026-07-28 client: {offered}"
+        missing = [name for name in required if f"{EVERYTHING}_{name}" not in exposed]
+        assert not missing, f"task-only tools not offered to a 2026-07-28 client: {missing}"
         with_execution = [name for name, tool in exposed.items() if tool.execution is not None]
         assert not with_execution, f"tools listed with `execution` to a 2026-07-28 client: {with_execution}"
-        assert capabilities.tasks is None, "loom declares tasks to a 2026-07-28 client"
+        assert capabilities.tasks is None, "loom declares 2025-11-25 tasks to a 2026-07-28 client"
+        assert "io.modelcontextprotocol/tasks" in (capabilities.extensions or {}), capabilities
 
 
 # Calls whose results must come through loom exactly as the server gives them.
