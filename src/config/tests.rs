@@ -1183,3 +1183,24 @@ fn the_report_block_takes_loom_and_context_firewall_names() {
     let all = problems(&format!(r#"{{{base}, "report": {{"path": ""}}}}"#));
     assert_problem(&all, "report.path", &["must not be empty"]);
 }
+
+#[test]
+fn http_tokens_are_credentials_each_and_never_shown() {
+    let config = ok(
+        r#"{"servers": [], "http": {"token": "first-secret", "tokens": ["second-secret", "third-secret"]}}"#,
+    );
+    let credentials: Vec<&str> = config.http.credentials().collect();
+    assert_eq!(credentials, ["first-secret", "second-secret", "third-secret"]);
+    assert!(config.http.wants_token());
+    let shown = config.describe_masked();
+    assert!(shown.contains("3 tokens"), "{shown}");
+    assert!(!shown.contains("secret"), "a token shows in `loom check`: {shown}");
+    assert!(!format!("{:?}", config.http).contains("secret"));
+
+    let all = problems(r#"{"servers": [], "http": {"token": "a", "tokens": ["b", "a", "b", ""]}}"#);
+    assert_problem(&all, "http.tokens[1]", &["accepted already", "one credential"]);
+    assert_problem(&all, "http.tokens[2]", &["accepted already"]);
+    assert_problem(&all, "http.tokens[3]", &["non-empty token"]);
+    let all = problems(r#"{"servers": [], "http": {"tokens": "one"}}"#);
+    assert_problem(&all, "http.tokens", &["array of strings"]);
+}
