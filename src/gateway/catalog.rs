@@ -140,6 +140,14 @@ impl ExposedCatalog {
         self.tool_routes.get(exposed)
     }
 
+    /// The `inputSchema` of the tool exposed as `exposed`.
+    pub fn input_schema(&self, exposed: &str) -> Option<&Value> {
+        self.tools
+            .iter()
+            .find(|tool| tool.get("name").and_then(Value::as_str) == Some(exposed))
+            .and_then(|tool| tool.get("inputSchema"))
+    }
+
     /// Whether the tool exposed as `exposed` only runs as an MCP task.
     pub fn runs_only_as_task(&self, exposed: &str) -> bool {
         self.task_required.contains(exposed)

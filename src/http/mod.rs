@@ -550,6 +550,15 @@ impl Server {
                 "a 2026-07-28 client sends loom no responses (loom sends it no requests)",
             );
         }
+        if message.method.as_deref() == Some("initialize") {
+            return rpc_error(
+                StatusCode::NOT_FOUND,
+                message.id.as_deref(),
+                -32601,
+                "`initialize` does not exist in protocol 2026-07-28 (drop the MCP-Protocol-Version \
+                 header to open a session with it)",
+            );
+        }
         let Some(id_text) = stateless::member_text(&body, &["id"]) else {
             // A notification: 2026-07-28 defines none that loom acts on over HTTP (a client
             // cancels a request by closing its stream).
@@ -559,6 +568,11 @@ impl Server {
             Ok(session) => session,
             Err(response) => return response,
         };
+        if message.method.as_deref() == Some("tools/call")
+            && let Err(why) = session.check_param_headers(&text, headers)
+        {
+            return rpc_error(StatusCode::BAD_REQUEST, message.id.as_deref(), -32020, &why);
+        }
         let n = self
             .stateless_requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

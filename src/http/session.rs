@@ -221,6 +221,45 @@ impl Session {
         &self.id
     }
 
+    /// The `Mcp-Param-*` headers of a 2026-07-28 `tools/call` against the arguments, as the
+    /// called tool's `x-mcp-header` annotations want them (src/http/stateless.rs).
+    pub fn check_param_headers(&self, body: &str, headers: &http::HeaderMap) -> Result<(), String> {
+        #[derive(Deserialize)]
+        struct Call {
+            params: Option<CallParams>,
+        }
+        #[derive(Deserialize)]
+        struct CallParams {
+            name: Option<String>,
+            arguments: Option<serde_json::Map<String, serde_json::Value>>,
+        }
+        let Ok(Call {
+            params: Some(params),
+        }) = serde_json::from_str::<Call>(body)
+        else {
+            return Ok(());
+        };
+        let given: Vec<(String, Option<String>)> = headers
+            .iter()
+            .filter(|(name, _)| name.as_str().starts_with("mcp-param-"))
+            .map(|(name, value)| {
+                let visible = value
+                    .to_str()
+                    .ok()
+                    .filter(|v| v.bytes().all(|b| (0x20..0x7f).contains(&b)));
+                (name.as_str().to_string(), visible.map(str::to_string))
+            })
+            .collect();
+        let catalog = self.gateway.exposed();
+        let annotations = params
+            .name
+            .as_deref()
+            .and_then(|name| catalog.input_schema(name))
+            .map(super::stateless::param_headers)
+            .unwrap_or_default();
+        super::stateless::check_param_headers(&annotations, params.arguments.as_ref(), &given)
+    }
+
     pub fn idle_for(&self) -> Duration {
         let busy = !self.lock_routes().pending.is_empty();
         if busy {

@@ -265,15 +265,185 @@ pub fn check_headers(body: &str, headers: &Headers<'_>) -> Result<(), String> {
         Some(m) if m.starts_with("tasks/") => p.task_id.as_deref(),
         _ => None,
     });
-    if let (Some(header), Some(named)) = (headers.name, named) {
-        let decoded = decode_header_value(header);
-        if decoded.as_deref() != Some(named) {
+    match (headers.name, named) {
+        (Some(header), Some(named)) => {
+            let decoded = decode_header_value(header);
+            if decoded.as_deref() != Some(named) {
+                return Err(format!(
+                    "the Mcp-Name header ({header}) is not the name the request's params give \
+                     ({named})"
+                ));
+            }
+        }
+        (None, Some(named)) if headers.version.is_some() => {
             return Err(format!(
-                "the Mcp-Name header ({header}) is not the name the request's params give ({named})"
+                "the Mcp-Name header is missing (2026-07-28 requests for {named} carry it)"
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// One `x-mcp-header` annotation of a tool's `inputSchema`: the argument's path of `properties`
+/// keys, the header token, and the property's type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamHeader {
+    pub path: Vec<String>,
+    pub token: String,
+    pub kind: String,
+}
+
+/// The `x-mcp-header` annotations of `schema` (on properties reachable from the root through
+/// `properties` alone). A schema with an invalid one (not a token, not on a string, integer or
+/// boolean property, or named twice) has none: 2026-07-28 clients drop such a tool and send no
+/// headers for it.
+pub fn param_headers(schema: &serde_json::Value) -> Vec<ParamHeader> {
+    fn walk(
+        schema: &serde_json::Value,
+        path: &mut Vec<String>,
+        out: &mut Vec<ParamHeader>,
+        valid: &mut bool,
+    ) {
+        let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) else {
+            return;
+        };
+        for (name, property) in properties {
+            path.push(name.clone());
+            if let Some(token) = property.get("x-mcp-header") {
+                let kind = property.get("type").and_then(|t| t.as_str()).unwrap_or("");
+                match token.as_str() {
+                    Some(token)
+                        if is_token(token) && matches!(kind, "string" | "integer" | "boolean") =>
+                    {
+                        out.push(ParamHeader {
+                            path: path.clone(),
+                            token: token.to_string(),
+                            kind: kind.to_string(),
+                        });
+                    }
+                    _ => *valid = false,
+                }
+            }
+            walk(property, path, out, valid);
+            path.pop();
+        }
+    }
+    let mut out = Vec::new();
+    let mut valid = true;
+    walk(schema, &mut Vec::new(), &mut out, &mut valid);
+    let mut seen: Vec<String> = Vec::new();
+    for header in &out {
+        let lower = header.token.to_ascii_lowercase();
+        if seen.contains(&lower) {
+            valid = false;
+        }
+        seen.push(lower);
+    }
+    if valid { out } else { Vec::new() }
+}
+
+/// An RFC 9110 token: the characters of an HTTP field name.
+fn is_token(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Checks the `Mcp-Param-*` headers of a `tools/call` against its arguments (2026-07-28): every
+/// annotated argument present is mirrored by its header, equal after decoding (an integer
+/// numerically), and no header stands for an absent argument. `headers` are every
+/// `Mcp-Param-*` header as (lowercase name, value; `None` for a value that is not visible
+/// ASCII).
+pub fn check_param_headers(
+    annotations: &[ParamHeader],
+    arguments: Option<&serde_json::Map<String, serde_json::Value>>,
+    headers: &[(String, Option<String>)],
+) -> Result<(), String> {
+    for (name, value) in headers {
+        if value.is_none() {
+            return Err(format!(
+                "the {name} header carries characters a header value cannot (send it as =?base64?…?=)"
+            ));
+        }
+    }
+    for annotation in annotations {
+        let name = format!("Mcp-Param-{}", annotation.token);
+        let lower = name.to_ascii_lowercase();
+        let mut given = headers.iter().filter(|(n, _)| *n == lower);
+        let raw = given.next().and_then(|(_, v)| v.clone());
+        if given.next().is_some() {
+            return Err(format!("the {name} header appears more than once"));
+        }
+        let argument = annotation.path.join(".");
+        let mut value = arguments.map(|a| serde_json::Value::Object(a.clone()));
+        for key in &annotation.path {
+            value = value.and_then(|v| v.get(key).cloned());
+        }
+        let value = value.filter(|v| !v.is_null());
+        let Some(value) = value else {
+            if raw.is_some() {
+                return Err(format!(
+                    "the {name} header is present but the request's `{argument}` argument is absent"
+                ));
+            }
+            continue;
+        };
+        let rendered = match &value {
+            serde_json::Value::Bool(b) => Some(b.to_string()),
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        };
+        let Some(rendered) = rendered else {
+            if raw.is_some() {
+                return Err(format!(
+                    "the {name} header does not match the request's `{argument}` argument"
+                ));
+            }
+            continue;
+        };
+        let Some(raw) = raw else {
+            return Err(format!(
+                "the {name} header is missing but the request's `{argument}` argument is present"
+            ));
+        };
+        let Some(decoded) = decode_header_value(&raw) else {
+            return Err(format!("the {name} header carries a malformed base64 value"));
+        };
+        let matches = match (&annotation.kind[..], &value) {
+            ("integer", serde_json::Value::Number(n)) if is_decimal(&decoded) => {
+                let (whole, fraction) = decoded.split_once('.').unwrap_or((&decoded, ""));
+                fraction.bytes().all(|b| b == b'0')
+                    && match (whole.parse::<i128>(), n.as_i64(), n.as_u64(), n.as_f64()) {
+                        (Ok(w), Some(v), _, _) => w == i128::from(v),
+                        (Ok(w), None, Some(v), _) => w == i128::from(v),
+                        (Ok(w), None, None, Some(v)) => v.fract() == 0.0 && (w as f64) == v,
+                        _ => false,
+                    }
+            }
+            _ => decoded == rendered,
+        };
+        if !matches {
+            return Err(format!(
+                "the {name} header does not match the request's `{argument}` argument"
             ));
         }
     }
     Ok(())
+}
+
+/// `-?[0-9]+(\.[0-9]+)?`: the header values that compare numerically.
+fn is_decimal(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let (whole, fraction) = match digits.split_once('.') {
+        Some((w, f)) => (w, Some(f)),
+        None => (digits, None),
+    };
+    !whole.is_empty()
+        && whole.bytes().all(|b| b.is_ascii_digit())
+        && fraction.is_none_or(|f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A header value as 2026-07-28 encodes values that are not plain ASCII:
@@ -284,10 +454,15 @@ fn decode_header_value(value: &str) -> Option<String> {
         .strip_prefix("=?base64?")
         .and_then(|v| v.strip_suffix("?="))
     {
-        Some(encoded) => base64::engine::general_purpose::STANDARD
-            .decode(encoded)
-            .ok()
-            .and_then(|bytes| String::from_utf8(bytes).ok()),
+        Some(encoded) => {
+            let engine = base64::engine::general_purpose::STANDARD;
+            let bytes = engine.decode(encoded).ok()?;
+            // Only the canonical encoding of the bytes (what a sender writes) is accepted.
+            if engine.encode(&bytes) != encoded {
+                return None;
+            }
+            String::from_utf8(bytes).ok()
+        }
         None => Some(value.to_string()),
     }
 }
@@ -370,6 +545,41 @@ mod tests {
             name: None,
         };
         assert!(check_headers(body, &no_header).is_err());
+    }
+
+    #[test]
+    fn param_headers_mirror_annotated_arguments() {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "limit": {"type": "integer", "x-mcp-header": "Limit"},
+            "nested": {"type": "object", "properties": {"on": {"type": "boolean", "x-mcp-header": "On"}}},
+            "free": {"type": "string"}
+        }});
+        let annotations = param_headers(&schema);
+        assert_eq!(annotations.len(), 3, "{annotations:?}");
+        let arguments = serde_json::json!({"region": "eu", "limit": 42, "nested": {"on": true}});
+        let arguments = arguments.as_object();
+        let header = |n: &str, v: &str| (n.to_ascii_lowercase(), Some(v.to_string()));
+        let all = [header("Mcp-Param-Region", "eu"), header("Mcp-Param-Limit", "42.0"), header("Mcp-Param-On", "true")];
+        assert!(check_param_headers(&annotations, arguments, &all).is_ok());
+        let encoded = [header("Mcp-Param-Region", "=?base64?ZXU=?="), header("Mcp-Param-Limit", "42"), header("Mcp-Param-On", "true")];
+        assert!(check_param_headers(&annotations, arguments, &encoded).is_ok());
+        let missing = [header("Mcp-Param-Region", "eu"), header("Mcp-Param-On", "true")];
+        assert!(check_param_headers(&annotations, arguments, &missing).is_err_and(|e| e.contains("Mcp-Param-Limit header is missing")));
+        let wrong = [header("Mcp-Param-Region", "us"), header("Mcp-Param-Limit", "42"), header("Mcp-Param-On", "true")];
+        assert!(check_param_headers(&annotations, arguments, &wrong).is_err_and(|e| e.contains("does not match")));
+        let stray = [header("Mcp-Param-Region", "eu")];
+        let only_region = serde_json::json!({"region": "eu", "limit": null});
+        assert!(check_param_headers(&annotations, only_region.as_object(), &stray).is_ok());
+        let absent = serde_json::json!({});
+        assert!(check_param_headers(&annotations, absent.as_object(), &stray).is_err_and(|e| e.contains("absent")));
+        let garbled = [("mcp-param-region".to_string(), None)];
+        assert!(check_param_headers(&annotations, arguments, &garbled).is_err());
+        let not_canonical = [header("Mcp-Param-Region", "=?base64?ZXV=?="), header("Mcp-Param-Limit", "42"), header("Mcp-Param-On", "true")];
+        assert!(check_param_headers(&annotations, arguments, &not_canonical).is_err_and(|e| e.contains("malformed")));
+        // An invalid annotation anywhere: nothing is checked.
+        let invalid = serde_json::json!({"properties": {"a": {"type": "array", "x-mcp-header": "A"}, "b": {"type": "string", "x-mcp-header": "B"}}});
+        assert!(param_headers(&invalid).is_empty());
     }
 
     #[test]
