@@ -474,7 +474,7 @@ impl Server {
                 );
             }
             (Some(session), _) => session,
-            (None, Some("initialize")) => match self.open_session().await {
+            (None, Some("initialize")) if !sessionless => match self.open_session().await {
                 Ok(session) => session,
                 Err(response) => return response,
             },
