@@ -1190,15 +1190,25 @@ fn http_tokens_are_credentials_each_and_never_shown() {
         r#"{"servers": [], "http": {"token": "first-secret", "tokens": ["second-secret", "third-secret"]}}"#,
     );
     let credentials: Vec<&str> = config.http.credentials().collect();
-    assert_eq!(credentials, ["first-secret", "second-secret", "third-secret"]);
+    assert_eq!(
+        credentials,
+        ["first-secret", "second-secret", "third-secret"]
+    );
     assert!(config.http.wants_token());
     let shown = config.describe_masked();
     assert!(shown.contains("3 tokens"), "{shown}");
-    assert!(!shown.contains("secret"), "a token shows in `loom check`: {shown}");
+    assert!(
+        !shown.contains("secret"),
+        "a token shows in `loom check`: {shown}"
+    );
     assert!(!format!("{:?}", config.http).contains("secret"));
 
     let all = problems(r#"{"servers": [], "http": {"token": "a", "tokens": ["b", "a", "b", ""]}}"#);
-    assert_problem(&all, "http.tokens[1]", &["accepted already", "one credential"]);
+    assert_problem(
+        &all,
+        "http.tokens[1]",
+        &["accepted already", "one credential"],
+    );
     assert_problem(&all, "http.tokens[2]", &["accepted already"]);
     assert_problem(&all, "http.tokens[3]", &["non-empty token"]);
     let all = problems(r#"{"servers": [], "http": {"tokens": "one"}}"#);

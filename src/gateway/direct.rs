@@ -179,6 +179,10 @@ impl Bypass for DirectLane {
         }
     }
 
+    fn input_ended(&self) {
+        self.gateway.client_gone.cancel();
+    }
+
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             self.running.close();

@@ -509,7 +509,11 @@ impl ServerHandler for GatewayHandler {
             }
         }
         let listener = self.0.add_listener(context.sink().clone());
-        context.cancelled().await;
+        tokio::select! {
+            () = context.cancelled() => {}
+            () = self.0.client_gone.cancelled() => {}
+            () = self.0.shutdown.cancelled() => {}
+        }
         self.0.remove_listener(listener);
         for uri in &uris {
             if self.0.stop_listening_to(uri) {

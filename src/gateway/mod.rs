@@ -95,6 +95,9 @@ pub struct Gateway {
     /// The snapshot writer, drained at shutdown.
     snapshot_task: Mutex<Option<JoinHandle<()>>>,
     shutdown: CancellationToken,
+    /// Cancelled when the client's side of the connection ends: what waits only for the client
+    /// (a listen stream) stops at once instead of holding the shutdown.
+    pub(crate) client_gone: CancellationToken,
     /// This session's own loops (the catalog rebuild).
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// MCP task id → the server that runs it.
@@ -174,6 +177,7 @@ impl Gateway {
             store,
             snapshot_task: Mutex::new(snapshot_task),
             shutdown: CancellationToken::new(),
+            client_gone: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
             task_routes: Arc::new(tasks::TaskRoutes::default()),
             discovery: RwLock::new(Arc::default()),

@@ -410,7 +410,9 @@ pub fn check_param_headers(
             ));
         };
         let Some(decoded) = decode_header_value(&raw) else {
-            return Err(format!("the {name} header carries a malformed base64 value"));
+            return Err(format!(
+                "the {name} header carries a malformed base64 value"
+            ));
         };
         let matches = match (&annotation.kind[..], &value) {
             ("integer", serde_json::Value::Number(n)) if is_decimal(&decoded) => {
@@ -560,23 +562,54 @@ mod tests {
         let arguments = serde_json::json!({"region": "eu", "limit": 42, "nested": {"on": true}});
         let arguments = arguments.as_object();
         let header = |n: &str, v: &str| (n.to_ascii_lowercase(), Some(v.to_string()));
-        let all = [header("Mcp-Param-Region", "eu"), header("Mcp-Param-Limit", "42.0"), header("Mcp-Param-On", "true")];
+        let all = [
+            header("Mcp-Param-Region", "eu"),
+            header("Mcp-Param-Limit", "42.0"),
+            header("Mcp-Param-On", "true"),
+        ];
         assert!(check_param_headers(&annotations, arguments, &all).is_ok());
-        let encoded = [header("Mcp-Param-Region", "=?base64?ZXU=?="), header("Mcp-Param-Limit", "42"), header("Mcp-Param-On", "true")];
+        let encoded = [
+            header("Mcp-Param-Region", "=?base64?ZXU=?="),
+            header("Mcp-Param-Limit", "42"),
+            header("Mcp-Param-On", "true"),
+        ];
         assert!(check_param_headers(&annotations, arguments, &encoded).is_ok());
-        let missing = [header("Mcp-Param-Region", "eu"), header("Mcp-Param-On", "true")];
-        assert!(check_param_headers(&annotations, arguments, &missing).is_err_and(|e| e.contains("Mcp-Param-Limit header is missing")));
-        let wrong = [header("Mcp-Param-Region", "us"), header("Mcp-Param-Limit", "42"), header("Mcp-Param-On", "true")];
-        assert!(check_param_headers(&annotations, arguments, &wrong).is_err_and(|e| e.contains("does not match")));
+        let missing = [
+            header("Mcp-Param-Region", "eu"),
+            header("Mcp-Param-On", "true"),
+        ];
+        assert!(
+            check_param_headers(&annotations, arguments, &missing)
+                .is_err_and(|e| e.contains("Mcp-Param-Limit header is missing"))
+        );
+        let wrong = [
+            header("Mcp-Param-Region", "us"),
+            header("Mcp-Param-Limit", "42"),
+            header("Mcp-Param-On", "true"),
+        ];
+        assert!(
+            check_param_headers(&annotations, arguments, &wrong)
+                .is_err_and(|e| e.contains("does not match"))
+        );
         let stray = [header("Mcp-Param-Region", "eu")];
         let only_region = serde_json::json!({"region": "eu", "limit": null});
         assert!(check_param_headers(&annotations, only_region.as_object(), &stray).is_ok());
         let absent = serde_json::json!({});
-        assert!(check_param_headers(&annotations, absent.as_object(), &stray).is_err_and(|e| e.contains("absent")));
+        assert!(
+            check_param_headers(&annotations, absent.as_object(), &stray)
+                .is_err_and(|e| e.contains("absent"))
+        );
         let garbled = [("mcp-param-region".to_string(), None)];
         assert!(check_param_headers(&annotations, arguments, &garbled).is_err());
-        let not_canonical = [header("Mcp-Param-Region", "=?base64?ZXV=?="), header("Mcp-Param-Limit", "42"), header("Mcp-Param-On", "true")];
-        assert!(check_param_headers(&annotations, arguments, &not_canonical).is_err_and(|e| e.contains("malformed")));
+        let not_canonical = [
+            header("Mcp-Param-Region", "=?base64?ZXV=?="),
+            header("Mcp-Param-Limit", "42"),
+            header("Mcp-Param-On", "true"),
+        ];
+        assert!(
+            check_param_headers(&annotations, arguments, &not_canonical)
+                .is_err_and(|e| e.contains("malformed"))
+        );
         // An invalid annotation anywhere: nothing is checked.
         let invalid = serde_json::json!({"properties": {"a": {"type": "array", "x-mcp-header": "A"}, "b": {"type": "string", "x-mcp-header": "B"}}});
         assert!(param_headers(&invalid).is_empty());

@@ -64,6 +64,9 @@ pub trait Bypass: Send + Sync {
     /// The connection is closing: let what the bypass took finish (bounded), then stop it.
     /// Called before the writer is closed.
     fn close(&self) -> BoxFuture<'_, ()>;
+
+    /// The client's side of the connection ended (EOF): nothing more will come from it.
+    fn input_ended(&self) {}
 }
 
 /// The prefix of direct call ids and progress tokens towards a child, as JSON text.

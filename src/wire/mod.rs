@@ -603,6 +603,9 @@ where
             // rmcp's `select!` loop.
             let Some(next) = self.lines.next().await else {
                 self.end_direct_calls();
+                if let Some((bypass, _)) = &self.bypass {
+                    bypass.input_ended();
+                }
                 return None;
             };
             let line = match next {

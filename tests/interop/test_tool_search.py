@@ -151,7 +151,12 @@ async def sdk2_noting_list_changes(setup: Setup, mode: str, changes: list[Any]) 
     (which has no other way, SPEC §5.9)."""
 
     async def on_message(message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
+        # A listen stream's notification (it names its subscription) is counted as the stream's
+        # event below, not twice.
+        listened = isinstance(message, types.ToolListChangedNotification) and "io.modelcontextprotocol/subscriptionId" in (
+            (message.params.meta if message.params else None) or {}
+        )
+        if isinstance(message, types.ToolListChangedNotification) and not listened:
             changes.append(message)
 
     async with connect(setup.loom(), mode=mode, message_handler=on_message) as client:
