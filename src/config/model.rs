@@ -285,6 +285,20 @@ pub struct ServerConfig {
     pub call_timeout_ms: u64,
     pub disabled: bool,
     pub cwd: Option<PathBuf>,
+    /// Which protocol lifecycle loom opens a child's connection with.
+    pub protocol: DownstreamProtocol,
+}
+
+/// How loom opens the connection to a server it starts (`protocol`, SPEC §4.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DownstreamProtocol {
+    /// The `initialize` handshake, offering 2025-11-25 (`"2025-11-25"`, the default).
+    #[default]
+    Handshake,
+    /// `server/discover` and 2026-07-28 (`"2026-07-28"`): for servers that speak it.
+    Modern,
+    /// `server/discover` first, the handshake when the server does not answer it (`"auto"`).
+    Auto,
 }
 
 impl ServerConfig {
@@ -303,6 +317,7 @@ impl ServerConfig {
             call_timeout_ms: DEFAULT_CALL_TIMEOUT_MS,
             disabled: false,
             cwd: None,
+            protocol: DownstreamProtocol::Handshake,
         }
     }
 

@@ -10,8 +10,8 @@ use super::error::{Problem, ROOT_PATH};
 use super::expand::expand;
 use super::json::{Json, Num, json_quote};
 use super::model::{
-    Config, ConfigFormat, DEFAULT_CALL_TIMEOUT_MS, HttpConfig, MAX_HTTP_MAX_SESSIONS,
-    MAX_MAX_JOINED_TOOLS, MAX_MAX_TOOL_NAME_LENGTH, MAX_SERVER_NAME_LENGTH,
+    Config, ConfigFormat, DEFAULT_CALL_TIMEOUT_MS, DownstreamProtocol, HttpConfig,
+    MAX_HTTP_MAX_SESSIONS, MAX_MAX_JOINED_TOOLS, MAX_MAX_TOOL_NAME_LENGTH, MAX_SERVER_NAME_LENGTH,
     MIN_MAX_DESCRIPTION_CHARS, MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES, MIN_TOKEN_THRESHOLD,
     RESERVED_HEADERS, RESERVED_SERVER_NAME, RemoteServer, ReportConfig, RestartPolicy,
     ServerConfig, ToolsConfig, ToolsMode, Transport, is_valid_env_name, is_valid_server_name,
@@ -106,6 +106,7 @@ const SERVER_KEYS: &[&str] = &[
     "callTimeoutMs",
     "disabled",
     "cwd",
+    "protocol",
     "type",
     "url",
     "headers",
@@ -124,6 +125,7 @@ const MCP_SERVER_KEYS: &[&str] = &[
     "callTimeoutMs",
     "disabled",
     "cwd",
+    "protocol",
     "type",
     "url",
     "headers",
@@ -142,7 +144,14 @@ const HTTP_TRANSPORTS: &[&str] = &[
     "streamable_http",
 ];
 /// Keys that only a stdio entry can have.
-const STDIO_ONLY_KEYS: &[&str] = &["command", "args", "env", "envPassthrough", "cwd"];
+const STDIO_ONLY_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "env",
+    "envPassthrough",
+    "cwd",
+    "protocol",
+];
 
 /// A path one level below `parent`: `parent.key`, or `parent["odd key"]` when the key would not
 /// read unambiguously after a dot.
@@ -1183,6 +1192,32 @@ impl Checker<'_> {
         if let Some(v) = fields.get("envPassthrough") {
             server.env_passthrough =
                 self.string_list(v, &child(path, "envPassthrough"), env_name_problem);
+        }
+        if let Some(v) = fields.get("protocol") {
+            let key = child(path, "protocol");
+            server.protocol = match v {
+                Json::String(text) => match text.as_str() {
+                    "2025-11-25" => DownstreamProtocol::Handshake,
+                    "2026-07-28" => DownstreamProtocol::Modern,
+                    "auto" => DownstreamProtocol::Auto,
+                    other => {
+                        self.report(
+                            &key,
+                            format!(
+                                "expected \"2025-11-25\" (the initialize handshake, the default), \
+                                 \"2026-07-28\" (server/discover) or \"auto\" (discover, then the \
+                                 handshake), found {}",
+                                json_quote(other)
+                            ),
+                        );
+                        DownstreamProtocol::Handshake
+                    }
+                },
+                other => {
+                    self.type_error(&key, "a string", other);
+                    DownstreamProtocol::Handshake
+                }
+            };
         }
         self.common_server_keys(fields, path, &mut server);
         if fields.get("headers").is_some() {

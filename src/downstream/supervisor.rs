@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{
     ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, ListToolsRequest, PaginatedRequestParams,
-    Prompt, Resource, ResourceTemplate, ServerCapabilities,
+    Prompt, ProtocolVersion, Resource, ResourceTemplate, ServerCapabilities,
 };
 use rmcp::service::{Peer, RoleClient, RunningService};
 use serde_json::{Map, Value};
@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::handler::{DownstreamEvent, DownstreamHandler, UpstreamLink};
 use super::http;
 use super::process::{self, ChildProcess};
-use crate::config::{RestartPolicy, ServerConfig, Transport};
+use crate::config::{DownstreamProtocol, RestartPolicy, ServerConfig, Transport};
 use crate::wire::direct::DirectCalls;
 use crate::wire::{LineTransport, ProgressLedger, RawResults};
 
@@ -85,6 +85,10 @@ pub struct Live {
     pub remote: Option<http::Outage>,
     /// Tool calls relayed without rmcp (a child process only; SPEC §5.1).
     pub direct: Option<Arc<DirectCalls>>,
+    /// The connection speaks 2026-07-28 (opened with `server/discover`, SPEC §4.6): every
+    /// request carries the envelope, answers may be `input_required`, list changes come on a
+    /// listen stream.
+    pub modern: bool,
 }
 
 impl Live {
@@ -314,12 +318,20 @@ impl Downstream {
         handler.params.clear();
         let live = |service: &RunningService<RoleClient, DownstreamHandler>,
                     remote: Option<http::Outage>,
-                    direct: Option<Arc<DirectCalls>>| Live {
-            peer: service.peer().clone(),
-            raw: raw.clone(),
-            progress: progress.clone(),
-            remote,
-            direct,
+                    direct: Option<Arc<DirectCalls>>| {
+            let modern = service.peer().peer_info().is_some_and(|info| {
+                info.protocol_version.as_str() >= ProtocolVersion::V_2026_07_28.as_str()
+            });
+            Live {
+                peer: service.peer().clone(),
+                raw: raw.clone(),
+                progress: progress.clone(),
+                remote,
+                // The direct path writes handshake-era requests; a 2026-07-28 connection wants
+                // the envelope on each, which rmcp's path stamps.
+                direct: direct.filter(|_| !modern),
+                modern,
+            }
         };
         match &self.config.transport {
             Transport::Stdio => {
@@ -378,11 +390,25 @@ impl Downstream {
         T: rmcp::transport::IntoTransport<RoleClient, E, A> + Send + 'static,
         E: std::error::Error + Send + Sync + 'static,
     {
+        let lifecycle = match self.config.protocol {
+            DownstreamProtocol::Handshake => rmcp::service::ClientLifecycleMode::Initialize,
+            DownstreamProtocol::Modern => rmcp::service::ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+            DownstreamProtocol::Auto => rmcp::service::ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+            },
+        };
         let handshake = async {
-            let service = rmcp::serve_client(handler, transport)
+            let service = rmcp::serve_client_with_lifecycle(handler, transport, lifecycle)
                 .await
                 .map_err(|e| format!("MCP handshake failed: {}", http::chain(&e)))?;
             let peer = service.peer().clone();
+            // Every request of loom's must reach the server (a cached list would hide a
+            // change; results loom passes on are never typed, so never cached anyway).
+            peer.set_response_cache_config(rmcp::ClientCacheConfig::disabled())
+                .await;
             let catalog = self.list_catalog(&peer, raw).await?;
             Ok::<_, String>((service, catalog))
         };
@@ -429,6 +455,14 @@ impl Downstream {
             };
             let reason = match connected {
                 Ok((service, mut link, live, catalog)) => {
+                    if live.modern {
+                        // 2026-07-28 servers announce list changes on a listen stream only.
+                        tokio::spawn(listen_for_changes(
+                            live.peer.clone(),
+                            self.index,
+                            events.clone(),
+                        ));
+                    }
                     self.set_catalog(catalog);
                     self.set_live(Some(live));
                     self.set_state(ServerState::Healthy);
@@ -531,4 +565,37 @@ impl Link {
 /// transport was dropped), so a live child gets the usual stop sequence.
 async fn with_exit(reason: String, child: &mut ChildProcess) -> String {
     format!("{reason} ({})", child.terminate().await)
+}
+
+/// A 2026-07-28 server's list changes, heard on a `subscriptions/listen` stream of loom's for as
+/// long as the connection lasts: each becomes the re-listing a handshake-era server's
+/// `list_changed` notification starts.
+async fn listen_for_changes(
+    peer: Peer<RoleClient>,
+    server: usize,
+    events: mpsc::UnboundedSender<DownstreamEvent>,
+) {
+    let filter = rmcp::model::SubscriptionFilter::builder()
+        .tools_list_changed()
+        .prompts_list_changed()
+        .resources_list_changed()
+        .build();
+    let mut subscription = match peer.listen(filter).await {
+        Ok(subscription) => subscription,
+        Err(error) => {
+            tracing::warn!(
+                server,
+                "subscriptions/listen was refused, so list changes go unheard: {error}"
+            );
+            return;
+        }
+    };
+    while let Ok(Some(_)) = subscription.next().await {
+        if events
+            .send(DownstreamEvent::ListChanged { server })
+            .is_err()
+        {
+            return;
+        }
+    }
 }

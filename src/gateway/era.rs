@@ -173,9 +173,79 @@ impl Era {
     pub fn shape_raw(self, raw: Box<RawValue>, cacheable: bool) -> Box<RawValue> {
         match self {
             Self::Discover => complete_for_2026(raw, cacheable),
+            // Only a 2026-07-28 server writes these; a client of an older version connected to
+            // it directly would not get them (strict clients refuse `resultType`).
+            Self::Initialize
+                if memchr::memmem::find(raw.get().as_bytes(), b"\"resultType\"").is_some() =>
+            {
+                without_members(raw, &["resultType", "ttlMs", "cacheScope"])
+            }
             Self::Initialize => raw,
         }
     }
+}
+
+/// An object's members in order, their values as text borrowed from it.
+pub struct Ordered<'de>(pub Vec<(String, &'de RawValue)>);
+
+impl<'de> serde::Deserialize<'de> for Ordered<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = Ordered<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry::<String, &'de RawValue>()? {
+                    members.push(member);
+                }
+                Ok(Ordered(members))
+            }
+        }
+        deserializer.deserialize_map(Members)
+    }
+}
+
+/// The object `raw` without the top-level members `names`; every other member keeps its bytes.
+fn without_members(raw: Box<RawValue>, names: &[&str]) -> Box<RawValue> {
+    let Ok(Ordered(members)) = serde_json::from_str::<Ordered<'_>>(raw.get()) else {
+        return raw;
+    };
+    if !members.iter().any(|(key, _)| names.contains(&key.as_str())) {
+        return raw;
+    }
+    let mut out = String::with_capacity(raw.get().len());
+    out.push('{');
+    for (key, value) in members
+        .iter()
+        .filter(|(key, _)| !names.contains(&key.as_str()))
+    {
+        if out.len() > 1 {
+            out.push(',');
+        }
+        out.push_str(&serde_json::to_string(key).unwrap_or_default());
+        out.push(':');
+        out.push_str(value.get());
+    }
+    out.push('}');
+    RawValue::from_string(out).unwrap_or(raw)
+}
+
+/// Whether a result is 2026-07-28's `input_required`.
+pub fn is_input_required(raw: &RawValue) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "resultType", borrow, default)]
+        result_type: Option<std::borrow::Cow<'a, str>>,
+    }
+    memchr::memmem::find(raw.get().as_bytes(), b"input_required").is_some()
+        && serde_json::from_str::<Kind<'_>>(raw.get())
+            .is_ok_and(|k| k.result_type.as_deref() == Some("input_required"))
 }
 
 /// `result` with loom's `serverInfo` in its `_meta` (2026-07-28 results carry it; one already
@@ -352,6 +422,19 @@ mod tests {
         assert_eq!(Era::Discover.shape_raw(raw(&already), true).get(), already);
         let legacy = r#"{"content":[]}"#;
         assert_eq!(Era::Initialize.shape_raw(raw(legacy), true).get(), legacy);
+        // A 2026-07-28 server's result for a client of an older version: without its members.
+        let modern =
+            r#"{"resultType":"complete","content":[{"text":"resultType"}],"ttlMs":5,"v":2.50}"#;
+        assert_eq!(
+            Era::Initialize.shape_raw(raw(modern), true).get(),
+            r#"{"content":[{"text":"resultType"}],"v":2.50}"#
+        );
+        assert!(super::is_input_required(&raw(
+            r#"{"resultType":"input_required","requestState":"s"}"#
+        )));
+        assert!(!super::is_input_required(&raw(
+            r#"{"content":[{"text":"input_required"}]}"#
+        )));
     }
 
     /// An envelope is decoded from JSON, which leaves `resultType` absent: a 2026-07-28 client

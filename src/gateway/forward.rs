@@ -199,12 +199,26 @@ impl Gateway {
         // downstream connection, which loom opened with `initialize`: it stops at loom.
         meta.0
             .retain(|key, _| !key.starts_with(PROTOCOL_META_PREFIX));
+        // What a 2026-07-28 server is told of the client, per request: what this client can
+        // answer (not all loom could relay), and the log level it asked for.
+        let client = match Era::of_request(context) {
+            Era::Discover => context.client_capabilities(),
+            Era::Initialize => context
+                .peer
+                .peer_info()
+                .map(|info| info.capabilities.clone()),
+        };
         let launch = Launch {
             meta,
             answerer,
             asks: asks_rx,
             task,
             timeout,
+            client,
+            log_level: match Era::of_request(context) {
+                Era::Discover => context.meta.log_level(),
+                Era::Initialize => Some(self.legacy_log_level()),
+            },
         };
         let mut running = self.launch(index, request, launch)?;
         self.bind_progress(&running, upstream_token);
@@ -234,9 +248,19 @@ impl Gateway {
             .hub
             .in_flight
             .register(index, self.number, launch.task, launch.answerer);
+        let mut meta = launch.meta;
+        if live.modern {
+            // rmcp stamps the rest of the envelope (version, loom's client info).
+            if let Some(client) = &launch.client {
+                meta.set_client_capabilities(client.clone());
+            }
+            if let Some(level) = launch.log_level {
+                meta.set_log_level(level);
+            }
+        }
         let mut options = PeerRequestOptions::no_options();
-        if !launch.meta.0.is_empty() {
-            options = options.with_meta(launch.meta);
+        if !meta.0.is_empty() {
+            options = options.with_meta(meta);
         }
         let (stop, stopped) = oneshot::channel();
         let (answer, outcome) = oneshot::channel();
@@ -318,6 +342,11 @@ pub(super) struct Launch {
     /// The MCP task the request waits for (`tasks/result`).
     pub task: Option<String>,
     pub timeout: Option<Duration>,
+    /// The client's capabilities, told to a 2026-07-28 server (SPEC §4.6).
+    pub client: Option<rmcp::model::ClientCapabilities>,
+    /// The log level a 2026-07-28 client asked for with this request.
+    #[allow(deprecated)] // logging is SEP-2577-deprecated; clients still ask for it
+    pub log_level: Option<rmcp::model::LoggingLevel>,
 }
 
 /// An answerer that turns the server's requests into questions for a 2026-07-28 client, with

@@ -608,6 +608,8 @@ impl ServerHandler for GatewayHandler {
         request: SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        // 2026-07-28 servers take the level with each request (SPEC §4.6).
+        self.0.set_legacy_log_level(request.level);
         // Every server that logs gets the level; one that does not is not an error.
         for server in self.0.servers() {
             let declares_logging = server
@@ -615,7 +617,9 @@ impl ServerHandler for GatewayHandler {
                 .capabilities
                 .as_ref()
                 .is_some_and(|c| c.logging.is_some());
-            if let (true, Ok(live)) = (declares_logging, server.live()) {
+            if let (true, Ok(live)) = (declares_logging, server.live())
+                && !live.modern
+            {
                 let _ = live.peer.set_level(request.clone()).await;
             }
         }

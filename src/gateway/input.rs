@@ -58,6 +58,13 @@ enum Pending {
         index: usize,
         request: Box<rmcp::model::ClientRequest>,
     },
+    /// A 2026-07-28 server answered with `input_required` itself: the client's answers go back
+    /// to it with its own `requestState` on the call made again.
+    Downstream {
+        index: usize,
+        request: Box<rmcp::model::ClientRequest>,
+        state: Option<String>,
+    },
 }
 
 impl Pending {
@@ -128,6 +135,65 @@ pub(super) enum Reply {
     Input(Box<ServerResult>),
 }
 
+/// Rounds of a 2026-07-28 server's questions loom answers for a client of an older version in
+/// one call (the SDKs stop at as many).
+pub const MAX_ROUNDS: usize = 10;
+
+/// The questions of a server's `input_required` result (key, kind, params), and its state.
+fn questions_of(
+    raw: &serde_json::value::RawValue,
+) -> (Vec<(String, AskKind, Value)>, Option<String>) {
+    let Ok(Value::Object(result)) = serde_json::from_str::<Value>(raw.get()) else {
+        return (Vec::new(), None);
+    };
+    let state = result
+        .get("requestState")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let mut asked = Vec::new();
+    if let Some(Value::Object(requests)) = result.get("inputRequests") {
+        for (key, entry) in requests {
+            let kind = match entry.get("method").and_then(Value::as_str) {
+                Some("elicitation/create") => AskKind::Elicitation,
+                Some("sampling/createMessage") => AskKind::Sampling,
+                Some("roots/list") => AskKind::Roots,
+                _ => continue,
+            };
+            let params = entry.get("params").cloned().unwrap_or(Value::Null);
+            asked.push((key.clone(), kind, params));
+        }
+    }
+    (asked, state)
+}
+
+/// `request` (a `tools/call`, `prompts/get` or `resources/read`) carrying `responses` and
+/// `state`, as a 2026-07-28 retry does.
+fn with_input(
+    request: rmcp::model::ClientRequest,
+    responses: Option<InputResponses>,
+    state: Option<String>,
+) -> rmcp::model::ClientRequest {
+    use rmcp::model::ClientRequest;
+    match request {
+        ClientRequest::CallToolRequest(mut call) => {
+            call.params.input_responses = responses;
+            call.params.request_state = state;
+            ClientRequest::CallToolRequest(call)
+        }
+        ClientRequest::GetPromptRequest(mut get) => {
+            get.params.input_responses = responses;
+            get.params.request_state = state;
+            ClientRequest::GetPromptRequest(get)
+        }
+        ClientRequest::ReadResourceRequest(mut read) => {
+            read.params.input_responses = responses;
+            read.params.request_state = state;
+            ClientRequest::ReadResourceRequest(read)
+        }
+        other => other,
+    }
+}
+
 /// 2025-11-25's "URL elicitation required" error.
 const URL_ELICITATION_REQUIRED: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32042);
 
@@ -151,9 +217,15 @@ impl Gateway {
         context: &RequestContext<RoleServer>,
         call: Call,
     ) -> Result<Reply, ForwardError> {
-        // Kept to be made again should the server want a URL flow finished first.
-        let again = (super::era::Era::of_request(context) == super::era::Era::Discover)
-            .then(|| request.clone());
+        // Kept to be made again should the server want a URL flow finished first, or answer
+        // with `input_required` itself (a 2026-07-28 server).
+        let modern_server = self
+            .servers
+            .get(index)
+            .and_then(|server| server.live().ok())
+            .is_some_and(|live| live.modern);
+        let era = super::era::Era::of_request(context);
+        let again = (era == super::era::Era::Discover || modern_server).then(|| request.clone());
         let running = self.start_call(
             index,
             request,
@@ -166,6 +238,12 @@ impl Gateway {
             .follow(running, Vec::new(), call.clone(), &context.ct)
             .await
         {
+            Ok(Reply::Done(Forwarded::Raw(raw))) if super::era::is_input_required(&raw) => {
+                match again {
+                    Some(request) => self.server_asks(index, request, raw, call, context).await,
+                    None => Ok(Reply::Done(Forwarded::Raw(raw))),
+                }
+            }
             Err(ForwardError::Rpc(error)) if error.code == URL_ELICITATION_REQUIRED => {
                 let capabilities = context.client_capabilities().unwrap_or_default();
                 match again {
@@ -276,6 +354,15 @@ impl Gateway {
             Pending::Again { index, request } => {
                 return Ok(Box::pin(self.call(index, *request, context, call)).await);
             }
+            // The server's own question: its answers and state go back to it with the call.
+            Pending::Downstream {
+                index,
+                request,
+                state,
+            } => {
+                let request = with_input(*request, responses.cloned(), state);
+                return Ok(Box::pin(self.call(index, request, context, call)).await);
+            }
         };
         let mut unanswered = Vec::new();
         for (key, ask) in asked {
@@ -320,6 +407,98 @@ impl Gateway {
         }
     }
 
+    /// A 2026-07-28 server answered `input_required` (SPEC §4.6): a 2026-07-28 client gets its
+    /// questions (under loom's `requestState`, which carries the server's), a client of an older
+    /// version gets them as requests, loom answers the server with the client's answers and
+    /// makes the call again — up to [`MAX_ROUNDS`] rounds.
+    async fn server_asks(
+        &self,
+        index: usize,
+        request: rmcp::model::ClientRequest,
+        raw: Box<serde_json::value::RawValue>,
+        call: Call,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Reply, ForwardError> {
+        let mut request = request;
+        let mut raw = raw;
+        for _ in 0..MAX_ROUNDS {
+            let (asked, state) = questions_of(&raw);
+            if super::era::Era::of_request(context) == super::era::Era::Discover {
+                let asked = asked
+                    .into_iter()
+                    .map(|(key, kind, params)| {
+                        let (reply, _) = tokio::sync::oneshot::channel();
+                        (
+                            key,
+                            Ask {
+                                kind,
+                                params,
+                                reply,
+                            },
+                        )
+                    })
+                    .collect();
+                let pending = |(index, request, state)| Pending::Downstream {
+                    index,
+                    request: Box::new(request),
+                    state,
+                };
+                return match self.suspend((index, request, state), pending, asked, &call) {
+                    Ok(result) => Ok(Reply::Input(Box::new(result))),
+                    Err(_) => Err(ForwardError::Failed(
+                        "the server's questions cannot be kept for the client".into(),
+                    )),
+                };
+            }
+            // A client of the `initialize` era: the questions become requests to it.
+            let mut answers = InputResponses::new();
+            for (key, kind, params) in asked {
+                let asked =
+                    rmcp::model::ServerRequest::CustomRequest(rmcp::model::CustomRequest::new(
+                        kind.method(),
+                        Some(params).filter(|p| !p.is_null()),
+                    ));
+                let answer =
+                    context
+                        .peer
+                        .send_request(asked)
+                        .await
+                        .map_err(|error| match error {
+                            rmcp::ServiceError::McpError(error) => ForwardError::Rpc(error),
+                            other => ForwardError::Failed(format!(
+                                "the client did not answer the server's {}: {other}",
+                                kind.method()
+                            )),
+                        })?;
+                let answer = serde_json::to_value(answer).map_err(|error| {
+                    ForwardError::Failed(format!("the client's answer: {error}"))
+                })?;
+                answers.insert(key, answer);
+            }
+            request = with_input(request, Some(answers), state);
+            let running = self.start_call(
+                index,
+                request.clone(),
+                context,
+                self.call_timeout(index),
+                false,
+                None,
+            )?;
+            match self
+                .follow(running, Vec::new(), call.clone(), &context.ct)
+                .await?
+            {
+                Reply::Done(Forwarded::Raw(next)) if super::era::is_input_required(&next) => {
+                    raw = next;
+                }
+                other => return Ok(other),
+            }
+        }
+        Err(ForwardError::Failed(format!(
+            "it asked for input more than {MAX_ROUNDS} times in a row"
+        )))
+    }
+
     /// Park the call under a new `requestState` and build the `input_required` answer. With
     /// too many calls waiting, or no randomness for a handle, the server's questions get an
     /// error instead and the call is handed back to go on.
@@ -349,11 +528,13 @@ impl Gateway {
         for (key, ask) in &asked {
             requests.insert(key.clone(), input_request(ask));
         }
-        let result = json!({
+        let mut result = json!({
             "resultType": "input_required",
-            "inputRequests": requests,
             "requestState": state,
         });
+        if !requests.is_empty() {
+            result["inputRequests"] = Value::Object(requests);
+        }
         {
             let mut table = self.suspended.lock();
             if table.len() >= MAX_WAITING {

@@ -118,6 +118,10 @@ pub struct Gateway {
     listeners: Mutex<Listeners>,
     /// The log levels 2026-07-28 requests in flight asked for, per server.
     log_interest: Arc<logging::LogInterest>,
+    /// The level a client of the `initialize` era set with `logging/setLevel` (none: every
+    /// level), told to 2026-07-28 servers with each of its requests.
+    #[allow(deprecated)] // logging is SEP-2577-deprecated; clients still set it
+    legacy_log_level: Mutex<Option<rmcp::model::LoggingLevel>>,
 }
 
 /// The open `subscriptions/listen` streams of a session.
@@ -188,6 +192,7 @@ impl Gateway {
             subscriptions: Mutex::new(std::collections::HashSet::new()),
             listeners: Mutex::new(Listeners::default()),
             log_interest: Arc::default(),
+            legacy_log_level: Mutex::new(None),
         });
         hub.register(&gateway);
         let rebuild = tokio::spawn(gateway.clone().rebuild_loop());
@@ -376,6 +381,24 @@ impl Gateway {
         self.upstream
             .get()
             .is_some_and(|peer| peer.peer_info().is_none())
+    }
+
+    #[allow(deprecated)] // logging is SEP-2577-deprecated; clients still set it
+    pub(crate) fn set_legacy_log_level(&self, level: rmcp::model::LoggingLevel) {
+        *self
+            .legacy_log_level
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(level);
+    }
+
+    /// The log level a request of a client of the `initialize` era carries to a 2026-07-28
+    /// server: the one it set, else every level (as such a server logs before being told).
+    #[allow(deprecated)] // logging is SEP-2577-deprecated; clients still set it
+    pub(crate) fn legacy_log_level(&self) -> rmcp::model::LoggingLevel {
+        self.legacy_log_level
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .unwrap_or(rmcp::model::LoggingLevel::Debug)
     }
 
     /// Calls waiting for this client's input (SPEC §5.11).

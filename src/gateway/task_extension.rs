@@ -258,6 +258,8 @@ impl Gateway {
             asks: Some(asks),
             task: Some(id.clone()),
             timeout: None,
+            client: context.client_capabilities(),
+            log_level: None,
         };
         match self.launch(route.server, Self::tasks_result_request(&id), launch) {
             Ok(running) => {
