@@ -1214,3 +1214,35 @@ fn http_tokens_are_credentials_each_and_never_shown() {
     let all = problems(r#"{"servers": [], "http": {"tokens": "one"}}"#);
     assert_problem(&all, "http.tokens", &["array of strings"]);
 }
+
+#[test]
+fn protocol_says_how_a_started_server_is_opened() {
+    use crate::config::DownstreamProtocol;
+    let config = ok(r#"{"mcpServers": {
+        "a": {"command": "x"},
+        "b": {"command": "x", "protocol": "2026-07-28"},
+        "c": {"command": "x", "protocol": "auto"},
+        "d": {"command": "x", "protocol": "2025-11-25"}
+    }}"#);
+    let protocols: Vec<DownstreamProtocol> = config.servers.iter().map(|s| s.protocol).collect();
+    assert_eq!(
+        protocols,
+        [
+            DownstreamProtocol::Handshake,
+            DownstreamProtocol::Modern,
+            DownstreamProtocol::Auto,
+            DownstreamProtocol::Handshake
+        ]
+    );
+    let all = problems(r#"{"mcpServers": {"a": {"command": "x", "protocol": "2026"}}}"#);
+    assert_problem(
+        &all,
+        "mcpServers.a.protocol",
+        &["\"2026-07-28\"", "\"auto\"", "found \"2026\""],
+    );
+    let all = problems(r#"{"mcpServers": {"a": {"command": "x", "protocol": 2026}}}"#);
+    assert_problem(&all, "mcpServers.a.protocol", &["a string"]);
+    let all =
+        problems(r#"{"mcpServers": {"r": {"url": "https://x/mcp", "protocol": "2026-07-28"}}}"#);
+    assert_problem(&all, "mcpServers.r.protocol", &["servers loom starts"]);
+}

@@ -513,7 +513,7 @@ async fn run_modern(
         }
         Ok(super::input::Reply::Done(super::forward::Forwarded::Typed(result))) => *result,
         Err(ForwardError::Cancelled) => return,
-        Err(ForwardError::Rpc(error)) if error.code.0 == -32042 => {
+        Err(ForwardError::Rpc(error)) if super::handler::passes_as_error(&error) => {
             write_error(&relay.id_text, &error, &reply, &cancelled).await;
             return;
         }
@@ -676,9 +676,8 @@ async fn run(
             Ok(Answer {
                 error: Some(error), ..
             }) => match serde_json::from_str::<McpError>(error.get()) {
-                // "URL elicitation required" (2025-11-25) is the server's word to the client:
-                // passed on as the server wrote it (SPEC §5.6).
-                Ok(rpc) if rpc.code.0 == -32042 => {
+                // Errors the client acts on: passed on as the server wrote them (SPEC §5.6).
+                Ok(rpc) if super::handler::passes_as_error(&rpc) => {
                     let line = format!(
                         r#"{{"jsonrpc":"2.0","id":{},"error":{}}}"#,
                         relay.id_text,

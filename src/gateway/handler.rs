@@ -78,6 +78,12 @@ fn input_round<'a>(
     }
 }
 
+/// A server's JSON-RPC error to a `tools/call` that reaches the client as an error, not as an
+/// `isError` result (SPEC §5.6): the ones a client acts on.
+pub(super) fn passes_as_error(error: &McpError) -> bool {
+    matches!(error.code.0, -32042 | -32021)
+}
+
 fn is_standard_method(method: &str) -> bool {
     matches!(
         method,
@@ -234,10 +240,10 @@ impl GatewayService {
                     }
                     Ok(Reply::Done(typed)) => Ok(gateway.pass_on(typed, &context, false)),
                     Ok(Reply::Input(result)) => Ok(*result),
-                    // "URL elicitation required" (2025-11-25) is the server's word to the
-                    // client, which acts on it: passed on as it came (a 2026-07-28 client that
-                    // takes URL elicitation got it as `input_required` instead).
-                    Err(ForwardError::Rpc(error)) if error.code.0 == -32042 => Err(error),
+                    // Errors the client acts on pass as they came: "URL elicitation required"
+                    // (2025-11-25; a 2026-07-28 client that takes URL elicitation got it as
+                    // `input_required` instead) and "missing required client capability".
+                    Err(ForwardError::Rpc(error)) if passes_as_error(&error) => Err(error),
                     Err(e) => Ok(e.into_tool_result(&server, &what)),
                 }
             }
