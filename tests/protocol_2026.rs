@@ -531,6 +531,117 @@ mod tasks_extension {
         (child, client)
     }
 
+    /// `loom serve --http` over `config`, and the URL it serves at.
+    fn serve_http(config: &std::path::Path) -> (std::process::Child, String) {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(super::common::loom_bin())
+            .args(["serve", "--http", "127.0.0.1:0", "--config"])
+            .arg(config)
+            .env("LOOM_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn loom");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Some(url) = line.strip_prefix("loom: serving MCP at ") {
+                    let _ = tx.send(url.to_string());
+                }
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("loom says where it listens");
+        (child, url)
+    }
+
+    /// rmcp's client over loom's HTTP face as the holder of `token`, declaring the extension.
+    async fn connect_http(url: &str, token: &str) -> RunningService<RoleClient, Client> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let config =
+            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                url,
+            )
+            .auth_header(token);
+        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+            reqwest::Client::new(),
+            config,
+        );
+        rmcp::serve_client_with_lifecycle(
+            Client { tasks: true },
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("rmcp client over loom's HTTP face")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_task_of_one_credential_is_unknown_to_another() {
+        let (_dir, config) = write_config(&json!({
+            "servers": [
+                {"name": "tasks", "command": "python3", "args": [task_server().to_str().expect("utf-8")]}
+            ],
+            "http": {"tokens": ["alice-5b21e0", "bob-9f3c7a"]}
+        }));
+        let (mut loom, url) = serve_http(&config);
+        let alice = connect_http(&url, "alice-5b21e0").await;
+        let bob = connect_http(&url, "bob-9f3c7a").await;
+        let created = alice
+            .peer()
+            .call_tool_once(CallToolRequestParams::new("tasks_held_report"))
+            .await
+            .expect("tools/call");
+        let CallToolResponse::Task(created) = created else {
+            panic!("not a task: {created:?}");
+        };
+        let id = created.task.task_id;
+        // Alice sees her task; Bob, holding its id, is told it does not exist, and cannot cancel it.
+        let own = alice
+            .peer()
+            .get_task(GetTaskParams::new(id.clone()))
+            .await
+            .expect("alice's tasks/get");
+        assert_eq!(own.task.task.status, TaskStatus::Working);
+        let theirs = bob
+            .peer()
+            .get_task(GetTaskParams::new(id.clone()))
+            .await
+            .expect_err("bob's tasks/get of alice's task");
+        assert!(theirs.to_string().contains("unknown task"), "{theirs}");
+        let cancel = bob
+            .peer()
+            .cancel_task(CancelTaskParams::new(id.clone()))
+            .await
+            .expect_err("bob's tasks/cancel of alice's task");
+        assert!(cancel.to_string().contains("unknown task"), "{cancel}");
+        let still = alice
+            .peer()
+            .get_task(GetTaskParams::new(id.clone()))
+            .await
+            .expect("alice's tasks/get");
+        assert_eq!(
+            still.task.task.status,
+            TaskStatus::Working,
+            "bob's cancel reached the task"
+        );
+        alice
+            .peer()
+            .cancel_task(CancelTaskParams::new(id))
+            .await
+            .expect("alice cancels her own task");
+        let _ = loom.kill();
+        let _ = loom.wait();
+    }
+
     fn arguments(value: Value) -> serde_json::Map<String, Value> {
         value.as_object().cloned().unwrap_or_default()
     }
