@@ -106,6 +106,8 @@ pub enum Picked {
     Nobody,
     /// Requests of several sessions are in flight: which one caused this cannot be told.
     Ambiguous { sessions: usize },
+    /// The request names a task no request of loom's waits for (`tasks/result`).
+    NoneForTask,
 }
 
 impl Callers {
@@ -136,33 +138,43 @@ impl Callers {
     }
 
     /// The client a request of `server` is for. A request tied to an MCP task (`related_task`)
-    /// is for the request that waits for that task; any other is for the calls that wait for
-    /// no task.
+    /// is for the request that waits for that task, and for no one else; any other is for the
+    /// calls that wait for no task — of one session, the oldest that can take a question (a
+    /// request whose answer cannot be `input_required` comes last).
     pub fn pick(&self, server: usize, related_task: Option<&str>) -> Picked {
         let calls = self.lock();
-        if let Some(task) = related_task
-            && let Some(waiting) = calls
+        if let Some(task) = related_task {
+            return match calls
                 .iter()
                 .find(|c| c.server == server && c.task.as_deref() == Some(task))
-        {
-            return Picked::Answerer(waiting.answerer.clone());
+            {
+                Some(waiting) => Picked::Answerer(waiting.answerer.clone()),
+                None => Picked::NoneForTask,
+            };
         }
-        let mut on_server = calls
+        let on_server: Vec<&Caller> = calls
             .iter()
-            .filter(|c| c.server == server && c.task.is_none());
-        let Some(first) = on_server.next() else {
+            .filter(|c| c.server == server && c.task.is_none())
+            .collect();
+        let Some(first) = on_server.first() else {
             return Picked::Nobody;
         };
         let mut sessions = vec![first.session];
-        for caller in on_server {
+        for caller in &on_server {
             if !sessions.contains(&caller.session) {
                 sessions.push(caller.session);
             }
         }
-        match sessions.len() {
-            1 => Picked::Answerer(first.answerer.clone()),
-            sessions => Picked::Ambiguous { sessions },
+        if sessions.len() > 1 {
+            return Picked::Ambiguous {
+                sessions: sessions.len(),
+            };
         }
+        let best = on_server
+            .iter()
+            .find(|c| !matches!(c.answerer, Answerer::Refuse { .. }))
+            .unwrap_or(first);
+        Picked::Answerer(best.answerer.clone())
     }
 
     /// Requests in flight (for tests: nothing may leak).
@@ -250,6 +262,8 @@ mod tests {
             callers.pick(0, None),
             Picked::Ambiguous { sessions: 2 }
         ));
+        // A task nobody waits for: its questions go nowhere else.
+        assert!(matches!(callers.pick(0, Some("t2")), Picked::NoneForTask));
         drop(task);
         drop(a);
         assert!(matches!(
@@ -261,6 +275,26 @@ mod tests {
         drop(_b);
         drop(_other_server);
         assert!(callers.is_empty());
+    }
+
+    #[test]
+    fn a_call_that_can_take_a_question_comes_first() {
+        let callers = Arc::new(Callers::default());
+        let _poll = callers.register(0, 1, None, refuse("tasks/get"));
+        let (asks, _rx) = mpsc::unbounded_channel();
+        let _call = callers.register(
+            0,
+            1,
+            None,
+            Answerer::Input {
+                capabilities: Box::default(),
+                asks,
+            },
+        );
+        assert!(matches!(
+            callers.pick(0, None),
+            Picked::Answerer(Answerer::Input { .. })
+        ));
     }
 
     #[test]

@@ -224,6 +224,16 @@ impl DownstreamHandler {
                     None,
                 ));
             }
+            Picked::NoneForTask => {
+                return Err(McpError::internal_error(
+                    format!(
+                        "loom: no request of loom's waits for the task this {} belongs to (a \
+                         client hears a task's questions while it waits for tasks/result)",
+                        kind.method()
+                    ),
+                    None,
+                ));
+            }
             Picked::Ambiguous { sessions } => {
                 return Err(McpError::internal_error(
                     format!(

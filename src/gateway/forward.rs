@@ -154,7 +154,21 @@ impl Gateway {
         context: &RequestContext<RoleServer>,
         timeout: Option<Duration>,
     ) -> Result<Forwarded, ForwardError> {
-        let mut running = self.start_call(index, request, context, timeout, false, None)?;
+        self.forward_for(index, request, context, timeout, None)
+            .await
+    }
+
+    /// [`Gateway::forward_within`] of a request that waits for MCP task `task`
+    /// (`tasks/result`): the server's questions tied to the task are for it.
+    pub(super) async fn forward_for(
+        &self,
+        index: usize,
+        request: ClientRequest,
+        context: &RequestContext<RoleServer>,
+        timeout: Option<Duration>,
+        task: Option<String>,
+    ) -> Result<Forwarded, ForwardError> {
+        let mut running = self.start_call(index, request, context, timeout, false, task)?;
         match running.wait(&context.ct).await {
             Waited::Done(outcome) => {
                 self.unbind_progress(&running);
@@ -278,8 +292,10 @@ impl Gateway {
             limit: launch.timeout,
             spent: Duration::ZERO,
             progress,
+            progress_table: Some(self.progress_table()),
             _caller: caller,
             _log: None,
+            on_abandon: None,
         })
     }
 
@@ -394,9 +410,31 @@ pub(super) struct Running {
     limit: Option<Duration>,
     spent: Duration,
     progress: Arc<std::sync::Mutex<Option<ProgressBinding>>>,
+    /// Where the progress mapping of an rmcp-path call lives (removed when the call goes).
+    progress_table: Option<ProgressTable>,
     _caller: CallerGuard,
     /// The log level this 2026-07-28 request asked for, registered while it runs.
     _log: Option<super::logging::LogInterestGuard>,
+    /// What else must stop when the call is abandoned (a task run by loom is cancelled on its
+    /// server, §5.10).
+    on_abandon: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let slot = self
+            .progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let (Some(ProgressBinding::Sent(downstream)), Some(table)) =
+            (&*slot, &self.progress_table)
+        {
+            table
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&(self.index, downstream.clone()));
+        }
+    }
 }
 
 /// What waiting for a running call gave.
@@ -429,8 +467,10 @@ impl Running {
             progress: Arc::new(std::sync::Mutex::new(Some(ProgressBinding::Direct(
                 progress,
             )))),
+            progress_table: None,
             _caller: caller,
             _log: log,
+            on_abandon: None,
         }
     }
 
@@ -471,11 +511,36 @@ impl Running {
         waited
     }
 
+    /// The server the call runs on.
+    pub(super) fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The call waits for its client (§5.11): the log level its finished request asked for
+    /// lapses with it (a retry brings its own).
+    pub(super) fn park(&mut self) {
+        self._log = None;
+    }
+
+    /// The log level of the request that resumed the call.
+    pub(super) fn set_log(&mut self, log: Option<super::logging::LogInterestGuard>) {
+        self._log = log;
+    }
+
     /// Cancel the request downstream, saying why.
     pub(super) fn cancel(&mut self, reason: &'static str) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(reason);
         }
+        if let Some(abandon) = self.on_abandon.take() {
+            abandon();
+        }
+    }
+
+    /// `then` runs when the call is abandoned (timed out, cancelled, given up waiting for its
+    /// client, its session ended), not when it is answered.
+    pub(super) fn on_abandon(&mut self, then: impl FnOnce() + Send + Sync + 'static) {
+        self.on_abandon = Some(Box::new(then));
     }
 }
 

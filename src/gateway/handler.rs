@@ -514,7 +514,15 @@ impl ServerHandler for GatewayHandler {
                 }
             }
         }
-        let listener = self.0.add_listener(context.sink().clone());
+        let Some(listener) = self.0.add_listener(context.sink().clone()) else {
+            return Err(McpError::internal_error(
+                format!(
+                    "loom: this client has {} listen streams open already; end one first",
+                    super::MAX_LISTENERS
+                ),
+                None,
+            ));
+        };
         tokio::select! {
             () = context.cancelled() => {}
             () = self.0.client_gone.cancelled() => {}
@@ -626,6 +634,7 @@ impl ServerHandler for GatewayHandler {
             if let (true, Ok(live)) = (declares_logging, server.live())
                 && !live.modern
             {
+                self.0.hub().log_level_set(server.index, &request.level);
                 let _ = live.peer.set_level(request.clone()).await;
             }
         }
@@ -637,7 +646,16 @@ impl GatewayHandler {
     /// The servers a subscription to `uri` goes to: the one that lists it (or whose template
     /// matches it), else every server that declared `resources.subscribe`.
     fn subscription_targets(&self, uri: &str) -> Vec<usize> {
+        // A 2026-07-28 server takes no resources/subscribe (SPEC §4.6).
+        let modern = |index: usize| {
+            self.0
+                .servers()
+                .get(index)
+                .and_then(|server| server.live().ok())
+                .is_some_and(|live| live.modern)
+        };
         match self.0.exposed().resource_owner(uri) {
+            Some(owner) if modern(owner) => Vec::new(),
             Some(owner) => vec![owner],
             None => self
                 .0
@@ -651,6 +669,7 @@ impl GatewayHandler {
                     })
                 })
                 .map(|server| server.index)
+                .filter(|index| !modern(*index))
                 .collect(),
         }
     }

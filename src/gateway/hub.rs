@@ -136,6 +136,10 @@ impl Hub {
         let Some(server) = self.servers.get(index) else {
             return;
         };
+        // 2026-07-28 servers take the level with each request (SPEC §4.6).
+        if server.live().is_ok_and(|live| live.modern) {
+            return;
+        }
         let logs = server
             .catalog()
             .capabilities
@@ -165,6 +169,20 @@ impl Hub {
                 let _ = live.peer.set_level(params).await;
             });
         }
+    }
+
+    /// A handshake client set server `index`'s level with `logging/setLevel`: a 2026-07-28
+    /// request that wants more is sent its own again.
+    #[allow(deprecated)] // logging is SEP-2577-deprecated; older servers use it
+    pub(super) fn log_level_set(&self, index: usize, level: &rmcp::model::LoggingLevel) {
+        let mut levels = self
+            .log_levels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if levels.len() <= index {
+            levels.resize(index + 1, None);
+        }
+        levels[index] = Some(super::logging::log_rank(level));
     }
 
     /// Requests in flight on the servers (for tests: nothing may leak).

@@ -143,6 +143,8 @@ pub const MAX_ROUNDS: usize = 10;
 fn questions_of(
     raw: &serde_json::value::RawValue,
 ) -> (Vec<(String, AskKind, Value)>, Option<String>) {
+    // A question of a kind loom does not know is left out: the server gets no answer to it and
+    // may ask again (a 2026-07-28 server must not ask what the client did not declare).
     let Ok(Value::Object(result)) = serde_json::from_str::<Value>(raw.get()) else {
         return (Vec::new(), None);
     };
@@ -324,7 +326,21 @@ impl Gateway {
         task: String,
     ) -> Result<Reply, ForwardError> {
         let timeout = self.call_timeout(index);
-        let running = self.start_call(index, request, context, timeout, true, Some(task))?;
+        let mut running =
+            self.start_call(index, request, context, timeout, true, Some(task.clone()))?;
+        // Given up on, the task is cancelled on its server too (every way a call is abandoned,
+        // the first request's or a retry's).
+        if let Some(Ok(live)) = self.servers.get(index).map(|s| s.live()) {
+            let peer = live.peer.clone();
+            running.on_abandon(move || {
+                let request = rmcp::model::ClientRequest::CustomRequest(
+                    rmcp::model::CustomRequest::new("tasks/cancel", Some(json!({"taskId": task}))),
+                );
+                tokio::spawn(async move {
+                    let _ = peer.send_request(request).await;
+                });
+            });
+        }
         self.follow(running, Vec::new(), call, &context.ct).await
     }
 
@@ -343,8 +359,10 @@ impl Gateway {
             return Err(unknown_state());
         };
         if let Err(error) = check_retry(&waiting, responses, &call) {
-            // Not this call's retry: the call keeps waiting for the one that is.
+            // Not this call's retry: the call keeps waiting for the one that is (and its
+            // expiry is armed again, in case the first one fired meanwhile).
             self.suspended.lock().insert(state.to_string(), waiting);
+            expire_later(Arc::downgrade(&self.suspended.table), state.to_string());
             return Err(error);
         }
         let Waiting { pending, asked, .. } = waiting;
@@ -373,7 +391,13 @@ impl Gateway {
                 None => unanswered.push((key, ask)),
             }
         }
+        let mut running = running;
         self.bind_progress(&running, context.meta.get_progress_token());
+        if super::era::Era::of_request(context) == super::era::Era::Discover
+            && let Some(level) = context.meta.log_level()
+        {
+            running.set_log(Some(self.log_interest.register(running.index(), &level)));
+        }
         Ok(self.follow(running, unanswered, call, &context.ct).await)
     }
 
@@ -387,6 +411,10 @@ impl Gateway {
     ) -> Result<Reply, ForwardError> {
         loop {
             if !asked.is_empty() {
+                // While it waits, its progress and log lines go nowhere: the request that
+                // started it is answered (a retry binds its own).
+                self.bind_progress(&running, None);
+                running.park();
                 match self.suspend(running, Pending::Running, std::mem::take(&mut asked), &call) {
                     Ok(result) => return Ok(Reply::Input(Box::new(result))),
                     Err(back) => running = back,
@@ -450,26 +478,36 @@ impl Gateway {
                     )),
                 };
             }
-            // A client of the `initialize` era: the questions become requests to it.
+            // A client of the `initialize` era: the questions become requests to it, if it
+            // declared what they need (§5.8), each within the call's own cancellation.
+            let capabilities = context
+                .peer
+                .peer_info()
+                .map(|info| info.capabilities.clone())
+                .unwrap_or_default();
             let mut answers = InputResponses::new();
             for (key, kind, params) in asked {
+                if !crate::downstream::callers::declares(&capabilities, kind, &params) {
+                    return Err(ForwardError::Rpc(crate::downstream::callers::not_declared(
+                        kind, &params,
+                    )));
+                }
                 let asked =
                     rmcp::model::ServerRequest::CustomRequest(rmcp::model::CustomRequest::new(
                         kind.method(),
                         Some(params).filter(|p| !p.is_null()),
                     ));
-                let answer =
-                    context
-                        .peer
-                        .send_request(asked)
-                        .await
-                        .map_err(|error| match error {
-                            rmcp::ServiceError::McpError(error) => ForwardError::Rpc(error),
-                            other => ForwardError::Failed(format!(
-                                "the client did not answer the server's {}: {other}",
-                                kind.method()
-                            )),
-                        })?;
+                let sent = tokio::select! {
+                    sent = context.peer.send_request(asked) => sent,
+                    () = context.ct.cancelled() => return Err(ForwardError::Cancelled),
+                };
+                let answer = sent.map_err(|error| match error {
+                    rmcp::ServiceError::McpError(error) => ForwardError::Rpc(error),
+                    other => ForwardError::Failed(format!(
+                        "the client did not answer the server's {}: {other}",
+                        kind.method()
+                    )),
+                })?;
                 let answer = serde_json::to_value(answer).map_err(|error| {
                     ForwardError::Failed(format!("the client's answer: {error}"))
                 })?;

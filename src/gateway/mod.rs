@@ -45,6 +45,9 @@ use crate::wire::RawResults;
 /// Rebuilds of the catalog that arrive within this window become one `list_changed` upstream.
 pub const LIST_CHANGED_COALESCE: Duration = Duration::from_millis(50);
 
+/// `subscriptions/listen` streams one session (over HTTP: one credential's scope) may hold open.
+pub const MAX_LISTENERS: usize = 32;
+
 /// How long shutdown waits for every child to be stopped before giving up on them (they are
 /// killed by then; this only bounds waiting for the reaping).
 pub const SHUTDOWN_BUDGET: Duration = Duration::from_millis(1800);
@@ -412,13 +415,16 @@ impl Gateway {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A listen stream opened; its number.
-    pub(crate) fn add_listener(&self, sink: rmcp::service::SubscriptionSink) -> u64 {
+    /// A listen stream opened; its number (`None` beyond [`MAX_LISTENERS`]).
+    pub(crate) fn add_listener(&self, sink: rmcp::service::SubscriptionSink) -> Option<u64> {
         let mut listeners = self.lock_listeners();
+        if listeners.sinks.len() >= MAX_LISTENERS {
+            return None;
+        }
         listeners.next += 1;
         let number = listeners.next;
         listeners.sinks.push((number, sink));
-        number
+        Some(number)
     }
 
     pub(crate) fn remove_listener(&self, number: u64) {
@@ -727,6 +733,18 @@ impl Gateway {
                 // A 2026-07-28 client gets log messages only for requests that asked for them
                 // (`io.modelcontextprotocol/logLevel`), at that level or above.
                 if self.upstream_is_2026() && !self.log_interest.wants(*server, &params.level) {
+                    return;
+                }
+                // A handshake client that set a level gets nothing below it, whatever another
+                // session asked the shared server for.
+                let set = *self
+                    .legacy_log_level
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if !self.upstream_is_2026()
+                    && let Some(set) = set
+                    && logging::log_rank(&params.level) < logging::log_rank(&set)
+                {
                     return;
                 }
                 if let Some(peer) = self.upstream.get() {

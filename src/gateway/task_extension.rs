@@ -58,8 +58,9 @@ pub(super) struct Bridged {
     /// The answer of the `tasks/result` loom keeps open, once it came.
     outcome: Mutex<Option<Result<Forwarded, ForwardError>>>,
     arrived: tokio::sync::Notify,
-    /// The result as `tasks/get` hands it out (decided once: an envelope is made once).
-    decided: Mutex<Option<Box<RawValue>>>,
+    /// The result as `tasks/get` hands it out (decided once: an envelope is made once), or the
+    /// error; held across the deciding, so concurrent `tasks/get`s wait for the one deciding.
+    decided: tokio::sync::Mutex<Option<Result<Box<RawValue>, McpError>>>,
     /// Ends the open `tasks/result` (the session ended).
     stop: CancellationToken,
 }
@@ -194,30 +195,9 @@ impl Gateway {
         let origin = self.origin_of(route, arguments);
         self.task_routes.record(&id, route.server, Some(origin));
         let request = Self::tasks_result_request(&id);
-        let outcome = self
-            .call_for_task(route.server, request, context, call, id.clone())
-            .await;
-        if matches!(
-            outcome,
-            Err(ForwardError::TimedOut(_) | ForwardError::Cancelled)
-        ) {
-            self.cancel_on_server(route.server, &id);
-        }
-        outcome
-    }
-
-    /// `tasks/cancel` for task `id` on its server, on the side (best effort).
-    fn cancel_on_server(&self, server: usize, id: &str) {
-        if let Some(Ok(live)) = self.servers.get(server).map(|s| s.live()) {
-            let request = ClientRequest::CustomRequest(CustomRequest::new(
-                "tasks/cancel",
-                Some(json!({"taskId": id})),
-            ));
-            let peer = live.peer.clone();
-            tokio::spawn(async move {
-                let _ = peer.send_request(request).await;
-            });
-        }
+        // Abandoned (timed out, cancelled, given up), the task is cancelled on its server.
+        self.call_for_task(route.server, request, context, call, id)
+            .await
     }
 
     /// A `tools/call` of a task tool from a 2026-07-28 client that declared the extension:
@@ -247,7 +227,7 @@ impl Gateway {
             asks: Mutex::new(TaskAsks::default()),
             outcome: Mutex::new(None),
             arrived: tokio::sync::Notify::new(),
-            decided: Mutex::new(None),
+            decided: tokio::sync::Mutex::new(None),
             stop: CancellationToken::new(),
         });
         // The task's result, and the server's questions for it, come on this request.
@@ -401,8 +381,9 @@ impl Gateway {
     /// The task's result as `tasks/get` carries it, decided (passed through or made an
     /// envelope) the first time; `None` while it has not come.
     async fn task_result(&self, task: &Arc<Bridged>) -> Option<Result<Box<RawValue>, McpError>> {
-        if let Some(decided) = lock(&task.decided).clone() {
-            return Some(Ok(decided));
+        let mut decided = task.decided.lock().await;
+        if let Some(known) = decided.as_ref() {
+            return Some(known.clone());
         }
         let arrived = task.arrived.notified();
         tokio::pin!(arrived);
@@ -412,30 +393,35 @@ impl Gateway {
         }
         let outcome = lock(&task.outcome).take()?;
         let server = self.servers[task.server].name().to_string();
-        let raw = match outcome {
-            Ok(Forwarded::Raw(raw)) => raw,
-            Ok(Forwarded::Typed(typed)) => serde_json::value::to_raw_value(&*typed).ok()?,
-            Err(ForwardError::Rpc(error)) => {
-                *lock(&task.outcome) = Some(Err(ForwardError::Rpc(error.clone())));
-                return Some(Err(error));
+        let known = match outcome {
+            Ok(forwarded) => {
+                let raw = match forwarded {
+                    Forwarded::Raw(raw) => Some(raw),
+                    Forwarded::Typed(typed) => serde_json::value::to_raw_value(&*typed).ok(),
+                };
+                match raw {
+                    Some(raw) => match self.decide(raw, task.origin.clone()).await {
+                        Decided::PassThrough(raw) => Ok(raw),
+                        Decided::Built(result) => serde_json::value::to_raw_value(&*result)
+                            .map_err(|e| McpError::internal_error(format!("tasks/get: {e}"), None)),
+                    },
+                    None => Err(McpError::internal_error(
+                        "tasks/get: the task's result could not be encoded",
+                        None,
+                    )),
+                }
             }
-            Err(other) => {
-                let error = McpError::internal_error(
-                    other.describe(
-                        &server,
-                        &format!("the result of task `{}`", task.origin.tool),
-                    ),
-                    None,
-                );
-                return Some(Err(error));
-            }
+            Err(ForwardError::Rpc(error)) => Err(error),
+            Err(other) => Err(McpError::internal_error(
+                other.describe(
+                    &server,
+                    &format!("the result of task `{}`", task.origin.tool),
+                ),
+                None,
+            )),
         };
-        let decided = match self.decide(raw, task.origin.clone()).await {
-            Decided::PassThrough(raw) => raw,
-            Decided::Built(result) => serde_json::value::to_raw_value(&*result).ok()?,
-        };
-        *lock(&task.decided) = Some(decided.clone());
-        Some(Ok(decided))
+        *decided = Some(known.clone());
+        Some(known)
     }
 
     fn suspended_keys(&self) -> Arc<super::input::Keys> {

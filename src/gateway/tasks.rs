@@ -329,8 +329,10 @@ impl Gateway {
                         self.servers[route.server].config.call_timeout_ms,
                     )),
                 };
+                // The server's questions for the task come while `tasks/result` waits.
+                let task = (method == "tasks/result").then(|| id.clone());
                 let answer = self
-                    .forward_within(route.server, request, context, timeout)
+                    .forward_for(route.server, request, context, timeout, task)
                     .await
                     .map_err(|e| {
                         e.into_rpc_error(&server, &format!("`{method}` for task `{id}`"))
@@ -423,9 +425,15 @@ impl Gateway {
                 let Some(mut page) = page else { break };
                 if let Some(Value::Array(listed)) = page.get_mut("tasks").map(Value::take) {
                     for task in listed {
-                        if let Some(id) = task.get("taskId").and_then(Value::as_str)
-                            && self.task_routes.record(id, server.index, None)
-                        {
+                        let Some(id) = task.get("taskId").and_then(Value::as_str) else {
+                            continue;
+                        };
+                        // The servers are shared by every session (SPEC §22): one of several
+                        // sessions lists only the tasks created through it.
+                        if !self.owns_hub && self.task_routes.get(id).is_none() {
+                            continue;
+                        }
+                        if self.task_routes.record(id, server.index, None) {
                             self.release_parked(server.index, id.to_string(), Duration::ZERO);
                         }
                         tasks.push(task);

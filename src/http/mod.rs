@@ -259,8 +259,8 @@ impl Server {
                     .insert(ALLOW, http::HeaderValue::from_static("POST"));
                 response
             }
-            Method::GET => self.get(&request),
-            Method::DELETE => self.delete(&request).await,
+            Method::GET => self.get(&request, &scope),
+            Method::DELETE => self.delete(&request, &scope).await,
             _ => {
                 let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "use POST, GET or DELETE");
                 response
@@ -364,7 +364,13 @@ impl Server {
             })
     }
 
-    fn session_of(&self, request: &Request<Incoming>) -> Result<Arc<Session>, Response<Body>> {
+    /// The session a request names, if the request's credential opened it (a session of
+    /// another credential is as unknown as one that ended).
+    fn session_of(
+        &self,
+        request: &Request<Incoming>,
+        credential: &str,
+    ) -> Result<Arc<Session>, Response<Body>> {
         let Some(id) = request
             .headers()
             .get(SESSION_HEADER)
@@ -377,8 +383,9 @@ impl Server {
             ));
         };
         match self.lock_sessions().get(id) {
-            Some(session) => Ok(session.clone()),
-            None => Err(plain(
+            Some(session) if session.credential() == credential => Ok(session.clone()),
+            // Another credential's session is as unknown as one that ended.
+            _ => Err(plain(
                 StatusCode::NOT_FOUND,
                 "no such session (it ended, or was closed after being idle): initialize again",
             )),
@@ -415,7 +422,7 @@ impl Server {
             .as_deref()
             .is_some_and(stateless::is_sessionless_version);
         let session = match request.headers().get(SESSION_HEADER) {
-            Some(_) if !sessionless => match self.session_of(&request) {
+            Some(_) if !sessionless => match self.session_of(&request, &scope) {
                 Ok(session) => Some(session),
                 Err(response) => return response,
             },
@@ -474,7 +481,7 @@ impl Server {
                 );
             }
             (Some(session), _) => session,
-            (None, Some("initialize")) if !sessionless => match self.open_session().await {
+            (None, Some("initialize")) if !sessionless => match self.open_session(&scope).await {
                 Ok(session) => session,
                 Err(response) => return response,
             },
@@ -617,7 +624,7 @@ impl Server {
         if let Some(session) = self.lock_scopes().get(key) {
             return Ok(session.clone());
         }
-        let opened = Session::open_scope(self.hub.clone())
+        let opened = Session::open_scope(self.hub.clone(), key)
             .await
             .map_err(|error| {
                 plain(
@@ -644,7 +651,7 @@ impl Server {
         Ok(session)
     }
 
-    async fn open_session(&self) -> Result<Arc<Session>, Response<Body>> {
+    async fn open_session(&self, credential: &str) -> Result<Arc<Session>, Response<Body>> {
         let admitted = {
             // Checked and counted under the sessions' lock, where opened sessions are added.
             let sessions = self.lock_sessions();
@@ -664,7 +671,7 @@ impl Server {
                 ),
             ));
         };
-        match Session::open(self.hub.clone()).await {
+        match Session::open(self.hub.clone(), credential).await {
             Ok(session) => {
                 self.lock_sessions()
                     .insert(session.id().to_string(), session.clone());
@@ -678,21 +685,21 @@ impl Server {
         }
     }
 
-    fn get(&self, request: &Request<Incoming>) -> Response<Body> {
+    fn get(&self, request: &Request<Incoming>, credential: &str) -> Response<Body> {
         if !accepts(&header_text(request, ACCEPT), "text/event-stream") {
             return plain(
                 StatusCode::NOT_ACCEPTABLE,
                 "the GET stream is text/event-stream; Accept must include it",
             );
         }
-        match self.session_of(request) {
+        match self.session_of(request, credential) {
             Ok(session) => session.standing_stream(),
             Err(response) => response,
         }
     }
 
-    async fn delete(&self, request: &Request<Incoming>) -> Response<Body> {
-        let session = match self.session_of(request) {
+    async fn delete(&self, request: &Request<Incoming>, credential: &str) -> Response<Body> {
+        let session = match self.session_of(request, credential) {
             Ok(session) => session,
             Err(response) => return response,
         };

@@ -140,6 +140,8 @@ struct Waiting {
     sse: bool,
     /// A stateless request's own id and token, given back on what loom sends for it.
     rewrite: Option<Rewrite>,
+    /// A `subscriptions/listen` stream: it carries its subscription's notifications only.
+    listen: bool,
 }
 
 #[derive(Default)]
@@ -156,6 +158,8 @@ struct Routes {
 
 pub struct Session {
     id: String,
+    /// The digest of the credential that opened it: no other may use it.
+    credential: String,
     /// A scope of 2026-07-28 clients (no session id, no GET stream, answers given their
     /// client's ids back) rather than a session of the `initialize` era.
     stateless: bool,
@@ -167,23 +171,28 @@ pub struct Session {
 }
 
 impl Session {
-    /// A new session over `hub`, its transport running.
-    pub async fn open(hub: Arc<Hub>) -> Result<Arc<Session>, StartError> {
-        Self::open_as(hub, false).await
+    /// A new session over `hub` for the holder of `credential`, its transport running.
+    pub async fn open(hub: Arc<Hub>, credential: &str) -> Result<Arc<Session>, StartError> {
+        Self::open_as(hub, credential, false).await
     }
 
     /// The session of a scope of 2026-07-28 clients (src/http/stateless.rs).
-    pub async fn open_scope(hub: Arc<Hub>) -> Result<Arc<Session>, StartError> {
-        Self::open_as(hub, true).await
+    pub async fn open_scope(hub: Arc<Hub>, credential: &str) -> Result<Arc<Session>, StartError> {
+        Self::open_as(hub, credential, true).await
     }
 
-    async fn open_as(hub: Arc<Hub>, stateless: bool) -> Result<Arc<Session>, StartError> {
+    async fn open_as(
+        hub: Arc<Hub>,
+        credential: &str,
+        stateless: bool,
+    ) -> Result<Arc<Session>, StartError> {
         let gateway = Gateway::session(hub, false).await?;
         let (loom_side, http_side) = tokio::io::duplex(PIPE_BYTES);
         let (loom_read, loom_write) = tokio::io::split(loom_side);
         let (http_read, http_write) = tokio::io::split(http_side);
         let session = Arc::new(Session {
             id: new_session_id(),
+            credential: credential.to_string(),
             stateless,
             gateway: gateway.clone(),
             to_loom: tokio::sync::Mutex::new(http_write),
@@ -221,21 +230,27 @@ impl Session {
         &self.id
     }
 
+    pub fn credential(&self) -> &str {
+        &self.credential
+    }
+
     /// The `Mcp-Param-*` headers of a 2026-07-28 `tools/call` against the arguments, as the
     /// called tool's `x-mcp-header` annotations want them (src/http/stateless.rs).
     pub fn check_param_headers(&self, body: &str, headers: &http::HeaderMap) -> Result<(), String> {
         #[derive(Deserialize)]
-        struct Call {
-            params: Option<CallParams>,
+        struct Call<'a> {
+            #[serde(borrow)]
+            params: Option<CallParams<'a>>,
         }
         #[derive(Deserialize)]
-        struct CallParams {
+        struct CallParams<'a> {
             name: Option<String>,
-            arguments: Option<serde_json::Map<String, serde_json::Value>>,
+            #[serde(borrow)]
+            arguments: Option<&'a RawValue>,
         }
         let Ok(Call {
             params: Some(params),
-        }) = serde_json::from_str::<Call>(body)
+        }) = serde_json::from_str::<Call<'_>>(body)
         else {
             return Ok(());
         };
@@ -257,7 +272,14 @@ impl Session {
             .and_then(|name| catalog.input_schema(name))
             .map(super::stateless::param_headers)
             .unwrap_or_default();
-        super::stateless::check_param_headers(&annotations, params.arguments.as_ref(), &given)
+        if annotations.is_empty() && given.is_empty() {
+            // Nothing to compare: the arguments (up to the message limit) are not parsed.
+            return Ok(());
+        }
+        let arguments = params.arguments.and_then(|raw| {
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(raw.get()).ok()
+        });
+        super::stateless::check_param_headers(&annotations, arguments.as_ref(), &given)
     }
 
     pub fn idle_for(&self) -> Duration {
@@ -352,6 +374,7 @@ impl Session {
                     to: tx,
                     sse: wants_sse,
                     rewrite,
+                    listen: message.method.as_deref() == Some("subscriptions/listen"),
                 },
             );
             routes.order.push_back(id.clone());
@@ -431,7 +454,12 @@ impl Session {
             if answer.line.is_empty() {
                 return plain(StatusCode::ACCEPTED, "cancelled by the client");
             }
+            let status = match self.stateless {
+                true => super::stateless::status_of(&answer.line),
+                false => StatusCode::OK,
+            };
             let mut response = Response::new(full(answer.line));
+            *response.status_mut() = status;
             response
                 .headers_mut()
                 .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -565,21 +593,27 @@ impl Session {
             }
             return;
         }
-        if message.method.as_deref() == Some("notifications/progress")
-            && let Some(owner) = message
+        if message.method.as_deref() == Some("notifications/progress") {
+            let owner = message
                 .progress_token
                 .as_ref()
                 .and_then(|token| routes.progress.get(token))
-                .cloned()
-            && let Some(waiting) = routes.pending.get(&owner)
-            && waiting.sse
-        {
-            let token = waiting.rewrite.as_ref().and_then(|r| r.token.as_deref());
-            let line = given_back(
-                line.clone(),
-                token.map(|t| (&["params", "progressToken"][..], t)),
-            );
-            if offer(&waiting.to, &line) {
+                .cloned();
+            if let Some(waiting) = owner.and_then(|owner| routes.pending.get(&owner))
+                && waiting.sse
+            {
+                let token = waiting.rewrite.as_ref().and_then(|r| r.token.as_deref());
+                let line = given_back(
+                    line.clone(),
+                    token.map(|t| (&["params", "progressToken"][..], t)),
+                );
+                if offer(&waiting.to, &line) {
+                    return;
+                }
+            }
+            // A scope's progress for a request whose POST is gone (or takes JSON only) belongs
+            // to nobody else: its token is loom's own.
+            if self.stateless {
                 return;
             }
         }
@@ -606,7 +640,7 @@ impl Session {
             .iter()
             .rev()
             .find_map(|id| match routes.pending.get(id) {
-                Some(waiting) if waiting.sse => Some(waiting.to.clone()),
+                Some(waiting) if waiting.sse && !waiting.listen => Some(waiting.to.clone()),
                 _ => None,
             });
         if let Some(waiting) = newest
