@@ -458,15 +458,41 @@ async fn bad_requests_get_clear_answers() {
         .await
         .expect("sent");
     assert_eq!(other_path.status(), StatusCode::NOT_FOUND);
-    // A 2026-07-28 client is told to use the initialize handshake.
+    // A discovery without the 2026-07-28 envelope is told what it lacks; with it, it must come
+    // with the revision's header (2026-07-28 has no sessions, SPEC §22).
     let discover = Client::new(&loom)
         .post(json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}))
         .await;
     assert_eq!(
         discover.json()["error"]["code"],
-        -32601,
+        -32602,
         "{}",
         discover.body
+    );
+    assert!(
+        discover.body.contains("clientCapabilities"),
+        "{}",
+        discover.body
+    );
+    let discovered = Client::new(&loom)
+        .post(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "server/discover", "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }}}),
+        )
+        .await;
+    // ... over HTTP with its MCP-Protocol-Version header (the Python SDK's tests send it).
+    assert_eq!(
+        discovered.json()["error"]["code"],
+        -32020,
+        "{}",
+        discovered.body
+    );
+    assert!(
+        discovered.body.contains("MCP-Protocol-Version"),
+        "{}",
+        discovered.body
     );
     // Without a session only `initialize` is served: a large body is refused after 1 MiB,
     // not read whole first.
