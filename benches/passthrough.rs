@@ -39,6 +39,8 @@ struct Peer {
     stdout: BufReader<ChildStdout>,
     next_id: u64,
     line: String,
+    /// The 2026-07-28 envelope every request carries (a client of that revision), if any.
+    envelope: Option<Value>,
 }
 
 impl Peer {
@@ -64,13 +66,17 @@ impl Peer {
             stdout,
             next_id: 1,
             line: String::new(),
+            envelope: None,
         }
     }
 
     /// Send a request without waiting; returns its id.
-    fn send(&mut self, method: &str, params: Value) -> u64 {
+    fn send(&mut self, method: &str, mut params: Value) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
+        if let (Some(envelope), Some(object)) = (&self.envelope, params.as_object_mut()) {
+            object.insert("_meta".into(), envelope.clone());
+        }
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         writeln!(self.stdin, "{message}").expect("write");
         self.stdin.flush().expect("flush");
@@ -169,6 +175,20 @@ fn config_with(settings: Value) -> tempfile::NamedTempFile {
     }
     write!(file, "{config}").expect("write");
     file
+}
+
+/// loom with a client of 2026-07-28: no `initialize`, the envelope on every request (the
+/// SDKs' default mode against loom).
+fn via_loom_2026(config: &tempfile::NamedTempFile) -> Peer {
+    let path = config.path().to_str().expect("utf8").to_string();
+    let mut peer = Peer::spawn(&loom(), &["--config", &path]);
+    peer.envelope = Some(json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    }));
+    peer.call("tools/list", json!({}));
+    peer
 }
 
 fn direct() -> Peer {
@@ -330,31 +350,45 @@ fn report() {
     let mut d = direct();
     let mut r = via_relay();
     let mut l = via_loom(&config);
+    let mut m = via_loom_2026(&config);
     println!("\npassthrough round trip, {N} calls per side and concurrency (µs)");
     for callers in [1, 10, 100] {
         // Interleave rounds so drift on a shared machine hits all sides alike.
-        let (mut all_direct, mut all_relay, mut all_loom) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut all_direct, mut all_relay, mut all_loom, mut all_modern) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..5 {
             all_direct.extend(closed_loop(&mut d, "echo", callers, N / 5));
             all_relay.extend(closed_loop(&mut r, "echo", callers, N / 5));
             all_loom.extend(closed_loop(&mut l, "fx_echo", callers, N / 5));
+            all_modern.extend(closed_loop(&mut m, "fx_echo", callers, N / 5));
         }
-        for samples in [&mut all_direct, &mut all_relay, &mut all_loom] {
+        for samples in [
+            &mut all_direct,
+            &mut all_relay,
+            &mut all_loom,
+            &mut all_modern,
+        ] {
             samples.sort_unstable();
         }
         let p = |s: &[Duration], q: f64| us(percentile(s, q));
         let (d50, d99) = (p(&all_direct, 0.5), p(&all_direct, 0.99));
         let (r50, r99) = (p(&all_relay, 0.5) - d50, p(&all_relay, 0.99) - d99);
         let (l50, l99) = (p(&all_loom, 0.5) - d50, p(&all_loom, 0.99) - d99);
+        let (m50, m99) = (p(&all_modern, 0.5) - d50, p(&all_modern, 0.99) - d99);
         println!("  {callers:>3} callers  direct p50 {d50:8.1}  p99 {d99:8.1}");
         println!("               relay adds p50 {r50:8.1}  p99 {r99:8.1}");
         println!(
             "               loom adds  p50 {l50:8.1}  p99 {l99:8.1}   (p50 {:.1}× the relay's)",
             l50 / r50.max(0.1)
         );
+        println!(
+            "  loom, 2026-07-28 adds  p50 {m50:8.1}  p99 {m99:8.1}   (p50 {:.1}× the relay's)",
+            m50 / r50.max(0.1)
+        );
     }
     drop(d);
     drop(r);
+    drop(m);
     std::thread::sleep(Duration::from_millis(1500));
     println!("loom idle RSS after the calls: {}", rss_line(l.child.id()));
     drop(l);
