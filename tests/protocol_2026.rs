@@ -819,3 +819,34 @@ fn calls_of_2026_07_28_take_the_direct_path_with_progress_and_cancellation() {
         common::first_text(&seen).contains("loom:")
     });
 }
+
+/// A client may name 2026-07-28 in `initialize` (rmcp's own client does): it is answered in the
+/// handshake's shape with the version negotiated there, and the session goes on in that era.
+#[test]
+fn initialize_asking_for_2026_07_28_is_answered_as_a_handshake() {
+    let (_dir, mut loom) = loom_with_fixture();
+    let answer = loom.call(
+        "initialize",
+        json!({"protocolVersion": "2026-07-28", "capabilities": {},
+               "clientInfo": {"name": "loom-tests", "version": "1"}}),
+    );
+    let result = &answer.value["result"];
+    assert_eq!(result["protocolVersion"], "2025-11-25", "{}", answer.raw);
+    assert_eq!(result["serverInfo"]["name"], "loom", "{}", answer.raw);
+    assert!(result.get("resultType").is_none(), "{}", answer.raw);
+    assert!(result.get("_meta").is_none(), "{}", answer.raw);
+    loom.notify("notifications/initialized", json!({}));
+    let listed = loom.call("tools/list", json!({}));
+    assert!(
+        listed.value["result"].get("resultType").is_none(),
+        "{}",
+        listed.raw
+    );
+    assert!(
+        listed.value["result"]["tools"]
+            .as_array()
+            .is_some_and(|tools| !tools.is_empty()),
+        "{}",
+        listed.raw
+    );
+}

@@ -113,7 +113,13 @@ impl Service<RoleServer> for GatewayService {
         if self.gateway.upstream().get().is_none() {
             self.gateway.upstream().set(context.peer.clone());
         }
-        let era = Era::of_request(&context);
+        // `initialize` is answered in the handshake's shape whatever version it asks for: a
+        // client may ask for 2026-07-28 there (rmcp's default does) and is answered 2025-11-25.
+        let era = if matches!(request, ClientRequest::InitializeRequest(_)) {
+            Era::Initialize
+        } else {
+            Era::of_request(&context)
+        };
         if let Err(error) = super::era::check_request(&request, &context) {
             return Err(era.shape_error(error));
         }
