@@ -28,7 +28,7 @@ use super::era::Era;
 use super::forward::{ForwardError, PROTOCOL_META_PREFIX, expire};
 use super::{Decided, Gateway, discovery, synthetic};
 use crate::downstream::Live;
-use crate::downstream::callers::Answerer;
+use crate::downstream::callers::{Answerer, Ask};
 use crate::wire::direct::{Arrival, BoxFuture, Bypass, DirectCall, DirectCalls, LineSink};
 use crate::wire::one_line;
 
@@ -419,7 +419,9 @@ fn modern_envelope(meta: &BTreeMap<Cow<'_, str>, &RawValue>) -> Option<Modern> {
 
 /// A 2026-07-28 call on the direct path: relayed as any other, but the child's questions in
 /// the middle of it (SPEC §5.11) make it wait for its client, which gets `input_required`; the
-/// client's retry resumes it on rmcp's path, where every retry goes.
+/// client's retry resumes it on rmcp's path, where every retry goes. Until the child asks, the
+/// call is waited for here, as a handshake client's is; only a call that asks moves to a task
+/// of its own (it outlives this request).
 async fn run_modern(
     gateway: &Arc<Gateway>,
     mut relay: Relay,
@@ -430,7 +432,7 @@ async fn run_modern(
         return;
     };
     let head = format!(r#"{{"jsonrpc":"2.0","id":{},"result":"#, relay.id_text);
-    let (asks_tx, asks) = tokio::sync::mpsc::unbounded_channel();
+    let (asks_tx, mut asks) = tokio::sync::mpsc::unbounded_channel();
     let caller = gateway.hub.in_flight.register(
         relay.server,
         gateway.number,
@@ -444,37 +446,45 @@ async fn run_modern(
         gateway.hub.wants_log_level(relay.server, &level);
         gateway.log_interest.register(relay.server, &level)
     });
-    // The exchange with the child runs on a task of its own, so the call outlives this request
-    // when it waits for input; progress goes to the token in `progress` (the latest retry's).
-    let progress = Arc::new(StdMutex::new(relay.progress_token.take()));
-    let (stop, stopped) = tokio::sync::oneshot::channel();
-    let (answer, outcome) = tokio::sync::oneshot::channel();
-    let exchange = Exchange {
-        calls: relay.calls.clone(),
-        line: std::mem::take(&mut relay.line),
-        call: Some(relay.call),
-        reply: reply.clone(),
-        progress: progress.clone(),
-    };
-    tokio::spawn(async move {
-        let _ = answer.send(exchange.run(stopped).await);
-    });
-    let running = super::forward::Running::direct(
-        relay.server,
-        outcome,
-        asks,
-        stop,
-        relay.timeout,
-        progress,
-        caller,
-        log,
-    );
+    let began = tokio::time::Instant::now();
     let call = super::input::Call {
         method: "tools/call",
         target: relay.exposed.clone(),
         arguments: relay.arguments.clone().map(serde_json::Value::Object),
     };
-    let followed = gateway.follow_call(running, call.clone(), &cancelled).await;
+    let followed = match exchange(&mut relay, &reply, &cancelled, Some(&mut asks)).await {
+        Ok(Exchanged::Answer(line)) => answer_of(&line).map(super::input::Reply::Done),
+        Ok(Exchanged::Asked(asked)) => {
+            // The rest of the exchange goes on in a task of its own; progress goes to the
+            // token in `progress` (the latest retry's).
+            let progress = Arc::new(StdMutex::new(relay.progress_token.take()));
+            let (stop, stopped) = tokio::sync::oneshot::channel();
+            let (answer, outcome) = tokio::sync::oneshot::channel();
+            let waiting = Waiting {
+                calls: relay.calls.clone(),
+                call: relay.call,
+                reply: reply.clone(),
+                progress: progress.clone(),
+            };
+            tokio::spawn(async move {
+                let _ = answer.send(waiting.run(stopped).await);
+            });
+            let running = super::forward::Running::direct(
+                relay.server,
+                outcome,
+                asks,
+                stop,
+                relay.timeout.saturating_sub(began.elapsed()),
+                progress,
+                caller,
+                log,
+            );
+            gateway
+                .follow_asked(running, asked, call.clone(), &cancelled)
+                .await
+        }
+        Err(error) => Err(error),
+    };
     let followed = match followed {
         Err(ForwardError::Rpc(error)) if error.code.0 == -32042 => {
             let mut params = rmcp::model::CallToolRequestParams::new(relay.tool.clone());
@@ -553,53 +563,39 @@ async fn write_error(
     }
 }
 
-/// The child side of a call on a task of its own: the request written, then progress passed on
-/// (with the token of the moment) until the answer; `stopped` cancels it downstream.
-struct Exchange {
+/// The rest of a direct call whose child asked its client something: waited for on a task of
+/// its own (the request is already sent), progress passed on with the token of the moment
+/// until the answer; `stopped` cancels it downstream.
+struct Waiting {
     calls: Arc<DirectCalls>,
-    line: Vec<u8>,
-    call: Option<DirectCall>,
+    call: DirectCall,
     reply: Arc<dyn LineSink>,
     progress: Arc<StdMutex<Option<String>>>,
 }
 
-impl Exchange {
+impl Waiting {
     async fn run(
         mut self,
         stopped: tokio::sync::oneshot::Receiver<&'static str>,
     ) -> Result<super::forward::Forwarded, ForwardError> {
-        let Some(mut call) = self.call.take() else {
-            return Err(ForwardError::Closed("the call was not opened".into()));
-        };
-        let calls = self.calls.clone();
-        let line = std::mem::take(&mut self.line);
-        // A write is never abandoned half-way: it goes on in a task of its own if need be.
-        let sending = tokio::spawn(async move { calls.send(&[&line]).await });
         tokio::pin!(stopped);
-        let sent = tokio::select! {
-            sent = sending => sent.map_err(|e| ForwardError::Closed(e.to_string())).and_then(|s| s.map_err(|e| ForwardError::Closed(e.to_string()))),
-            reason = &mut stopped => Err(ForwardError::Stopped(reason.unwrap_or("loom stopped waiting for it"))),
-        };
-        let outcome = match sent {
-            Err(error) => Err(error),
-            Ok(()) => loop {
-                tokio::select! {
-                    arrival = call.arrivals.recv() => match arrival {
-                        Some(Arrival::Progress(line)) => {
-                            let token = self.progress.lock().unwrap_or_else(PoisonError::into_inner).clone();
-                            pass_progress(&line, token.as_deref(), &self.reply).await;
-                        }
-                        Some(Arrival::Answer(line)) => break answer_of(&line),
-                        None => break Err(ForwardError::Closed("the connection ended".into())),
-                    },
-                    reason = &mut stopped => break Err(ForwardError::Stopped(reason.unwrap_or("loom stopped waiting for it"))),
-                }
-            },
+        let outcome = loop {
+            tokio::select! {
+                arrival = self.call.arrivals.recv() => match arrival {
+                    Some(Arrival::Progress(line)) => {
+                        let token = self.progress.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                        pass_progress(&line, token.as_deref(), &self.reply).await;
+                    }
+                    Some(Arrival::Answer(line)) => break answer_of(&line),
+                    None => break Err(ForwardError::Closed("the connection ended".into())),
+                },
+                reason = &mut stopped => break Err(ForwardError::Stopped(reason.unwrap_or("loom stopped waiting for it"))),
+            }
         };
         if let Err(ForwardError::Stopped(reason)) = &outcome {
             let notice = format!(
                 r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"{reason}"}}}}"#,
-                call.id
+                self.call.id
             );
             let calls = self.calls.clone();
             tokio::spawn(async move {
@@ -640,9 +636,10 @@ async fn run(
     let what = format!("tool `{}`", relay.tool);
     // The answer carries the client's id as the client wrote it.
     let head = format!(r#"{{"jsonrpc":"2.0","id":{},"result":"#, relay.id_text);
-    let outcome = exchange(&mut relay, &reply, &cancelled).await;
+    let outcome = exchange(&mut relay, &reply, &cancelled, None).await;
     let result = match outcome {
-        Ok(line) => match serde_json::from_str::<Answer<'_>>(&line) {
+        Ok(Exchanged::Asked(_)) => return,
+        Ok(Exchanged::Answer(line)) => match serde_json::from_str::<Answer<'_>>(&line) {
             Ok(Answer {
                 result: Some(raw), ..
             }) => {
@@ -718,13 +715,24 @@ async fn run(
     }
 }
 
-/// Send the call to the child and wait for its answer line, passing progress on; a timeout or
-/// the client's cancellation cancels it downstream.
+/// What an exchange with the child ended with.
+enum Exchanged {
+    /// The child's answer line.
+    Answer(String),
+    /// The child asked the client something in the middle of the call (every question that
+    /// had come); the call goes on.
+    Asked(Vec<Ask>),
+}
+
+/// Send the call to the child and wait for its answer line (or, with `asks`, its first
+/// questions), passing progress on; a timeout or the client's cancellation cancels it
+/// downstream.
 async fn exchange(
     relay: &mut Relay,
     reply: &Arc<dyn LineSink>,
     cancelled: &CancellationToken,
-) -> Result<String, ForwardError> {
+    mut asks: Option<&mut tokio::sync::mpsc::UnboundedReceiver<Ask>>,
+) -> Result<Exchanged, ForwardError> {
     // The limit and the client's cancellation count from the start (on rmcp's path the
     // request is only queued before they start): a child that stops reading cannot hold a call
     // past them.
@@ -758,9 +766,18 @@ async fn exchange(
             tokio::select! {
                 arrival = relay.call.arrivals.recv() => match arrival {
                     Some(Arrival::Progress(line)) => pass_progress(&line, relay.progress_token.as_deref(), reply).await,
-                    Some(Arrival::Answer(line)) => break Ok(line),
+                    Some(Arrival::Answer(line)) => break Ok(Exchanged::Answer(line)),
                     None => break Err(ForwardError::Closed("the connection ended".into())),
                 },
+                Some(ask) = next_ask(&mut asks) => {
+                    let mut asked = vec![ask];
+                    if let Some(asks) = asks.as_mut() {
+                        while let Ok(more) = asks.try_recv() {
+                            asked.push(more);
+                        }
+                    }
+                    break Ok(Exchanged::Asked(asked));
+                }
                 after = &mut expired => break Err(ForwardError::TimedOut(after)),
                 _ = cancelled.cancelled() => break Err(ForwardError::Cancelled),
             }
@@ -782,6 +799,16 @@ async fn exchange(
         let _ = calls.send(&[notice.as_bytes(), b"\n"]).await;
     });
     outcome
+}
+
+/// The next question of the child, if the call can carry them (never, otherwise).
+async fn next_ask(
+    asks: &mut Option<&mut tokio::sync::mpsc::UnboundedReceiver<Ask>>,
+) -> Option<Ask> {
+    match asks {
+        Some(asks) => asks.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// A child's progress for a call, passed on with the client's token in place of loom's (and

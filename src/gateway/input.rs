@@ -257,15 +257,20 @@ impl Gateway {
         }
     }
 
-    /// A call of the direct path (src/gateway/direct.rs), followed as [`Gateway::call`] follows
-    /// its own.
-    pub(super) async fn follow_call(
+    /// Follow a direct-path call whose server has asked `asks` (the direct path waits inline
+    /// until then, src/gateway/direct.rs) to its answer or to `input_required`.
+    pub(super) async fn follow_asked(
         &self,
         running: Running,
+        asks: Vec<Ask>,
         call: Call,
         cancelled: &tokio_util::sync::CancellationToken,
     ) -> Result<Reply, ForwardError> {
-        self.follow(running, Vec::new(), call, cancelled).await
+        let asked = asks
+            .into_iter()
+            .map(|ask| (self.suspended.keys.next(ask.kind), ask))
+            .collect();
+        self.follow(running, asked, call, cancelled).await
     }
 
     /// The server answered -32042 (URL elicitation required, 2025-11-25): a 2026-07-28 client
