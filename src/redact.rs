@@ -1,11 +1,13 @@
 //! Redaction of tool arguments before they are stored as provenance — not only on the way out:
 //! what is never stored can never leak into an envelope, a log, an export or a snapshot.
 //!
-//! * A member whose key names a secret (token, secret, password/passwd/pwd, api key,
-//!   auth/authorization, bearer, credential, cookie, session, private key, signature) has its
-//!   whole value replaced by `"[redacted]"`.
-//! * A string that looks like a secret wherever it appears (a `Bearer …` header, a JWT, a GitHub
-//!   `ghp_…`/`github_pat_…` token, an `sk-…` key, an AWS `AKIA…` key id) is replaced too.
+//! * A member whose key names a secret (token, secret, pass/password/passwd/pwd, api key,
+//!   access key, auth/authorization, bearer, credential, cookie, session, private key,
+//!   signature, dsn, connection string) has its whole value replaced by `"[redacted]"`.
+//! * A string that looks like a secret wherever it appears (a `Bearer …` or `Basic …`
+//!   credential, a JWT, a PEM private key, a GitHub, GitLab, Slack, Stripe, npm, PyPI, Google
+//!   or AWS key, an `sk-…` key) is replaced too; a URL's password (`postgres://user:pw@host`)
+//!   is replaced inside the URL, which is kept.
 //! * Other strings are cut at 200 characters.
 
 use serde_json::{Map, Value};
@@ -38,8 +40,39 @@ pub fn secret_key(key: &str) -> bool {
         "session",
         "privatekey",
         "signature",
+        "accesskey",
+        "secretkey",
+        "signingkey",
+        "encryptionkey",
+        "masterkey",
+        "connectionstring",
     ];
+    // Whole words only: `pass` is a password's name, `passenger` is not.
+    const WORDS: &[&str] = &["pass", "pw", "passphrase", "dsn", "otp"];
     PARTS.iter().any(|part| folded.contains(part))
+        || words(key).any(|word| WORDS.contains(&word.as_str()))
+}
+
+/// The words of a key: split at `_`, `-`, `.`, spaces and lower-to-upper case changes, folded
+/// to lower case (`dbPass` → `db`, `pass`).
+fn words(key: &str) -> impl Iterator<Item = String> + '_ {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    let mut previous_lower = false;
+    for c in key.chars() {
+        if !c.is_alphanumeric() {
+            words.push(std::mem::take(&mut current));
+            previous_lower = false;
+            continue;
+        }
+        if c.is_uppercase() && previous_lower {
+            words.push(std::mem::take(&mut current));
+        }
+        previous_lower = c.is_lowercase() || c.is_ascii_digit();
+        current.extend(c.to_lowercase());
+    }
+    words.push(current);
+    words.into_iter().filter(|w| !w.is_empty())
 }
 
 /// Does this string carry something that looks like a credential? The same test `loom check`
@@ -48,9 +81,33 @@ pub fn secret_value(text: &str) -> bool {
     crate::config::looks_like_secret(text)
 }
 
+/// `text` with the passwords of its URLs replaced, when those are the only secrets in it.
+fn without_url_password(text: &str) -> Option<String> {
+    let mut kept = String::with_capacity(text.len());
+    let mut checked = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(range) = crate::config::url_userinfo(rest) {
+        kept.push_str(&rest[..range.start]);
+        kept.push_str(REDACTED);
+        checked.push_str(&rest[..range.start]);
+        rest = &rest[range.end..];
+    }
+    if kept.is_empty() {
+        return None;
+    }
+    kept.push_str(rest);
+    checked.push_str(rest);
+    // Any other kind of secret, and nothing of the text is kept.
+    (!secret_value(&checked)).then_some(kept)
+}
+
 fn redact_value(value: &Value) -> Value {
     match value {
-        Value::String(s) if secret_value(s) => Value::String(REDACTED.into()),
+        Value::String(s) if secret_value(s) => Value::String(
+            without_url_password(s)
+                .map(|kept| crate::store::values::cut(&kept, MAX_STRING_CHARS))
+                .unwrap_or_else(|| REDACTED.into()),
+        ),
         Value::String(s) => Value::String(crate::store::values::cut(s, MAX_STRING_CHARS)),
         Value::Array(items) => Value::Array(items.iter().map(redact_value).collect()),
         Value::Object(map) => Value::Object(redact_object(map)),
@@ -111,6 +168,57 @@ mod tests {
         assert_eq!(out["aws"], REDACTED);
         assert_eq!(out["llm"], REDACTED);
         assert_eq!(out["paid"], "valid monkey");
+    }
+
+    #[test]
+    fn more_key_names_and_token_shapes_are_caught() {
+        let pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----";
+        let basic = format!("Basic {}", "dXNlcjpodW50ZXIy"); // user:hunter2
+        let args = json!({
+            "pass": "hunter2", "access_key": "x", "dbPass": "y", "AWS_SECRET_ACCESS_KEY": "z",
+            "dsn": "a", "passenger_count": 3, "compass": "north",
+            "stripe": "sk_live_51Habcdefghijklmn", "google": "AIzaSyA1234567890abcdefghijklmnopqrstu",
+            "gitlab": "glpat-abcdefghij0123456789", "auth_header": "x", "h": basic,
+            "plain": "Basic usage of the tool", "key": pem,
+            "url": "postgres://admin:s3cr3t@db.internal:5432/app",
+            "text": "connect with mysql://root:toor@10.0.0.1/db please",
+            "public": "https://example.com/a@b",
+            "two": "postgres://a:b@h1/x and postgres://c:d@h2/y",
+        });
+        let out = arguments(args.as_object());
+        for key in [
+            "pass",
+            "access_key",
+            "dbPass",
+            "AWS_SECRET_ACCESS_KEY",
+            "dsn",
+            "stripe",
+            "google",
+            "gitlab",
+            "h",
+            "key",
+        ] {
+            assert_eq!(out[key], REDACTED, "{key}: {}", out[key]);
+        }
+        assert_eq!(out["passenger_count"], 3);
+        assert_eq!(out["compass"], "north");
+        assert_eq!(out["plain"], "Basic usage of the tool");
+        assert_eq!(
+            out["url"],
+            "postgres://admin:[redacted]@db.internal:5432/app"
+        );
+        assert_eq!(
+            out["text"],
+            "connect with mysql://root:[redacted]@10.0.0.1/db please"
+        );
+        assert_eq!(out["public"], "https://example.com/a@b");
+        assert_eq!(
+            out["two"],
+            "postgres://a:[redacted]@h1/x and postgres://c:[redacted]@h2/y"
+        );
+        let mixed =
+            json!({"m": "postgres://a:b@h/x with ghp_abcdefghijklmnopqrstuvwxyz0123456789"});
+        assert_eq!(arguments(mixed.as_object())["m"], REDACTED);
     }
 
     #[test]

@@ -870,3 +870,101 @@ async fn closed_sessions_are_freed() {
         loom.log().matches("a gateway session was freed").count() >= 5
     });
 }
+
+/// Every HTTP session exports into a folder of its own below `exportDir`: one client neither
+/// replaces another's file nor learns its names; a name must end in the format's extension;
+/// what a session may write in all is bounded (`exportMaxBytes`).
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_export_into_folders_of_their_own_within_a_quota() {
+    let exports = tempfile::tempdir().expect("dir");
+    let loom = LoomHttp::start(json!({
+        "exportDir": exports.path().display().to_string(),
+        "exportMaxBytes": "1MiB",
+    }));
+    let (mut a, mut b) = (Client::new(&loom), Client::new(&loom));
+    a.initialize().await;
+    b.initialize().await;
+    let mut refs = Vec::new();
+    for client in [&mut a, &mut b] {
+        let envelope = client.call("fx_rows", json!({"count": 3000})).await.json();
+        refs.push(
+            envelope["result"]["structuredContent"]["ref"]
+                .as_str()
+                .unwrap_or_else(|| panic!("an envelope: {envelope}"))
+                .to_string(),
+        );
+    }
+    let export = |reference: &str, name: &str, overwrite: bool| json!({"ref": reference, "format": "csv", "filename": name, "overwrite": overwrite});
+    let first = a
+        .call("loom_export", export(&refs[0], "report.csv", false))
+        .await
+        .json();
+    let path_a = first["result"]["structuredContent"]["path"]
+        .as_str()
+        .unwrap_or_else(|| panic!("written: {first}"))
+        .to_string();
+    let before = std::fs::read(&path_a).expect("a's file");
+
+    // b may use the same name, overwrite or not: its file is somewhere else.
+    for overwrite in [false, true] {
+        let second = b
+            .call("loom_export", export(&refs[1], "report.csv", overwrite))
+            .await
+            .json();
+        assert_ne!(second["result"]["isError"], true, "{second}");
+        let path_b = second["result"]["structuredContent"]["path"]
+            .as_str()
+            .expect("path");
+        assert_ne!(path_b, path_a);
+        assert!(
+            path_b.starts_with(&exports.path().display().to_string()),
+            "{path_b}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(&path_a).expect("a's file"),
+        before,
+        "b replaced a's file"
+    );
+    let again = b
+        .call("loom_export", export(&refs[1], "report.csv", false))
+        .await
+        .json();
+    let text = again["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(text.contains("already exists"), "{again}");
+    assert!(!text.contains(&path_a), "b learns a's path: {text}");
+
+    let script = a
+        .call("loom_export", export(&refs[0], "conftest.py", false))
+        .await
+        .json();
+    assert_eq!(script["result"]["isError"], true, "{script}");
+    assert!(
+        script.to_string().contains("does not end in `.csv`"),
+        "{script}"
+    );
+
+    // 3,000 rows are ~320 KB of CSV: the 1 MiB quota stops the session at the fourth file.
+    let mut stopped = None;
+    for n in 0..20 {
+        let answer = a
+            .call("loom_export", export(&refs[0], &format!("r{n}.csv"), false))
+            .await
+            .json();
+        if answer["result"]["isError"] == true {
+            stopped = Some(answer.to_string());
+            break;
+        }
+    }
+    let stopped = stopped.expect("the quota stops the exports");
+    assert!(stopped.contains("exportMaxBytes"), "{stopped}");
+    // The other session's quota is its own.
+    let other = b
+        .call("loom_export", export(&refs[1], "more.csv", false))
+        .await
+        .json();
+    assert_ne!(other["result"]["isError"], true, "{other}");
+}

@@ -21,7 +21,8 @@ const SENSITIVE_WORDS: &[&str] = &[
     "credential",
 ];
 
-/// Well-known credential prefixes: GitHub tokens, OpenAI/Anthropic-style keys, Slack tokens.
+/// Well-known credential prefixes: GitHub tokens, OpenAI/Anthropic-style keys, Slack tokens,
+/// Stripe keys, GitLab tokens, npm and PyPI tokens, Google OAuth access tokens.
 const SECRET_PREFIXES: &[&str] = &[
     "ghp_",
     "gho_",
@@ -30,10 +31,22 @@ const SECRET_PREFIXES: &[&str] = &[
     "ghr_",
     "github_pat_",
     "sk-",
+    "sk_live_",
+    "sk_test_",
+    "rk_live_",
+    "rk_test_",
+    "whsec_",
     "xoxb-",
     "xoxp-",
     "xoxa-",
     "xoxs-",
+    "xoxe-",
+    "glpat-",
+    "glptt-",
+    "gldt-",
+    "npm_",
+    "pypi-",
+    "ya29.",
 ];
 
 fn is_sensitive_name(name: &str) -> bool {
@@ -53,7 +66,13 @@ fn is_base64url_byte(b: u8) -> bool {
 /// boundary so that e.g. `task-runner` does not count as an `sk-` key.
 pub fn looks_like_secret(s: &str) -> bool {
     let lower = s.to_ascii_lowercase();
-    if lower.contains("authorization:") || bearer_at(&lower) {
+    if lower.contains("authorization:")
+        || bearer_at(&lower)
+        || basic_credentials_at(s, &lower)
+        || (lower.contains("-----begin") && lower.contains("private key"))
+        || lower.contains("accountkey=")
+        || url_userinfo(s).is_some()
+    {
         return true;
     }
     let b = s.as_bytes();
@@ -69,6 +88,42 @@ fn bearer_at(lower: &str) -> bool {
         .any(|(i, m)| lower[i + m.len()..].starts_with(|c: char| !c.is_whitespace()))
 }
 
+/// `Basic <base64 of user:password>` (HTTP basic authentication): the word alone is common
+/// English, so the token after it must decode to text with a `:`.
+fn basic_credentials_at(s: &str, lower: &str) -> bool {
+    use base64::Engine as _;
+    lower.match_indices("basic ").any(|(i, m)| {
+        let token: String = s[i + m.len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '='))
+            .collect();
+        token.len() >= 8
+            && base64::engine::general_purpose::STANDARD
+                .decode(token.as_bytes())
+                .is_ok_and(|decoded| decoded.contains(&b':'))
+    })
+}
+
+/// The byte range of the password in the first `scheme://user:password@host` of `s`.
+pub fn url_userinfo(s: &str) -> Option<std::ops::Range<usize>> {
+    let mut from = 0;
+    while let Some(at) = s[from..].find("://") {
+        let start = from + at + 3;
+        let authority_end = s[start..]
+            .find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace())
+            .map_or(s.len(), |end| start + end);
+        let authority = &s[start..authority_end];
+        if let Some(at_sign) = authority.rfind('@')
+            && let Some(colon) = authority[..at_sign].find(':')
+            && colon + 1 < at_sign
+        {
+            return Some(start + colon + 1..start + at_sign);
+        }
+        from = start;
+    }
+    None
+}
+
 fn secret_starts_at(b: &[u8]) -> bool {
     for prefix in SECRET_PREFIXES {
         if let Some(rest) = b.strip_prefix(prefix.as_bytes())
@@ -76,6 +131,13 @@ fn secret_starts_at(b: &[u8]) -> bool {
         {
             return true;
         }
+    }
+    // Google API keys: `AIza` and 35 more characters.
+    if let Some(rest) = b.strip_prefix(b"AIza")
+        && rest.len() >= 30
+        && rest[..30].iter().all(|c| is_token_byte(*c))
+    {
+        return true;
     }
     // AWS access key ids: a four-letter kind, then 16 upper-case letters or digits.
     for prefix in [b"AKIA", b"ASIA"] {
@@ -261,6 +323,14 @@ impl Config {
                     }),
             ),
             ("exportDir", self.export_dir.display().to_string()),
+            (
+                "exportMaxBytes",
+                format!(
+                    "{} ({})",
+                    self.export_max_bytes,
+                    human_bytes(self.export_max_bytes)
+                ),
+            ),
             (
                 "neutralizeCsvFormulas",
                 self.neutralize_csv_formulas.to_string(),
@@ -662,6 +732,7 @@ mod tests {
                 "exportDir:          {}",
                 crate::config::default_export_dir().display()
             ),
+            "exportMaxBytes:     1073741824 (1 GiB)",
             "neutralizeCsvFormulas: true",
             "queryTimeoutMs:     30000",
             "restart:            maxAttempts 5, baseDelayMs 1000",

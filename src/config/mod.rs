@@ -22,7 +22,7 @@ mod validate;
 use std::path::{Path, PathBuf};
 
 pub use error::{ConfigError, FILE_PATH, Problem, ROOT_PATH};
-pub use mask::{MASK, looks_like_secret, mask_arg, mask_args, mask_url};
+pub use mask::{MASK, looks_like_secret, mask_arg, mask_args, mask_url, url_userinfo};
 pub use model::{
     Config, ConfigFormat, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_MAX_JOINED_TOOLS,
     DEFAULT_MAX_TOOL_NAME_LENGTH, DEFAULT_MEMORY_BUDGET_BYTES, DEFAULT_QUERY_TIMEOUT_MS,

@@ -39,6 +39,8 @@ pub const DEFAULT_RESTART_BASE_DELAY_MS: u64 = 1000;
 /// Backoff never waits longer than this between restarts.
 pub const MAX_RESTART_DELAY: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_TOOL_NAME_LENGTH: usize = 64;
+/// What one session's exports may write in all, by default: 1 GiB.
+pub const DEFAULT_EXPORT_MAX_BYTES: u64 = 1024 * 1024 * 1024;
 pub const MIN_MAX_TOOL_NAME_LENGTH: usize = 16;
 pub const MAX_MAX_TOOL_NAME_LENGTH: usize = 128;
 /// The longest server name; the rest of a tool name budget is left for the tool's own name.
@@ -54,6 +56,8 @@ pub struct Config {
     pub memory_budget_bytes: u64,
     pub engine_memory_limit_bytes: Option<u64>,
     pub export_dir: PathBuf,
+    /// What one session's exports may write in all (SPEC §15).
+    pub export_max_bytes: u64,
     /// CSV exports prefix text cells that a spreadsheet would run as a formula with `'`.
     pub neutralize_csv_formulas: bool,
     pub query_timeout_ms: u64,
@@ -358,6 +362,7 @@ impl Config {
             memory_budget_bytes: DEFAULT_MEMORY_BUDGET_BYTES,
             engine_memory_limit_bytes: None,
             export_dir: default_export_dir(),
+            export_max_bytes: DEFAULT_EXPORT_MAX_BYTES,
             neutralize_csv_formulas: true,
             query_timeout_ms: DEFAULT_QUERY_TIMEOUT_MS,
             restart: RestartPolicy::default(),

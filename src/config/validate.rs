@@ -42,6 +42,7 @@ const ROOT_KEYS: &[&str] = &[
     ENGINE_MEMORY_LIMIT,
     DUCKDB_MEMORY_LIMIT,
     "exportDir",
+    "exportMaxBytes",
     "queryTimeoutMs",
     "neutralizeCsvFormulas",
     "restart",
@@ -483,6 +484,11 @@ impl Checker<'_> {
             && let Some(dir) = self.non_empty_string(v, "exportDir")
         {
             config.export_dir = PathBuf::from(dir);
+        }
+        if let Some(v) = fields.get("exportMaxBytes")
+            && let Some(n) = self.size(v, "exportMaxBytes")
+        {
+            config.export_max_bytes = n;
         }
         if let Some(v) = fields.get("neutralizeCsvFormulas")
             && let Some(b) = self.boolean(v, "neutralizeCsvFormulas")

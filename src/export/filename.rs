@@ -1,4 +1,5 @@
-//! Export file names: a plain, visible basename inside `exportDir`, or a clear refusal.
+//! Export file names: a plain, visible basename inside the session's export folder that ends
+//! in the format's extension, or a clear refusal.
 
 /// The longest name accepted (well inside every filesystem's limit).
 pub const MAX_CHARS: usize = 128;
@@ -10,7 +11,8 @@ const RESERVED: &[&str] = &[
 ];
 
 /// The file name to write: `requested` checked, with the format's extension added when it has
-/// none; the default `<ref>.<ext>` when nothing was requested.
+/// none (a name with another extension is refused); the default `<ref>.<ext>` when nothing was
+/// requested.
 pub fn resolve(
     requested: Option<&str>,
     reference: &str,
@@ -58,11 +60,23 @@ pub fn resolve(
             "contains characters other than letters, digits, space, `-`, `_`, `.`, `(`, `)`, `+`",
         );
     }
-    if name.contains('.') {
-        Ok(name.to_string())
-    } else {
-        Ok(format!("{name}.{extension}"))
+    if !name.contains('.') {
+        return Ok(format!("{name}.{extension}"));
     }
+    // A name that ends in another extension is refused, not extended: `conftest.py` or
+    // `index.html` written by loom would be run or rendered by whatever picks up that kind of
+    // file, with the data's text in it.
+    let wanted = format!(".{extension}");
+    let ends_right = name.len() > wanted.len()
+        && name
+            .get(name.len() - wanted.len()..)
+            .is_some_and(|end| end.eq_ignore_ascii_case(&wanted));
+    if !ends_right {
+        return refuse(&format!(
+            "does not end in `{wanted}`, the format's extension"
+        ));
+    }
+    Ok(name.to_string())
 }
 
 #[cfg(test)]
@@ -84,6 +98,12 @@ mod tests {
             resolve(Some("données.csv"), "ds", "csv").as_deref(),
             Ok("données.csv")
         );
+        assert_eq!(
+            resolve(Some("Report.JSON"), "ds", "json").as_deref(),
+            Ok("Report.JSON")
+        );
+        let wrong = resolve(Some("conftest.py"), "ds", "csv").expect_err("py");
+        assert!(wrong.contains("does not end in `.csv`"), "{wrong}");
     }
 
     #[test]
@@ -106,6 +126,11 @@ mod tests {
             "tab\there",
             "trailing.",
             "star*.csv",
+            "conftest.py",
+            "index.html",
+            "data.csv.py",
+            "report.v2",
+            ".csv",
         ] {
             let error = resolve(Some(bad), "ds", "csv").expect_err(bad);
             assert!(error.contains("filename"), "{bad}: {error}");

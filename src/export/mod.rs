@@ -88,7 +88,16 @@ pub fn write_csv(
     let mut writer = csv::WriterBuilder::new()
         .terminator(csv::Terminator::CRLF)
         .from_writer(out);
-    writer.write_record(names).map_err(std::io::Error::other)?;
+    // Column names come from the data too (a query's aliases, a tool's keys): the header row is
+    // neutralized like any text cell.
+    let header = names.iter().map(|name| {
+        if neutralize && looks_like_formula(name) {
+            format!("'{name}")
+        } else {
+            name.clone()
+        }
+    });
+    writer.write_record(header).map_err(std::io::Error::other)?;
     let mut rows = 0;
     for batch in batches {
         for row in 0..batch.num_rows() {
@@ -160,8 +169,8 @@ pub fn write_json(
     Ok(rows)
 }
 
-/// Write `dataset` to `dir/name` (both already checked), CSV formulas neutralized. Creates `dir`
-/// if needed.
+/// Write `dataset` to `dir/name` (both already checked), CSV formulas neutralized, with no
+/// bound on its size. Creates `dir` if needed.
 pub fn export(
     dataset: &Dataset,
     format: Format,
@@ -169,10 +178,37 @@ pub fn export(
     name: &str,
     overwrite: bool,
 ) -> Result<Written, String> {
-    export_with(dataset, format, dir, name, overwrite, true)
+    export_with(dataset, format, dir, name, overwrite, true, u64::MAX)
 }
 
-/// [`export`], choosing whether CSV text cells that look like formulas are neutralized.
+/// A writer that fails once more than `left` bytes were given to it: an export stops at the
+/// session's quota instead of filling the disk (its temporary file is then removed).
+struct Bounded<W> {
+    inner: W,
+    left: u64,
+}
+
+/// The error text of an export stopped by its quota; recognised to name the quota.
+const QUOTA_STOP: &str = "the export quota is used up";
+
+impl<W: Write> Write for Bounded<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let len = buf.len() as u64;
+        if len > self.left {
+            return Err(std::io::Error::other(QUOTA_STOP));
+        }
+        let written = self.inner.write(buf)?;
+        self.left -= written as u64;
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// [`export`], choosing whether CSV text cells that look like formulas are neutralized and how
+/// many bytes the file may have at most (`max_bytes`: what is left of the session's quota).
 pub fn export_with(
     dataset: &Dataset,
     format: Format,
@@ -180,6 +216,7 @@ pub fn export_with(
     name: &str,
     overwrite: bool,
     neutralize_formulas: bool,
+    max_bytes: u64,
 ) -> Result<Written, String> {
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("cannot create the export directory {}: {e}", dir.display()))?;
@@ -203,12 +240,27 @@ pub fn export_with(
         .iter()
         .map(|f| f.name().clone())
         .collect();
-    let writer = BufWriter::with_capacity(1 << 16, temp.as_file());
+    let writer = BufWriter::with_capacity(
+        1 << 16,
+        Bounded {
+            inner: temp.as_file(),
+            left: max_bytes,
+        },
+    );
     let rows = match format {
         Format::Csv => write_csv(writer, &dataset.batches, &names, neutralize_formulas),
         Format::Json => write_json(writer, &dataset.batches, &names),
     }
-    .map_err(|e| format!("writing {} failed: {e}", target.display()))?;
+    .map_err(|e| {
+        if e.to_string().contains(QUOTA_STOP) {
+            format!(
+                "{} would be larger than the {max_bytes} bytes this session may still export                  (exportMaxBytes); nothing was written — export fewer rows (loom_materialize a                  query first) or raise exportMaxBytes",
+                target.display()
+            )
+        } else {
+            format!("writing {} failed: {e}", target.display())
+        }
+    })?;
     temp.as_file()
         .sync_all()
         .map_err(|e| format!("writing {} failed: {e}", target.display()))?;

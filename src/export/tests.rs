@@ -135,8 +135,16 @@ fn csv_neutralizes_formulas_in_text_cells_only() {
     );
     assert!(text.contains(",-5,"), "numbers are not text: {text}");
 
-    let written =
-        export_with(&data, Format::Csv, dir.path(), "raw.csv", false, false).expect("export");
+    let written = export_with(
+        &data,
+        Format::Csv,
+        dir.path(),
+        "raw.csv",
+        false,
+        false,
+        u64::MAX,
+    )
+    .expect("export");
     let text = std::fs::read_to_string(&written.path).expect("read");
     assert!(text.contains("\"=HYPERLINK(\"\"http://x\"\")\""), "{text}");
 
@@ -154,4 +162,50 @@ fn json_export_keeps_big_integers_as_numbers() {
     let written = export(&data, Format::Json, dir.path(), "ids.json", false).expect("export");
     let text = std::fs::read_to_string(&written.path).expect("read");
     assert!(text.contains(r#""id":9007199254740993"#), "{text}");
+}
+
+/// Column names come from the data as well (a query's aliases): a header that a spreadsheet
+/// would run is neutralized like a cell.
+#[test]
+fn csv_neutralizes_formulas_in_the_header_too() {
+    let data = dataset(r#"[{"a": 1, "b": 2, "c": 3}]"#);
+    let names = ["=HYPERLINK(\"http://x\")", "-x", "plain"].map(String::from);
+    let mut out = Vec::new();
+    write_csv(&mut out, &data.batches, &names, true).expect("csv");
+    let text = String::from_utf8(out).expect("utf-8");
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let header: Vec<String> = reader
+        .headers()
+        .expect("header")
+        .iter()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(header, ["'=HYPERLINK(\"http://x\")", "'-x", "plain"]);
+    let mut out = Vec::new();
+    write_csv(&mut out, &data.batches, &names, false).expect("csv");
+    assert!(String::from_utf8_lossy(&out).starts_with("\"=HYPERLINK"));
+}
+
+/// An export stops at what the session may still write, says so, and leaves no file behind.
+#[test]
+fn an_export_past_the_quota_writes_nothing() {
+    let data = dataset(ROWS);
+    let dir = tempfile::tempdir().expect("dir");
+    let error = export_with(&data, Format::Json, dir.path(), "q.json", false, true, 10)
+        .expect_err("over the quota");
+    assert!(error.contains("exportMaxBytes"), "{error}");
+    assert!(error.contains("10 bytes"), "{error}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").collect();
+    assert!(left.is_empty(), "{left:?}");
+    let written = export_with(
+        &data,
+        Format::Json,
+        dir.path(),
+        "q.json",
+        false,
+        true,
+        1 << 20,
+    )
+    .expect("within the quota");
+    assert!(written.bytes > 10);
 }

@@ -114,6 +114,8 @@ pub struct Gateway {
     /// Marks server-written descriptions in `loom_find_tools` results.
     nonce: String,
     stats: crate::report::SessionStats,
+    /// Where this session's exports go and what they wrote so far (SPEC §15).
+    exports: synthetic::Exports,
     /// Resource URIs this session subscribed to: only their updates reach its client.
     subscriptions: Mutex<std::collections::HashSet<String>>,
     /// The client's `subscriptions/listen` streams (2026-07-28), and how many of them want
@@ -192,6 +194,7 @@ impl Gateway {
             tools_changed: AtomicBool::new(false),
             nonce: discovery::new_nonce(),
             stats: crate::report::SessionStats::new(),
+            exports: synthetic::Exports::new(&config.export_dir, owns_hub),
             subscriptions: Mutex::new(std::collections::HashSet::new()),
             listeners: Mutex::new(Listeners::default()),
             log_interest: Arc::default(),
@@ -510,6 +513,7 @@ impl Gateway {
     ) -> rmcp::model::CallToolResult {
         let store = self.store.clone();
         let config = self.config.clone();
+        let exports = self.exports.clone();
         let tool = name.to_string();
         let arguments = arguments.clone();
         let work = async move {
@@ -519,7 +523,7 @@ impl Gateway {
                 }
                 synthetic::LIST => synthetic::list(&store),
                 synthetic::MATERIALIZE => synthetic::materialize(&store, &arguments).await,
-                synthetic::EXPORT => synthetic::export(&store, &config, &arguments),
+                synthetic::EXPORT => synthetic::export(&store, &config, &exports, &arguments),
                 read::READ => read::read(&store, &arguments),
                 _ => synthetic::describe(&store, &arguments),
             }

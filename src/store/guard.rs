@@ -477,6 +477,20 @@ fn literal_int(expr: &Expr) -> Option<i64> {
     }
 }
 
+/// The most centroids an approximate percentile may be asked to keep (the engine's default is
+/// 100): the count is allocated up front, and `i64::MAX` of them is a capacity overflow.
+pub const MAX_CENTROIDS: i64 = 10_000;
+
+/// Where an aggregate's centroid count is among its arguments (the value, [the weight,] the
+/// percentile, then the count).
+fn centroids_position(name: &str) -> Option<usize> {
+    match name {
+        "approx_percentile_cont" => Some(2),
+        "approx_percentile_cont_with_weight" => Some(3),
+        _ => None,
+    }
+}
+
 fn check_expression(expr: &Expr) -> Result<(), Refusal> {
     // Sizes multiply when such calls meet in one expression (`array_repeat(array_repeat(1, n),
     // n)`, `replace(repeat('a', n), 'a', repeat('b', n))`): one per expression, never more.
@@ -497,6 +511,21 @@ fn check_expression(expr: &Expr) -> Result<(), Refusal> {
     }
     let mut outcome = Ok(());
     let _ = expr.apply(|e| {
+        if let Expr::AggregateFunction(call) = e
+            && let Some(position) = centroids_position(call.func.name())
+            && call
+                .params
+                .args
+                .get(position)
+                .and_then(literal_int)
+                .is_some_and(|n| !(1..=MAX_CENTROIDS).contains(&n))
+        {
+            outcome = refuse(format!(
+                "`{}` takes at most {MAX_CENTROIDS} centroids in loom (and at least 1)",
+                call.func.name()
+            ));
+            return Ok(TreeNodeRecursion::Stop);
+        }
         if let Expr::ScalarFunction(call) = e {
             let name = call.func.name();
             if let Some(positions) = size_arguments(name) {

@@ -307,6 +307,34 @@ async def test_error_results(dp, client_kind):
         assert (await query(client, f"SELECT count(*) AS n FROM {ref}"))["rows"] == [{"n": 2500}]
 
 
+async def test_secrets_in_arguments_are_not_kept_and_exports_keep_their_extension(dp, client_kind):
+    """Arguments are redacted before they are stored (SPEC §13): key names and token shapes, and
+    a URL keeps all but its password. An export's name must end in its format's extension (§15)."""
+    async with open_client(client_kind, dp) as client:
+        # The envelope shows three arguments: two calls of three each.
+        first = {"count": 2500, "db_pass": "hunter2", "access_key": "abc"}
+        second = {"count": 2400, "note": "sk_live_51Habcdefghijklmn", "source": "postgres://app:s3cr3t@db.internal:5432/crm"}
+        envelope = assert_envelope(await client.call(f"{CRM}_rows", first), "rows with secrets")
+        assert envelope["provenance"]["args"] == {"count": 2500, "db_pass": "[redacted]", "access_key": "[redacted]"}
+        other = assert_envelope(await client.call(f"{CRM}_rows", second), "rows with secrets")
+        assert other["provenance"]["args"] == {
+            "count": 2400,
+            "note": "[redacted]",
+            "source": "postgres://app:[redacted]@db.internal:5432/crm",
+        }
+        for ref in [envelope["ref"], other["ref"]]:
+            described = json.dumps(assert_ok(await client.call("loom_describe", {"ref": ref}), "describe"))
+            assert "hunter2" not in described and "s3cr3t" not in described and "sk_live" not in described
+        for name in ["conftest.py", "index.html"]:
+            text = assert_error(
+                await client.call("loom_export", {"ref": envelope["ref"], "format": "csv", "filename": name}),
+                f"export {name}",
+                "does not end in `.csv`",
+            )
+            assert name in text
+            assert not (dp.export_dir / name).exists()
+
+
 @pytest.mark.parametrize("client_kind", ["sdk1"])
 async def test_a_twelve_mb_result_reaches_the_client_as_an_envelope(dp, client_kind):
     """60,000 rows are about 12 MB of JSON from the server. The 1.x SDK reads a line that long
