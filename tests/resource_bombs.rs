@@ -462,6 +462,82 @@ fn bombs() -> Vec<Bomb> {
             ),
             Error(&["CompiledTooBig", "size limit"]),
         ),
+        // --- round 2 (issue 27): values built past the bounds, work past the timeout -------
+        q(
+            "make_array of 20,000 references to one list",
+            format!(
+                "WITH a AS (SELECT array_agg(id) AS l FROM {U}) SELECT cardinality(make_array({})) AS n FROM a",
+                list(20_000, ",", |_| "l".into())
+            ),
+            Error(&[VALUE_BOUND]),
+        ),
+        q(
+            "make_array of 20 references to one list, per row of a cross join",
+            format!(
+                "WITH a AS (SELECT array_agg(id) AS l FROM {U}) \
+                 SELECT sum(cardinality(make_array({}))) AS n FROM a, {U}",
+                list(20, ",", |_| "l".into())
+            ),
+            // One row per batch (the cross join's shape): each value is within the bounds, so
+            // the timeout ends it — and the deadline stops the work with it (settle ≈ 0).
+            Error(&[VALUE_BOUND, TIMEOUT]),
+        ),
+        q(
+            "struct of many references to one list",
+            format!(
+                "WITH a AS (SELECT array_agg(id) AS l FROM {U}) SELECT count(struct({})) AS n FROM a",
+                list(2_000, ",", |_| "l".into())
+            ),
+            Error(&[VALUE_BOUND]),
+        ),
+        q(
+            "array_replace_all with a list replacement",
+            format!(
+                "WITH a AS (SELECT array_agg(make_array(0)) AS ll, array_agg(id) AS l FROM {U}) \
+                 SELECT cardinality(array_replace_all(ll, make_array(0), l)) AS n FROM a"
+            ),
+            Error(&[VALUE_BOUND]),
+        ),
+        q(
+            "to_char with a 10,000-directive format",
+            format!(
+                "SELECT max(length(to_char(created, '{}'))) AS n FROM {U}",
+                "%Y".repeat(10_000)
+            ),
+            Error(&[VALUE_BOUND]),
+        ),
+        q(
+            "array_agg over a whole-partition window frame",
+            format!(
+                "SELECT max(cardinality(l)) AS n FROM (SELECT array_agg(id) OVER \
+                 (ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS l FROM {U}) t"
+            ),
+            Error(&[REFUSED]),
+        ),
+        q(
+            "string_agg over a running window of a cross join",
+            format!(
+                "SELECT max(length(s)) AS n FROM (SELECT string_agg(a.name, ',') OVER \
+                 (ORDER BY a.id, b.order_id) AS s FROM {U} a, {O} b WHERE b.order_id < 100008) t"
+            ),
+            Error(&[REFUSED]),
+        ),
+        q(
+            "array_agg over a bounded window frame (allowed)",
+            format!(
+                "SELECT max(cardinality(l)) AS n FROM (SELECT array_agg(id) OVER \
+                 (ORDER BY id ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) AS l FROM {U}) t"
+            ),
+            SuccessOr(&[]),
+        ),
+        q(
+            "levenshtein of two 45 KB texts",
+            format!(
+                "WITH s AS (SELECT string_agg(name, '') AS t FROM {U}) \
+                 SELECT levenshtein(t, reverse(t)) AS d FROM s"
+            ),
+            Error(&[VALUE_BOUND]),
+        ),
     ]
 }
 

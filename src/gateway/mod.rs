@@ -155,7 +155,11 @@ impl Gateway {
     /// joined tools and report.
     pub async fn session(hub: Arc<Hub>, owns_hub: bool) -> Result<Arc<Self>, StartError> {
         let config = hub.config.clone();
-        let store = Arc::new(Store::on_shared(store_settings(&config), &hub.engine));
+        let store = Arc::new(Store::on_shared(
+            store_settings(&config),
+            &hub.engine,
+            owns_hub,
+        ));
         // Sealed or nothing: if any forbidden statement runs, the session does not start.
         store.self_test().await.map_err(StartError::Engine)?;
         let mut snapshot_task = None;

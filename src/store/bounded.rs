@@ -55,6 +55,18 @@ enum Growth {
     /// after each. A list of a million one-character elements joined with a 60 KB delimiter is
     /// 60 GB in one value.
     Join,
+    /// `make_array(…)`, `struct(…)`, `named_struct(…)`, `map(…)`, `array_union(…)`, …: a new
+    /// value holding a copy of every argument. `make_array(l, l, …)` with 20,000 references to
+    /// one 40 KB list is 800 MB in one value, though each argument is small.
+    Combine,
+    /// `array_replace[_n|_all](list, from, to)`: every element may become `to`, itself a list.
+    ReplaceElements,
+    /// `to_char(value, format)`: each directive of the format may print up to 16 times its own
+    /// length (`%+` is 2 bytes for 32); a 10,000-directive format made 1.2 GB.
+    Format,
+    /// `levenshtein(a, b)`: no bigger value, but work of `len(a) × len(b)` in one step that no
+    /// timeout interrupts (two 200 KB strings held an engine thread for a minute).
+    Pairwise,
 }
 
 /// The functions bounded here, by name (aliases follow their function).
@@ -75,7 +87,30 @@ const BOUNDED: &[(&str, Growth)] = &[
     ("array_prepend", Growth::ArrayConcat),
     ("encode", Growth::Encode),
     ("array_to_string", Growth::Join),
+    ("make_array", Growth::Combine),
+    ("struct", Growth::Combine),
+    ("named_struct", Growth::Combine),
+    ("map", Growth::Combine),
+    ("make_map", Growth::Combine),
+    ("array_union", Growth::Combine),
+    ("array_intersect", Growth::Combine),
+    ("array_except", Growth::Combine),
+    ("arrays_zip", Growth::Combine),
+    ("array_insert", Growth::Combine),
+    ("array_replace", Growth::ReplaceElements),
+    ("array_replace_n", Growth::ReplaceElements),
+    ("array_replace_all", Growth::ReplaceElements),
+    ("to_char", Growth::Format),
+    ("levenshtein", Growth::Pairwise),
 ];
+
+/// The most `len(a) × len(b)` steps one call of a pairwise function ([`Growth::Pairwise`]) may
+/// take for its batch of rows (about half a second of one thread): work that cannot be
+/// interrupted is bounded before it starts.
+pub const MAX_PAIRWISE_STEPS: u64 = 1 << 28;
+
+/// How many times its own length one directive of a `to_char` format may print.
+const FORMAT_EXPANSION: u64 = 16;
 
 /// Replace every bounded built-in of `ctx` with its bounded wrapper, and the `||` operator on
 /// text with [`STRING_CONCAT`] (an optimizer rule, run after type coercion).
@@ -144,6 +179,66 @@ fn counts(value: &ColumnarValue, rows: usize) -> Vec<i64> {
     match (value, values.first()) {
         (ColumnarValue::Scalar(_), Some(one)) => vec![*one; rows.max(1)],
         _ => values,
+    }
+}
+
+/// The bytes each row's value of an argument stands for, nested values measured through every
+/// level ([`super::measure`]); a scalar stands for every row.
+fn value_sizes(value: &ColumnarValue) -> super::measure::Sizes {
+    use super::measure::{Sizes, row_sizes};
+    match value {
+        ColumnarValue::Array(array) => row_sizes(array.as_ref()),
+        // Nested scalars hold a one-row array: measured where it is, never copied.
+        ColumnarValue::Scalar(ScalarValue::List(array)) => {
+            Sizes::Fixed(row_sizes(array.as_ref()).at(0))
+        }
+        ColumnarValue::Scalar(ScalarValue::LargeList(array)) => {
+            Sizes::Fixed(row_sizes(array.as_ref()).at(0))
+        }
+        ColumnarValue::Scalar(ScalarValue::FixedSizeList(array)) => {
+            Sizes::Fixed(row_sizes(array.as_ref()).at(0))
+        }
+        ColumnarValue::Scalar(ScalarValue::Struct(array)) => {
+            Sizes::Fixed(row_sizes(array.as_ref()).at(0))
+        }
+        ColumnarValue::Scalar(ScalarValue::Map(array)) => {
+            Sizes::Fixed(row_sizes(array.as_ref()).at(0))
+        }
+        ColumnarValue::Scalar(scalar) => match scalar.to_array_of_size(1) {
+            Ok(array) => Sizes::Fixed(row_sizes(array.as_ref()).at(0)),
+            Err(_) => Sizes::Fixed(scalar.size() as u64),
+        },
+    }
+}
+
+/// Per row of a list argument: how many elements it holds (a scalar stands for every row).
+fn element_counts(value: &ColumnarValue, rows: usize) -> Vec<u64> {
+    let array = match value {
+        ColumnarValue::Array(array) => array.clone(),
+        ColumnarValue::Scalar(scalar) => match scalar.to_array_of_size(1) {
+            Ok(array) => array,
+            Err(_) => return vec![0; rows.max(1)],
+        },
+    };
+    let counts: Vec<u64> = match array.data_type() {
+        DataType::List(_) => array
+            .as_list::<i32>()
+            .value_offsets()
+            .windows(2)
+            .map(|w| (w[1] - w[0]).max(0) as u64)
+            .collect(),
+        DataType::LargeList(_) => array
+            .as_list::<i64>()
+            .value_offsets()
+            .windows(2)
+            .map(|w| (w[1] - w[0]).max(0) as u64)
+            .collect(),
+        DataType::FixedSizeList(_, n) => vec![u64::try_from(*n).unwrap_or(0); array.len()],
+        _ => vec![0; array.len()],
+    };
+    match value {
+        ColumnarValue::Scalar(_) => vec![counts.first().copied().unwrap_or(0); rows.max(1)],
+        ColumnarValue::Array(_) => counts,
     }
 }
 
@@ -325,6 +420,38 @@ impl Bounded {
                     })
                     .collect()
             }
+            Growth::Combine => {
+                let parts: Vec<_> = args.iter().map(value_sizes).collect();
+                (0..rows.max(1))
+                    .map(|row| parts.iter().fold(0u64, |s, p| s.saturating_add(p.at(row))))
+                    .collect()
+            }
+            Growth::ReplaceElements => {
+                let (Some(list), Some(to)) = (arg(0), arg(2)) else {
+                    return Vec::new();
+                };
+                let (list_sizes, to_sizes) = (value_sizes(list), value_sizes(to));
+                element_counts(list, rows)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(row, count)| {
+                        list_sizes
+                            .at(row)
+                            .saturating_add(count.saturating_mul(to_sizes.at(row)))
+                    })
+                    .collect()
+            }
+            Growth::Format => match arg(1) {
+                Some(format) => {
+                    let formats = value_sizes(format);
+                    (0..rows.max(1))
+                        .map(|row| formats.at(row).saturating_mul(FORMAT_EXPANSION))
+                        .collect()
+                }
+                None => Vec::new(),
+            },
+            // Work, not size: checked in `check`.
+            Growth::Pairwise => Vec::new(),
             Growth::Concat | Growth::ArrayConcat => {
                 let parts: Vec<Vec<u64>> = args
                     .iter()
@@ -332,7 +459,10 @@ impl Bounded {
                         Growth::Concat => {
                             text_lengths(a, rows).unwrap_or_else(|| vec![16; rows.max(1)])
                         }
-                        _ => element_bytes(a, rows),
+                        _ => {
+                            let sizes = value_sizes(a);
+                            (0..rows.max(1)).map(|row| sizes.at(row).max(16)).collect()
+                        }
                     })
                     .collect();
                 // concat_ws repeats its separator between the parts.
@@ -380,6 +510,9 @@ impl Bounded {
     }
 
     fn check(&self, args: &[ColumnarValue], rows: usize, batch_rows: usize) -> Result<()> {
+        if self.growth == Growth::Pairwise {
+            return self.check_work(args, rows);
+        }
         let mut sizes = self.sizes(args, rows);
         // A call whose arguments are all constants is folded once, at planning, and its value
         // is then copied into every row of every batch it meets: bound it as that many copies.
@@ -390,6 +523,29 @@ impl Bounded {
             sizes = vec![one; batch_rows.max(1)];
         }
         check_sizes(self.inner.name(), &sizes)
+    }
+}
+
+impl Bounded {
+    /// A pairwise function's steps for its batch, `len(a) × len(b)` summed over the rows, at
+    /// most [`MAX_PAIRWISE_STEPS`].
+    fn check_work(&self, args: &[ColumnarValue], rows: usize) -> Result<()> {
+        let (Some(a), Some(b)) = (args.first(), args.get(1)) else {
+            return Ok(());
+        };
+        let (a, b) = (value_sizes(a), value_sizes(b));
+        let steps = (0..rows.max(1)).fold(0u64, |sum, row| {
+            sum.saturating_add(a.at(row).saturating_mul(b.at(row)))
+        });
+        if steps > MAX_PAIRWISE_STEPS {
+            let name = self.inner.name();
+            return Err(DataFusionError::ResourcesExhausted(format!(
+                "`{name}` would take {steps} steps (the lengths of its two texts multiplied, \
+                 summed over {rows} rows); loom allows at most {MAX_PAIRWISE_STEPS} per call — \
+                 compare shorter texts (e.g. `{name}(left(a, 1000), left(b, 1000))`)"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -453,6 +609,7 @@ impl ScalarUDFImpl for Bounded {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        super::deadline::check(&args.config_options)?;
         let batch_rows = usize::from(args.config_options.execution.batch_size);
         self.check(&args.args, args.number_rows, batch_rows)?;
         self.inner.invoke_with_args(args)

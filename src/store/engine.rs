@@ -8,6 +8,8 @@
 //! and aborts the query task.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use arrow::array::RecordBatch;
@@ -26,6 +28,29 @@ pub const STACK_BYTES: usize = 64 * 1024 * 1024;
 /// would panic otherwise).
 pub struct Engine {
     runtime: Option<tokio::runtime::Runtime>,
+    threads: usize,
+    /// Work whose caller gave up at its timeout and that has not stopped yet.
+    overdue: Arc<AtomicUsize>,
+}
+
+/// Where one piece of work is: running, past its timeout, or done.
+const RUNNING: u8 = 0;
+const OVERDUE: u8 = 1;
+const DONE: u8 = 2;
+
+/// Marks its work done when the work's future is dropped (finished or aborted), taking it off
+/// the overdue count if it was on it.
+struct Finish {
+    state: Arc<AtomicU8>,
+    overdue: Arc<AtomicUsize>,
+}
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        if self.state.swap(DONE, Ordering::AcqRel) == OVERDUE {
+            self.overdue.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
 }
 
 impl Engine {
@@ -33,8 +58,9 @@ impl Engine {
     /// passthrough traffic: with every core busy in queries, a call's p99 went from 0.4 to 4 ms),
     /// at least one; named so they show in a profile.
     pub fn start() -> Result<Self, String> {
+        let threads = crate::parallel::cores().saturating_sub(1).max(1);
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(crate::parallel::cores().saturating_sub(1).max(1))
+            .worker_threads(threads)
             .thread_name("loom-engine")
             .on_thread_start(lower_priority)
             .thread_stack_size(STACK_BYTES)
@@ -43,7 +69,54 @@ impl Engine {
             .map_err(|e| format!("cannot start the query engine's threads: {e}"))?;
         Ok(Self {
             runtime: Some(runtime),
+            threads,
+            overdue: Arc::default(),
         })
+    }
+
+    /// The engine's threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Spawn `work`, unless every engine thread may still be busy with work that passed its
+    /// timeout: new work would then only queue behind it, unseen, so it is refused with a
+    /// reason instead (SPEC §10.2).
+    fn spawn<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> Result<(AbortOnDropHandle<T>, Arc<AtomicU8>), String> {
+        let overdue = self.overdue.load(Ordering::Acquire);
+        if overdue >= self.threads {
+            return Err(format!(
+                "the query engine is still busy: {overdue} earlier quer{} passed queryTimeoutMs \
+                 and {} not stopped yet; try again in a few seconds",
+                if overdue == 1 { "y" } else { "ies" },
+                if overdue == 1 { "has" } else { "have" },
+            ));
+        }
+        let state = Arc::new(AtomicU8::new(RUNNING));
+        let finish = Finish {
+            state: state.clone(),
+            overdue: self.overdue.clone(),
+        };
+        let task = self.handle()?.spawn(async move {
+            let _finish = finish;
+            work.await
+        });
+        Ok((AbortOnDropHandle::new(task), state))
+    }
+
+    /// The caller gave up on the work of `state`: count it overdue until it stops.
+    fn give_up(&self, state: &AtomicU8) {
+        self.overdue.fetch_add(1, Ordering::AcqRel);
+        if state
+            .compare_exchange(RUNNING, OVERDUE, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // It finished meanwhile.
+            self.overdue.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 
     fn handle(&self) -> Result<&tokio::runtime::Handle, String> {
@@ -64,12 +137,15 @@ impl Engine {
     ) -> Result<Option<T>, String> {
         // Aborted when dropped: a caller that gives up (its own timeout, a cancelled request)
         // stops the work instead of detaching it.
-        let mut task = AbortOnDropHandle::new(self.handle()?.spawn(work));
+        let (mut task, state) = self.spawn(work)?;
         match tokio::time::timeout(timeout, &mut task).await {
             Ok(done) => done
                 .map(Some)
                 .map_err(|e| format!("the engine task failed: {e}")),
-            Err(_) => Ok(None),
+            Err(_) => {
+                self.give_up(&state);
+                Ok(None)
+            }
         }
     }
 
@@ -81,11 +157,14 @@ impl Engine {
         timeout: Duration,
         work: impl Future<Output = Result<T, QueryError>> + Send + 'static,
     ) -> Result<T, QueryError> {
-        let mut task = AbortOnDropHandle::new(self.handle().map_err(QueryError::Sql)?.spawn(work));
+        let (mut task, state) = self.spawn(work).map_err(QueryError::Sql)?;
         match tokio::time::timeout(timeout, &mut task).await {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(join)) => Err(QueryError::Sql(format!("the query failed: {join}"))),
-            Err(_) => Err(QueryError::Timeout(timeout.as_millis())),
+            Err(_) => {
+                self.give_up(&state);
+                Err(QueryError::Timeout(timeout.as_millis()))
+            }
         }
     }
 }
@@ -172,6 +251,37 @@ mod tests {
                 "{limit} of {total}"
             );
         }
+    }
+
+    /// Work that cannot be interrupted keeps its thread past the timeout: while every engine
+    /// thread is held so, new work is refused with a reason instead of queueing unseen.
+    #[tokio::test]
+    async fn an_engine_busy_past_its_timeouts_refuses_new_work_until_it_is_free() {
+        let engine = Engine::start().expect("engine");
+        for _ in 0..engine.threads() {
+            let outcome = engine
+                .run_within(Duration::from_millis(50), async {
+                    std::thread::sleep(Duration::from_millis(700));
+                    Ok::<(), QueryError>(())
+                })
+                .await;
+            assert!(
+                matches!(outcome, Err(QueryError::Timeout(50))),
+                "{outcome:?}"
+            );
+        }
+        let refused = engine
+            .run_within(Duration::from_secs(5), async { Ok::<u8, QueryError>(1) })
+            .await;
+        match refused {
+            Err(QueryError::Sql(message)) => assert!(message.contains("still busy"), "{message}"),
+            other => panic!("not refused: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let later = engine
+            .run_within(Duration::from_secs(5), async { Ok::<u8, QueryError>(1) })
+            .await;
+        assert!(matches!(later, Ok(1)), "{later:?}");
     }
 
     #[tokio::test]

@@ -53,6 +53,7 @@ pub fn check_physical(
 ) -> Result<(), Refusal> {
     let mut pending = vec![plan];
     while let Some(node) = pending.pop() {
+        check_window_values(node.as_ref())?;
         if pairs_every_row(node.as_ref()) {
             let rows: Option<Vec<u128>> = node
                 .children()
@@ -73,6 +74,89 @@ pub fn check_physical(
             }
         }
         pending.extend(node.children());
+    }
+    Ok(())
+}
+
+/// What the values of one value-building window aggregate may hold in all, summed over the rows
+/// it is computed for (256 MiB): each row gets a value built from its whole frame.
+pub const MAX_WINDOW_VALUE_BYTES: u128 = 256 * 1024 * 1024;
+
+/// Bytes one element of a window aggregate's value is counted as.
+const WINDOW_ELEMENT_BYTES: u128 = 16;
+
+/// Aggregates whose value holds every row of their input: as window functions each row gets a
+/// copy of its whole frame, so `array_agg(id) OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND
+/// UNBOUNDED FOLLOWING)` over 40,000 rows is 40,000 lists of 40,000 elements (4 GB in 2.4 s),
+/// built in one step outside the memory pool.
+fn builds_from_frame(name: &str) -> bool {
+    matches!(
+        name,
+        "array_agg" | "string_agg" | "listagg" | "array_union_agg"
+    )
+}
+
+/// Refuse a window of a value-building aggregate whose rows × frame width could pass
+/// [`MAX_WINDOW_VALUE_BYTES`]: the rows are the window input's bound, the frame a `ROWS` frame's
+/// width when both ends are bounded, else every row.
+fn check_window_values(node: &dyn datafusion::physical_plan::ExecutionPlan) -> Result<(), Refusal> {
+    use datafusion::logical_expr::{WindowFrameBound, WindowFrameUnits};
+    use datafusion::physical_expr::window::{PlainAggregateWindowExpr, SlidingAggregateWindowExpr};
+    use datafusion::physical_plan::windows::{BoundedWindowAggExec, WindowAggExec};
+    let (exprs, input) = if let Some(window) = node.downcast_ref::<BoundedWindowAggExec>() {
+        (window.window_expr(), window.input())
+    } else if let Some(window) = node.downcast_ref::<WindowAggExec>() {
+        (window.window_expr(), window.input())
+    } else {
+        return Ok(());
+    };
+    let Some(rows) = row_bound(input.as_ref(), 0) else {
+        return Ok(());
+    };
+    for expr in exprs {
+        let any = expr.as_any();
+        let name = if let Some(plain) = any.downcast_ref::<PlainAggregateWindowExpr>() {
+            plain.get_aggregate_expr().fun().name().to_string()
+        } else if let Some(sliding) = any.downcast_ref::<SlidingAggregateWindowExpr>() {
+            sliding.get_aggregate_expr().fun().name().to_string()
+        } else {
+            continue;
+        };
+        if !builds_from_frame(&name) {
+            continue;
+        }
+        let frame = expr.get_window_frame();
+        let reach = |bound: &WindowFrameBound| -> Option<u128> {
+            match bound {
+                WindowFrameBound::CurrentRow => Some(0),
+                WindowFrameBound::Preceding(n) | WindowFrameBound::Following(n) => {
+                    if n.is_null() {
+                        None
+                    } else {
+                        n.to_string().parse::<u128>().ok()
+                    }
+                }
+            }
+        };
+        let width = match (
+            frame.units,
+            reach(&frame.start_bound),
+            reach(&frame.end_bound),
+        ) {
+            (WindowFrameUnits::Rows, Some(start), Some(end)) => (start + end + 1).min(rows),
+            _ => rows,
+        };
+        let bytes = rows
+            .saturating_mul(width)
+            .saturating_mul(WINDOW_ELEMENT_BYTES);
+        if bytes > MAX_WINDOW_VALUE_BYTES {
+            return refuse(format!(
+                "`{name}` as a window function would build a value from up to {width} rows for \
+                 each of {rows} rows (~{bytes} bytes, at most {MAX_WINDOW_VALUE_BYTES}); give it \
+                 a frame like `ROWS BETWEEN 100 PRECEDING AND CURRENT ROW`, or aggregate with \
+                 GROUP BY and join the result"
+            ));
+        }
     }
     Ok(())
 }

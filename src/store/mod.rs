@@ -2,11 +2,14 @@
 //! `MemTable` named by its ref, a catalog of what is held, and the sealed query path.
 
 pub mod bounded;
+pub mod deadline;
 pub mod document;
 pub mod engine;
 pub mod guard;
+pub mod measure;
 pub mod output;
 pub mod profile;
+mod share;
 pub mod values;
 
 use std::collections::HashMap;
@@ -157,6 +160,9 @@ pub struct Store {
     /// Where planning, checking and running queries happen: never on the threads that carry
     /// passthrough traffic. Shared by every session of one loom ([`SharedEngine`]).
     engine: Arc<engine::Engine>,
+    /// This session's share of the engine's threads: work beyond it waits (within its timeout)
+    /// instead of taking the threads other sessions need.
+    share: Arc<tokio::sync::Semaphore>,
     catalog: Mutex<Catalog>,
     listener: Mutex<Option<Listener>>,
     settings: StoreSettings,
@@ -216,6 +222,47 @@ fn close_spill(slot: &Mutex<Option<tempfile::TempDir>>) {
     }
 }
 
+/// Spill directories are `<temp dir>/loom-spill-<pid>-<random>`.
+const SPILL_PREFIX: &str = "loom-spill-";
+
+/// What the engine may spill to disk: this many times its memory pool.
+pub const SPILL_PER_POOL: u64 = 4;
+
+/// Remove the spill directories of loom processes that are gone (a crash or a kill leaves
+/// them behind); a directory of a live process, or of another user, is left alone. Returns how
+/// many were removed.
+pub fn remove_stale_spills(temp: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(temp) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(SPILL_PREFIX)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+        if !alive && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            match std::fs::remove_dir_all(entry.path()) {
+                Ok(()) => removed += 1,
+                Err(error) => tracing::debug!(
+                    "cannot remove the stale spill directory {}: {error}",
+                    entry.path().display()
+                ),
+            }
+        }
+    }
+    if removed > 0 {
+        tracing::info!(
+            "removed {removed} spill director(ies) left by loom processes that are gone"
+        );
+    }
+    removed
+}
+
 /// The query engine's threads, memory pool and spill directory, shared by every store (every
 /// client session) of one loom process: however many sessions are open, queries run on one set
 /// of engine threads and within one memory pool (SPEC §10.2, §22).
@@ -228,20 +275,23 @@ pub struct SharedEngine {
 
 impl SharedEngine {
     pub fn start(settings: &StoreSettings) -> Result<Self, String> {
+        remove_stale_spills(&std::env::temp_dir());
         let spill = tempfile::Builder::new()
-            .prefix("loom-spill-")
+            .prefix(&format!("{SPILL_PREFIX}{}-", std::process::id()))
             .tempdir()
             .map_err(|e| format!("cannot create the spill directory: {e}"))?;
-        let mut runtime = RuntimeEnvBuilder::new().with_disk_manager_builder(
-            DiskManagerBuilder::default().with_mode(DiskManagerMode::Directories(vec![
-                spill.path().to_path_buf(),
-            ])),
-        );
-        // Always a pool: joins, sorts and aggregations spill or fail cleanly instead of
-        // growing without bound.
         let limit = settings
             .engine_memory_limit_bytes
             .unwrap_or_else(engine::default_memory_limit);
+        let mut runtime = RuntimeEnvBuilder::new().with_disk_manager_builder(
+            DiskManagerBuilder::default()
+                .with_mode(DiskManagerMode::Directories(vec![
+                    spill.path().to_path_buf(),
+                ]))
+                .with_max_temp_directory_size(limit.saturating_mul(SPILL_PER_POOL)),
+        );
+        // Always a pool: joins, sorts and aggregations spill or fail cleanly instead of
+        // growing without bound.
         runtime = runtime.with_memory_limit(usize::try_from(limit).unwrap_or(usize::MAX), 1.0);
         let runtime = runtime
             .build_arc()
@@ -268,22 +318,43 @@ impl Store {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        let mut store = Store::on_shared(settings, &shared);
+        let mut store = Store::on_shared(settings, &shared, true);
         store.spill = Mutex::new(spill);
         Ok(store)
     }
 
-    /// A store on `shared`'s engine (one of several sessions).
-    pub fn on_shared(settings: StoreSettings, shared: &SharedEngine) -> Self {
+    /// A store on `shared`'s engine. The only session of its process (`sole`) may use all of
+    /// it; one of several gets a share — at most half the engine's threads (at least one) and
+    /// half its memory pool — so that no session can take the engine from the others
+    /// (SPEC §10.2).
+    pub fn on_shared(settings: StoreSettings, shared: &SharedEngine, sole: bool) -> Self {
         let config = SessionConfig::new()
             .with_information_schema(false)
             .with_target_partitions(2);
-        let ctx = SessionContext::new_with_config_rt(config, shared.runtime.clone());
+        let threads = shared.engine.threads();
+        let (runtime, permits) = if sole {
+            (shared.runtime.clone(), threads)
+        } else {
+            let pool = &shared.runtime.memory_pool;
+            let limit = match pool.memory_limit() {
+                datafusion::execution::memory_pool::MemoryLimit::Finite(limit) => limit / 2,
+                _ => usize::MAX,
+            };
+            let runtime = datafusion::execution::runtime_env::RuntimeEnv {
+                memory_pool: Arc::new(share::SessionShare::new(pool.clone(), limit)),
+                disk_manager: shared.runtime.disk_manager.clone(),
+                cache_manager: shared.runtime.cache_manager.clone(),
+                object_store_registry: shared.runtime.object_store_registry.clone(),
+            };
+            (Arc::new(runtime), (threads / 2).max(1))
+        };
+        let ctx = SessionContext::new_with_config_rt(config, runtime);
         bounded::install(&ctx);
         output::install(&ctx);
         Self {
             ctx,
             engine: shared.engine.clone(),
+            share: Arc::new(tokio::sync::Semaphore::new(permits)),
             catalog: Mutex::new(Catalog::default()),
             listener: Mutex::new(None),
             settings,
@@ -595,7 +666,16 @@ impl Store {
     /// Plan `sql`, check it with the guard, run it: all of it on the engine's threads and under
     /// `queryTimeoutMs`, the result read as a stream and capped (SPEC §10.2).
     pub async fn query(&self, sql: &str) -> Result<QueryOutput, QueryError> {
-        let ctx = self.ctx.clone();
+        let timeout = self.settings.query_timeout;
+        // This query's own view of the session, carrying its deadline to every step of the
+        // work (the catalog, functions and rules are shared).
+        let mut state = self.ctx.state();
+        state
+            .config_mut()
+            .options_mut()
+            .extensions
+            .insert(deadline::QueryDeadline::after(timeout));
+        let ctx = SessionContext::new_with_state(state);
         let sql = sql.to_string();
         let datasets: std::collections::HashSet<String> = self.references().into_iter().collect();
         let max_rows = self.settings.max_result_rows;
@@ -627,8 +707,14 @@ impl Store {
                 scanned,
             ))
         };
-        let timeout = self.settings.query_timeout;
-        let (output, scanned) = self.engine.run_within(timeout, work).await?;
+        let (output, scanned) = match self.engine.run_within(timeout, work).await {
+            // The deadline inside the work and the timeout around it are the same limit: the
+            // client reads the same answer whichever fired first.
+            Err(QueryError::Sql(message)) if message.contains(deadline::STOPPED) => {
+                return Err(QueryError::Timeout(timeout.as_millis()));
+            }
+            other => other?,
+        };
         for name in scanned {
             // `get` marks the dataset as used, which is what eviction orders by.
             let _ = self.get(&name);
@@ -645,6 +731,13 @@ impl Store {
     ) -> Result<Option<T>, String> {
         // Counted at both ends, so the idle period is timed from the end of long work.
         crate::footprint::heavy_work();
+        // The session's turn is taken here, where loom's own tools enter the engine (a query
+        // inside such work runs within the same turn).
+        let share = self.share.clone();
+        let work = async move {
+            let _turn = share.acquire_owned().await;
+            work.await
+        };
         let outcome = self.engine.run(self.settings.query_timeout, work).await;
         crate::footprint::heavy_work();
         outcome

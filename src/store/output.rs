@@ -10,7 +10,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::array::{Array, RecordBatch};
 use arrow::datatypes::DataType;
 use arrow::datatypes::FieldRef;
 use datafusion::common::config::ConfigOptions;
@@ -58,47 +58,9 @@ impl DisplayAs for OutputBound {
     }
 }
 
-/// The largest value of `array` in bytes, for the types whose values can grow (text, binary,
-/// lists); 0 for fixed-width ones (their size follows from the row count).
-fn largest_value(array: &dyn Array) -> u64 {
-    fn widest<O: arrow::array::OffsetSizeTrait>(offsets: &[O]) -> u64 {
-        offsets
-            .windows(2)
-            .map(|w| (w[1].as_usize().saturating_sub(w[0].as_usize())) as u64)
-            .max()
-            .unwrap_or(0)
-    }
-    match array.data_type() {
-        DataType::Utf8 => widest(array.as_string::<i32>().value_offsets()),
-        DataType::LargeUtf8 => widest(array.as_string::<i64>().value_offsets()),
-        DataType::Binary => widest(array.as_binary::<i32>().value_offsets()),
-        DataType::LargeBinary => widest(array.as_binary::<i64>().value_offsets()),
-        DataType::Utf8View => array
-            .as_string_view()
-            .views()
-            .iter()
-            .map(|view| u64::from(*view as u32))
-            .max()
-            .unwrap_or(0),
-        DataType::List(_) => {
-            let list = array.as_list::<i32>();
-            let elements = list.values().to_data().get_slice_memory_size().unwrap_or(0) as u64;
-            let count = list.values().len().max(1) as u64;
-            widest(list.value_offsets()).saturating_mul(elements / count)
-        }
-        DataType::LargeList(_) => {
-            let list = array.as_list::<i64>();
-            let elements = list.values().to_data().get_slice_memory_size().unwrap_or(0) as u64;
-            let count = list.values().len().max(1) as u64;
-            widest(list.value_offsets()).saturating_mul(elements / count)
-        }
-        _ => 0,
-    }
-}
-
 /// Fail when a value of `array` is over [`MAX_VALUE_BYTES`]; returns the bytes the array holds.
 fn check_values(array: &dyn Array) -> Result<u64> {
-    let largest = largest_value(array);
+    let largest = super::measure::largest_value(array);
     if largest > MAX_VALUE_BYTES {
         return Err(DataFusionError::ResourcesExhausted(format!(
             "a computed value of {largest} bytes; loom allows at most {MAX_VALUE_BYTES} bytes \
@@ -167,6 +129,7 @@ impl ScalarUDFImpl for StepCheck {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        super::deadline::check(&args.config_options)?;
         let batch_rows = usize::from(args.config_options.execution.batch_size);
         let Some(value) = args.args.into_iter().next() else {
             return Err(DataFusionError::Internal(format!(
@@ -184,7 +147,7 @@ impl ScalarUDFImpl for StepCheck {
                 // Its value's own bytes count, as for the value builders' constants.
                 let one = scalar.to_array_of_size(1)?;
                 check_values(one.as_ref())?;
-                let bytes = largest_value(one.as_ref());
+                let bytes = super::measure::largest_value(one.as_ref());
                 check_total(bytes.saturating_mul(batch_rows as u64), batch_rows)?;
             }
         }
@@ -302,11 +265,15 @@ impl ExecutionPlan for OutputBound {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
+        let options = Arc::clone(context.session_config().options());
         let stream = self.input.execute(partition, context)?;
         let schema = stream.schema();
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             schema,
-            stream.map(|batch| batch.and_then(check)),
+            stream.map(move |batch| {
+                super::deadline::check(&options)?;
+                batch.and_then(check)
+            }),
         )))
     }
 }

@@ -516,3 +516,22 @@ async fn string_concatenation_is_bounded_in_every_clause() {
     assert!(!shown.contains(" || "), "an unbounded || is left: {shown}");
     assert!(shown.contains(bounded::STRING_CONCAT), "{shown}");
 }
+
+/// A crashed loom's spill directory is removed at the next start; a live process's, and
+/// anything not named like one, stay.
+#[test]
+fn stale_spill_directories_are_removed_and_live_ones_kept() {
+    let temp = tempfile::tempdir().expect("dir");
+    // A pid that cannot exist (above the kernel's pid_max limit of 2^22).
+    let dead = temp.path().join("loom-spill-4294967-abc");
+    let live = temp
+        .path()
+        .join(format!("loom-spill-{}-abc", std::process::id()));
+    let other = temp.path().join("loom-spill-notapid");
+    for dir in [&dead, &live, &other] {
+        std::fs::create_dir_all(dir.join("inner")).expect("mkdir");
+    }
+    assert_eq!(super::remove_stale_spills(temp.path()), 1);
+    assert!(!dead.exists());
+    assert!(live.exists() && other.exists());
+}
