@@ -90,10 +90,7 @@ const WINDOW_ELEMENT_BYTES: u128 = 16;
 /// UNBOUNDED FOLLOWING)` over 40,000 rows is 40,000 lists of 40,000 elements (4 GB in 2.4 s),
 /// built in one step outside the memory pool.
 fn builds_from_frame(name: &str) -> bool {
-    matches!(
-        name,
-        "array_agg" | "string_agg" | "listagg" | "array_union_agg"
-    )
+    matches!(name, "array_agg" | "string_agg")
 }
 
 /// Refuse a window of a value-building aggregate whose rows × frame width could pass
