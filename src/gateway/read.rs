@@ -155,7 +155,10 @@ fn mode(arguments: &Map<String, Value>, document: &Document) -> Result<Mode, Str
         return Err("give one of `offset`/`length`, `lines` or `pattern`, not several".to_string());
     }
     if let Some(pattern) = pattern {
+        // `^` and `$` are line anchors: the search is for lines, and it runs a chunk of lines
+        // at a time.
         let regex = regex::RegexBuilder::new(pattern)
+            .multi_line(true)
             .size_limit(MAX_REGEX_BYTES)
             .build()
             .map_err(|e| format!("`pattern` is not a valid regular expression: {e}"))?;
@@ -296,28 +299,121 @@ fn shown(line: &str, at: usize) -> String {
     )
 }
 
+/// A pattern search runs over chunks of whole lines of about this many bytes, and a longer
+/// line in windows of this size, checking its deadline between them: one regular expression
+/// over a 4 MB line can take half a minute, and nothing interrupts it.
+const SEARCH_CHUNK_BYTES: usize = 64 * 1024;
+/// How far past its window a match on a long line may reach and still be found.
+const SEARCH_OVERLAP_BYTES: usize = 4 * 1024;
+
+/// The largest char boundary of `text` at or below `at`.
+fn floor_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// Where the first match of `regex` on the long line `start..end` of `text` is, window by
+/// window; `Err(())` when the deadline passed first.
+fn search_long_line(
+    text: &str,
+    regex: &regex::Regex,
+    (start, end): (usize, usize),
+    deadline: std::time::Instant,
+) -> Result<Option<usize>, ()> {
+    let mut window = start;
+    while window < end {
+        if std::time::Instant::now() > deadline {
+            return Err(());
+        }
+        let stop = floor_boundary(
+            text,
+            (window + SEARCH_CHUNK_BYTES + SEARCH_OVERLAP_BYTES).min(end),
+        );
+        if let Some(found) = regex.find(&text[window..stop]) {
+            return Ok(Some(window + found.start()));
+        }
+        let next = floor_boundary(text, window + SEARCH_CHUNK_BYTES);
+        window = if next > window { next } else { stop };
+    }
+    Ok(None)
+}
+
 fn search(
     reference: &str,
     document: &Document,
     regex: &regex::Regex,
     context: usize,
+    deadline: std::time::Instant,
 ) -> CallToolResult {
     let text = document.text();
     // Lines that match, in order, each once, with where the first match sits in the line.
     let mut matched: Vec<(usize, usize)> = Vec::new();
     let mut total = 0usize;
-    for found in regex.find_iter(text) {
-        let line = document.line_of(found.start());
+    let mut record = |line: usize, at: usize, matched: &mut Vec<(usize, usize)>| {
         if matched.last().is_some_and(|(l, _)| *l == line) {
-            continue;
+            return;
         }
         total += 1;
         if matched.len() < MAX_MATCHES {
-            let (start, _) = document
-                .line_range(line)
-                .unwrap_or((found.start(), found.end()));
-            matched.push((line, found.start() - start));
+            let (start, _) = document.line_range(line).unwrap_or((at, at));
+            matched.push((line, at - start));
         }
+    };
+    // The line the search stopped at when its deadline passed.
+    let mut stopped_at = None;
+    let mut line = 1;
+    while line <= document.lines() {
+        if std::time::Instant::now() > deadline {
+            stopped_at = Some(line);
+            break;
+        }
+        let Some((start, end)) = document.line_range(line) else {
+            break;
+        };
+        if end - start > SEARCH_CHUNK_BYTES {
+            match search_long_line(text, regex, (start, end), deadline) {
+                Ok(Some(at)) => record(line, at, &mut matched),
+                Ok(None) => {}
+                Err(()) => {
+                    stopped_at = Some(line);
+                    break;
+                }
+            }
+            line += 1;
+            continue;
+        }
+        // Whole lines up to the chunk size (at least one), searched at once.
+        let mut last = line;
+        while let Some((_, next_end)) = document.line_range(last + 1) {
+            if next_end - start > SEARCH_CHUNK_BYTES {
+                break;
+            }
+            last += 1;
+        }
+        let chunk_end = document.line_range(last).map_or(end, |(_, e)| e);
+        for found in regex.find_iter(&text[start..chunk_end]) {
+            let at = start + found.start();
+            record(document.line_of(at).min(last), at, &mut matched);
+        }
+        line = last + 1;
+    }
+    if let Some(line) = stopped_at {
+        let mut result = error_result(format!(
+            "{READ}: the search for {:?} in {reference} passed queryTimeoutMs at line {} of {} \
+             ({total} matching lines before it); narrow the pattern, read `lines` around what \
+             you need, or filter with loom_query over {reference}(line_no, text)",
+            regex.as_str(),
+            thousands(line),
+            thousands(document.lines())
+        ));
+        result.structured_content = Some(json!({
+            "ref": reference, "pattern": regex.as_str(), "matches": total,
+            "stoppedAtLine": line, "complete": false,
+        }));
+        return result;
     }
     if total == 0 {
         let mut result = CallToolResult::success(vec![ContentBlock::text(format!(
@@ -442,7 +538,8 @@ pub fn read(store: &Arc<Store>, arguments: &Option<Map<String, Value>>) -> CallT
     {
         return error_result(format!("{READ}: {e}"));
     }
-    let mut result = read_held(reference, &held, arguments);
+    let deadline = std::time::Instant::now() + store.settings().query_timeout;
+    let mut result = read_held(reference, &held, arguments, deadline);
     if pin && result.is_error != Some(true) {
         result.content.push(ContentBlock::text(format!(
             "[loom: {reference} is pinned: it is never evicted]"
@@ -451,7 +548,12 @@ pub fn read(store: &Arc<Store>, arguments: &Option<Map<String, Value>>) -> CallT
     result
 }
 
-fn read_held(reference: &str, held: &Dataset, arguments: &Map<String, Value>) -> CallToolResult {
+fn read_held(
+    reference: &str,
+    held: &Dataset,
+    arguments: &Map<String, Value>,
+    deadline: std::time::Instant,
+) -> CallToolResult {
     match &held.content {
         Content::Blob(_) if arguments.keys().any(|k| k != "ref" && k != "pin") => {
             error_result(format!(
@@ -466,7 +568,9 @@ fn read_held(reference: &str, held: &Dataset, arguments: &Map<String, Value>) ->
             Err(e) => error_result(format!("{READ}: {e}")),
             Ok(Mode::Chars { offset, length }) => page(reference, document, offset, length),
             Ok(Mode::Lines { first, last }) => lines(reference, document, first, last),
-            Ok(Mode::Pattern { regex, context }) => search(reference, document, &regex, context),
+            Ok(Mode::Pattern { regex, context }) => {
+                search(reference, document, &regex, context, deadline)
+            }
         },
     }
 }
@@ -506,6 +610,65 @@ mod tests {
 
     fn is_error(result: &CallToolResult) -> bool {
         result.is_error == Some(true)
+    }
+
+    /// A search runs a chunk of lines, or a window of a long line, at a time: it finds what a
+    /// search of the whole text finds (`^`/`$` are line anchors), also on a 4 MB line and across
+    /// a window's edge, and it stops with an honest answer when its time is up.
+    #[test]
+    fn searches_run_in_chunks_and_stop_at_their_deadline() {
+        let mut text = String::new();
+        for i in 0..20_000 {
+            text.push_str(&format!(
+                "line {i} {}\n",
+                if i % 997 == 0 { "ERROR here" } else { "ok" }
+            ));
+        }
+        // A 4 MB line with one match straddling the edge of its first two windows.
+        let edge = SEARCH_CHUNK_BYTES - 3;
+        let mut long = "a".repeat(4 << 20);
+        long.replace_range(edge..edge + 6, "NEEDLE");
+        text.push_str(&long);
+        text.push_str("\nlast ERROR line");
+        let (store, doc) = store_with(&text);
+        let found = call(
+            &store,
+            json!({"ref": doc, "pattern": "ERROR|NEEDLE", "context": 0}),
+        );
+        let meta = found.structured_content.clone().expect("structured");
+        // Lines 1, 998, … (21 of the 20,000), the long line and the last one.
+        assert_eq!(meta["matches"], 23, "{meta}");
+        let lines = meta["lines"].as_array().expect("lines").clone();
+        assert_eq!(lines.last(), Some(&json!(20_002)));
+        assert_eq!(lines[lines.len() - 2], json!(20_001));
+        let anchored = call(
+            &store,
+            json!({"ref": doc, "pattern": "^last", "context": 0}),
+        );
+        assert_eq!(
+            anchored.structured_content.expect("structured")["lines"],
+            json!([20_002])
+        );
+
+        // The search of a held document that cannot finish in time.
+        let Some(held) = store.get(&doc) else {
+            panic!("held")
+        };
+        let Content::Document(document) = &held.content else {
+            panic!("a document")
+        };
+        let regex = regex::Regex::new("a[ab]{1000}[^ab]").expect("regex");
+        let late = search(&doc, document, &regex, 0, std::time::Instant::now());
+        assert!(is_error(&late));
+        let text = texts(&late).join("");
+        assert!(
+            text.contains("passed queryTimeoutMs at line 1 of 20,002"),
+            "{text}"
+        );
+        assert_eq!(
+            late.structured_content.expect("structured")["complete"],
+            false
+        );
     }
 
     #[test]
