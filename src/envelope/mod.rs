@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use crate::hints::JoinHint;
 use crate::intercept::estimate::estimate_tokens;
 use crate::store::Dataset;
-use crate::store::values::{cell, cut};
+use crate::store::values::{Shown, cell_shown, cut};
 
 /// What an envelope aims for.
 pub const TARGET_CHARS: usize = 2_000;
@@ -27,6 +27,9 @@ pub const MAX_CHARS: usize = 8_192;
 pub const SAMPLE_ROWS: usize = 5;
 /// Long strings in samples are cut to this many characters (then shorter when shrinking).
 pub const SAMPLE_STRING_CHARS: usize = 200;
+/// A column name is shown to at most this many characters (a 60,000-character name made a
+/// 1.3 MB `loom_describe`); a longer one ends in `…`.
+pub const MAX_NAME_CHARS: usize = 200;
 /// Arrays and objects in the provenance's arguments show this many items (then fewer).
 pub const ARGS_ITEMS: usize = 20;
 
@@ -122,11 +125,19 @@ fn schema_entries(
         .take(columns)
         .map(|p| {
             match stats {
-                Stats::Names => return Value::String(format!("{}: {}", p.name, p.data_type)),
+                Stats::Names => {
+                    return Value::String(format!(
+                        "{}: {}",
+                        cut(&p.name, MAX_NAME_CHARS),
+                        p.data_type
+                    ));
+                }
                 Stats::Counted => {
                     let mut text = format!(
                         "{}: {}, {} distinct",
-                        p.name, p.data_type, p.approx_distinct
+                        cut(&p.name, MAX_NAME_CHARS),
+                        p.data_type,
+                        p.approx_distinct
                     );
                     if p.null_fraction > 0.0 {
                         // At least 1% when there are nulls at all: "0% null" would be a lie.
@@ -138,7 +149,7 @@ fn schema_entries(
                 Stats::Full | Stats::Brief => {}
             }
             let mut entry = Map::new();
-            entry.insert("name".into(), json!(p.name));
+            entry.insert("name".into(), json!(cut(&p.name, MAX_NAME_CHARS)));
             entry.insert("type".into(), json!(p.data_type));
             if stats == Stats::Brief {
                 if p.null_fraction > 0.0 {
@@ -154,10 +165,7 @@ fn schema_entries(
             if text_min_max || !is_text {
                 for (key, value) in [("min", &p.min), ("max", &p.max)] {
                     if let Some(value) = value {
-                        let value = match value {
-                            Value::String(s) => Value::String(cut(s, 40)),
-                            other => other.clone(),
-                        };
+                        let value = cut_value(value, 40, 10);
                         entry.insert(key.into(), value);
                     }
                 }
@@ -194,11 +202,8 @@ fn sample_rows(
                 .zip(batch.columns())
                 .take(columns)
                 .map(|(field, array)| {
-                    let value = match cell(array, row) {
-                        Value::String(s) => Value::String(cut(&s, string_chars)),
-                        other => other,
-                    };
-                    (field.name().clone(), value)
+                    let value = cell_shown(array, row, Shown::new(string_chars));
+                    (cut(field.name(), MAX_NAME_CHARS), value)
                 });
             out.push(if as_arrays {
                 Value::Array(cells.map(|(_, value)| value).collect())

@@ -26,10 +26,14 @@ pub fn quote_ident(name: &str) -> String {
 /// when there is one, else an aggregate over a numeric column, else the first rows.
 pub fn example(dataset: &Dataset) -> String {
     let table = &dataset.reference;
-    let group = dataset
-        .profile
-        .iter()
-        .find(|p| p.data_type == "Utf8" && p.approx_distinct >= 2 && p.approx_distinct <= 50);
+    // A column whose name would not be shown whole is no example.
+    let usable = |name: &str| name.chars().count() <= super::MAX_NAME_CHARS;
+    let group = dataset.profile.iter().find(|p| {
+        p.data_type == "Utf8"
+            && p.approx_distinct >= 2
+            && p.approx_distinct <= 50
+            && usable(&p.name)
+    });
     if let Some(column) = group {
         let c = quote_ident(&column.name);
         return format!(
@@ -39,7 +43,7 @@ pub fn example(dataset: &Dataset) -> String {
     let numeric = dataset
         .profile
         .iter()
-        .find(|p| matches!(p.data_type.as_str(), "Int64" | "Float64"));
+        .find(|p| matches!(p.data_type.as_str(), "Int64" | "Float64") && usable(&p.name));
     if let Some(column) = numeric {
         let c = quote_ident(&column.name);
         return format!("SELECT min({c}), max({c}), avg({c}) FROM {table}");

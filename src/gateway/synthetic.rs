@@ -337,7 +337,12 @@ fn known_datasets(store: &Store) -> String {
         .iter()
         .take(20)
         .map(|d| {
-            let columns: Vec<&str> = d.profile.iter().take(12).map(|p| p.name.as_str()).collect();
+            let columns: Vec<String> = d
+                .profile
+                .iter()
+                .take(12)
+                .map(|p| crate::store::values::cut(&p.name, envelope::MAX_NAME_CHARS))
+                .collect();
             format!("{} ({})", d.reference, columns.join(", "))
         })
         .collect();
@@ -402,7 +407,10 @@ pub async fn query(
     let columns: Vec<Value> = schema
         .fields()
         .iter()
-        .map(|f| json!({"name": f.name(), "type": type_name(f.data_type())}))
+        .map(|f| {
+            json!({"name": crate::store::values::cut(f.name(), envelope::MAX_NAME_CHARS),
+                   "type": type_name(f.data_type())})
+        })
         .collect();
     let header_tokens = estimate_tokens(&json!(columns).to_string());
     if let Some(inline_rows) = rows_within(&batches, threshold.saturating_sub(header_tokens)) {
@@ -504,7 +512,13 @@ pub fn describe_dataset(d: &Dataset, held: &[Arc<Dataset>]) -> Value {
     let mut schema = schema_json(d, true, d.profile.len());
     for (entry, info) in schema.iter_mut().zip(&d.columns) {
         if let (Value::Object(entry), true) = (entry, info.source != info.name) {
-            entry.insert("source".into(), json!(info.source));
+            entry.insert(
+                "source".into(),
+                json!(crate::store::values::cut(
+                    &info.source,
+                    envelope::MAX_NAME_CHARS
+                )),
+            );
         }
     }
     for (entry, field) in schema.iter_mut().zip(d.schema.fields()) {

@@ -142,6 +142,91 @@ pub fn cell(array: &ArrayRef, row: usize) -> Value {
     }
 }
 
+/// How much of a value an answer shows (samples, `loom_describe`): strings cut to `chars`
+/// characters, lists and structs to their first `items` entries with the rest counted, nesting
+/// to `depth` levels — so that an answer stays small inside lists and structs too (a 3-row
+/// sample of 200,000-element lists was 2.6 MB).
+#[derive(Debug, Clone, Copy)]
+pub struct Shown {
+    pub chars: usize,
+    pub items: usize,
+    pub depth: usize,
+}
+
+impl Shown {
+    pub const fn new(chars: usize) -> Self {
+        Self {
+            chars,
+            items: 10,
+            depth: 3,
+        }
+    }
+}
+
+/// The value at `row` of `array` as typed JSON, within `shown`: a list past its first `items`
+/// elements ends with `"… N more"`, a struct past its first `items` fields with the member
+/// `"…": "N more"`, a list or struct nested deeper than `depth` is `"[N items]"` /
+/// `"{N fields}"`. Only what is shown is converted.
+pub fn cell_shown(array: &ArrayRef, row: usize, shown: Shown) -> Value {
+    if array.is_null(row) {
+        return Value::Null;
+    }
+    let list = |values: ArrayRef| -> Value {
+        if shown.depth == 0 {
+            return Value::String(format!("[{} items]", values.len()));
+        }
+        let inner = Shown {
+            depth: shown.depth - 1,
+            ..shown
+        };
+        let mut out: Vec<Value> = (0..values.len().min(shown.items))
+            .map(|i| cell_shown(&values, i, inner))
+            .collect();
+        if values.len() > shown.items {
+            out.push(Value::String(format!(
+                "… {} more",
+                values.len() - shown.items
+            )));
+        }
+        Value::Array(out)
+    };
+    match array.data_type() {
+        DataType::List(_) => list(array.as_list::<i32>().value(row)),
+        DataType::LargeList(_) => list(array.as_list::<i64>().value(row)),
+        DataType::FixedSizeList(_, _) => list(array.as_fixed_size_list().value(row)),
+        DataType::Struct(fields) => {
+            if shown.depth == 0 {
+                return Value::String(format!("{{{} fields}}", fields.len()));
+            }
+            let inner = Shown {
+                depth: shown.depth - 1,
+                ..shown
+            };
+            let s = array.as_struct();
+            let mut out: serde_json::Map<String, Value> = fields
+                .iter()
+                .zip(s.columns())
+                .take(shown.items)
+                .map(|(f, c)| (cut(f.name(), shown.chars), cell_shown(c, row, inner)))
+                .collect();
+            if fields.len() > shown.items {
+                out.insert(
+                    "…".into(),
+                    Value::String(format!("{} more", fields.len() - shown.items)),
+                );
+            }
+            Value::Object(out)
+        }
+        DataType::Utf8 => Value::String(cut(array.as_string::<i32>().value(row), shown.chars)),
+        DataType::LargeUtf8 => Value::String(cut(array.as_string::<i64>().value(row), shown.chars)),
+        DataType::Utf8View => Value::String(cut(array.as_string_view().value(row), shown.chars)),
+        _ => match cell(array, row) {
+            Value::String(s) => Value::String(cut(&s, shown.chars)),
+            other => other,
+        },
+    }
+}
+
 /// A short type name for schemas shown to a model (`Int64`, `Utf8`, `Timestamp(µs, UTC)`).
 pub fn type_name(data_type: &DataType) -> String {
     match data_type {
