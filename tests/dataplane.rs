@@ -332,3 +332,43 @@ fn materialized_views_keep_their_types_and_exports_stay_in_the_export_dir() {
     assert_eq!(rows.as_array().map(Vec::len), Some(3000));
     assert_eq!(rows[0]["created"], "2024-01-01T00:00:00Z");
 }
+
+/// Materialized views cannot switch the firewall off: once they hold half of
+/// `memoryBudgetBytes`, `loom_materialize` is refused with the share named, and the next large
+/// tool result still becomes an envelope (it passed through raw when views filled the budget).
+#[test]
+fn pinned_views_leave_room_for_the_firewall() {
+    let (_dir, path) = write_config(&json!({
+        "servers": [fixture_server("crm", &[])],
+        "memoryBudgetBytes": 8 << 20,
+    }));
+    let mut loom = RawClient::loom(&path);
+    loom.initialize();
+    let first = envelope(&loom.call_tool("crm_rows", json!({"count": 5000})));
+    let source = first["ref"].as_str().expect("ref").to_string();
+    let mut refused = None;
+    for n in 0..40 {
+        let line = loom.call_tool(
+            "loom_materialize",
+            json!({"sql": format!("SELECT * FROM {source}"), "name": format!("copy{n}")}),
+        );
+        if line.value["result"]["isError"] == json!(true) {
+            refused = Some(first_text(&line));
+            break;
+        }
+    }
+    let refused = refused.expect("pinning stops before 40 copies of 5,000 rows in 8 MiB");
+    assert!(
+        refused.starts_with("loom_materialize: pinning `ds_view_copy"),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("at most half of memoryBudgetBytes (4194304 of 8388608 bytes)"),
+        "{refused}"
+    );
+    let line = loom.call_tool("crm_rows", json!({"count": 5000}));
+    let again = envelope(&line);
+    assert_eq!(again["rows"], 5000, "{again}");
+    let listed = loom.call_tool("loom_list_datasets", json!({}));
+    assert_not_error(&listed);
+}

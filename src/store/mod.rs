@@ -491,12 +491,15 @@ impl Store {
         // A dataset that cannot fit beside the pinned ones is refused, instead of evicting
         // everything else and still being over the budget.
         let budget = usize::try_from(self.settings.memory_budget_bytes).unwrap_or(usize::MAX);
-        let held_pinned: usize = catalog
-            .datasets
-            .iter()
-            .filter(|d| d.pinned())
-            .map(|d| d.bytes)
-            .sum();
+        let held_pinned = pinned_bytes(&catalog);
+        if pinned {
+            pinned_room(
+                &catalog,
+                budget,
+                bytes,
+                name.as_deref().unwrap_or("the view"),
+            )?;
+        }
         if bytes.saturating_add(held_pinned) > budget {
             return Err(format!(
                 "it needs {bytes} bytes (Arrow arrays and join-hint hashes) and memoryBudgetBytes \
@@ -596,19 +599,7 @@ impl Store {
             return Ok(());
         }
         let budget = usize::try_from(self.settings.memory_budget_bytes).unwrap_or(usize::MAX);
-        let held_pinned: usize = catalog
-            .datasets
-            .iter()
-            .filter(|d| d.pinned())
-            .map(|d| d.bytes)
-            .sum();
-        if held_pinned.saturating_add(dataset.bytes) > budget {
-            return Err(format!(
-                "pinning `{reference}` ({} bytes) beside {held_pinned} bytes already pinned would \
-                 exceed memoryBudgetBytes ({budget})",
-                dataset.bytes
-            ));
-        }
+        pinned_room(&catalog, budget, dataset.bytes, reference)?;
         dataset
             .pinned
             .store(true, std::sync::atomic::Ordering::Relaxed);
@@ -884,3 +875,45 @@ impl Store {
 
 #[cfg(test)]
 mod tests;
+
+/// What pinned datasets (materialized views, pinned documents and blobs) may hold together:
+/// half of `memoryBudgetBytes`, so that the other half is always there for the results the
+/// firewall intercepts — pinning can never switch it off.
+pub const PINNED_SHARE_DIVISOR: usize = 2;
+
+fn pinned_bytes(catalog: &Catalog) -> usize {
+    catalog
+        .datasets
+        .iter()
+        .filter(|d| d.pinned())
+        .map(|d| d.bytes)
+        .sum()
+}
+
+/// Whether `bytes` more may be pinned; the refusal names the share, what holds it and the ways
+/// on.
+fn pinned_room(catalog: &Catalog, budget: usize, bytes: usize, what: &str) -> Result<(), String> {
+    let share = budget / PINNED_SHARE_DIVISOR;
+    let held = pinned_bytes(catalog);
+    if held.saturating_add(bytes) <= share {
+        return Ok(());
+    }
+    let holders: Vec<String> = catalog
+        .datasets
+        .iter()
+        .filter(|d| d.pinned())
+        .take(10)
+        .map(|d| format!("{} ({} bytes)", d.reference, d.bytes))
+        .collect();
+    Err(format!(
+        "pinning `{what}` ({bytes} bytes) would pass the pinned share: pinned views and documents \
+         may hold at most half of memoryBudgetBytes ({share} of {budget} bytes), and {held} bytes \
+         are pinned already{}; query the data directly instead (loom_query keeps a large answer \
+         as a dataset that can be evicted), or raise memoryBudgetBytes",
+        if holders.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", holders.join(", "))
+        }
+    ))
+}

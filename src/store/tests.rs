@@ -535,3 +535,54 @@ fn stale_spill_directories_are_removed_and_live_ones_kept() {
     assert!(!dead.exists());
     assert!(live.exists() && other.exists());
 }
+
+/// Pinned views and documents hold at most half of `memoryBudgetBytes`: past that, pinning is
+/// refused with the share and what holds it, and the other half stays free for the results the
+/// firewall intercepts (views filling the budget made the next large result pass through raw).
+#[test]
+fn pinning_holds_at_most_half_of_the_budget() {
+    let one = add_rows(
+        &Store::new(StoreSettings::default()).expect("probe"),
+        "s",
+        "t",
+        &rows(100),
+    )
+    .bytes;
+    let store = Store::new(StoreSettings {
+        memory_budget_bytes: (one * 4 + one / 2) as u64,
+        ..StoreSettings::default()
+    })
+    .expect("store");
+    let view = |name: &str| {
+        let ingested = ingest_json_array(&rows(100)).expect("ingest");
+        store.add(NewDataset {
+            server: "view".into(),
+            tool: name.into(),
+            schema: ingested.batch.schema(),
+            batches: vec![ingested.batch],
+            columns: ingested.columns,
+            provenance: provenance(),
+            pinned: true,
+            implicit: false,
+            name: Some(format!("ds_view_{name}")),
+        })
+    };
+    view("a").expect("first view");
+    view("b").expect("second view");
+    let why = view("c").expect_err("past the share");
+    assert!(why.contains("pinning `ds_view_c`"), "{why}");
+    assert!(why.contains("at most half of memoryBudgetBytes"), "{why}");
+    assert!(
+        why.contains("ds_view_a ("),
+        "names what holds the share: {why}"
+    );
+    // Results still find room: two of them fit beside the views, older ones are evicted.
+    for _ in 0..4 {
+        add_rows(&store, "s", "t", &rows(100));
+    }
+    assert_eq!(store.references().len(), 4, "{:?}", store.references());
+    // pin() of an unpinned dataset answers the same way.
+    let last = store.references().pop().expect("a result");
+    let why = store.pin(&last).expect_err("past the share");
+    assert!(why.contains(&format!("pinning `{last}`")), "{why}");
+}
