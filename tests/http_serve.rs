@@ -968,3 +968,75 @@ async fn sessions_export_into_folders_of_their_own_within_a_quota() {
         .json();
     assert_ne!(other["result"]["isError"], true, "{other}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_stalls_its_body_gets_408_and_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let loom = LoomHttp::start(json!({"http": {"bodyTimeoutSecs": 2}}));
+    let address = loom.url.trim_start_matches("http://");
+    let address = address.split('/').next().expect("host:port").to_string();
+    let mut socket = tokio::net::TcpStream::connect(&address)
+        .await
+        .expect("connected");
+    socket
+        .write_all(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+              Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"",
+        )
+        .await
+        .expect("headers and a piece of the body");
+    let mut answer = Vec::new();
+    let closed = tokio::time::timeout(PATIENCE, socket.read_to_end(&mut answer)).await;
+    assert!(
+        closed.is_ok(),
+        "the connection was still open after {PATIENCE:?}"
+    );
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("http.bodyTimeoutSecs"), "{answer}");
+    let mut client = Client::new(&loom);
+    client.initialize().await;
+}
+
+/// A non-loopback address without a bearer token is refused at start (anyone who can reach it
+/// could use every server behind loom) unless `--allow-no-token` says something in front
+/// authenticates.
+#[test]
+fn a_public_address_without_a_token_needs_an_explicit_flag() {
+    let (_dir, path) = write_config(&json!({"servers": [fixture_server("fx", &[])]}));
+    let refused = Command::new(loom_bin())
+        .args(["serve", "--http", "0.0.0.0:0", "--config"])
+        .arg(&path)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run loom");
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("refusing to serve 0.0.0.0:0 without a bearer token")
+            && stderr.contains("--allow-no-token"),
+        "{stderr}"
+    );
+    assert!(refused.stdout.is_empty());
+    let mut allowed = Command::new(loom_bin())
+        .args([
+            "serve",
+            "--http",
+            "0.0.0.0:0",
+            "--allow-no-token",
+            "--config",
+        ])
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn loom");
+    let stderr = allowed.stderr.take().expect("stderr");
+    let serving = BufReader::new(stderr)
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| line.starts_with("loom: serving MCP at "));
+    let _ = allowed.kill();
+    let _ = allowed.wait();
+    assert!(serving, "with --allow-no-token loom serves");
+}

@@ -42,6 +42,10 @@ pub enum Command {
         /// With --http: serve stdio as well.
         #[arg(long, requires = "http")]
         stdio: bool,
+        /// With --http on an address that is not loopback: serve without `http.token` (only
+        /// when something in front of loom authenticates its clients).
+        #[arg(long, requires = "http")]
+        allow_no_token: bool,
     },
     /// Validate the configuration and print the resolved servers (secrets masked); starts nothing.
     Check,
@@ -143,9 +147,21 @@ pub fn run() -> ExitCode {
     let default = Command::Serve {
         http: None,
         stdio: false,
+        allow_no_token: false,
     };
     match cli.command.unwrap_or(default) {
-        Command::Serve { http, stdio } => serve::run(&config_path, serve::Faces { http, stdio }),
+        Command::Serve {
+            http,
+            stdio,
+            allow_no_token,
+        } => serve::run(
+            &config_path,
+            serve::Faces {
+                http,
+                stdio,
+                allow_no_token,
+            },
+        ),
         Command::Check => check::run(&config_path),
         Command::Demo { keep, snapshot } => demo(keep.as_deref(), snapshot.as_deref()),
         Command::Query {

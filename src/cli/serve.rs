@@ -15,6 +15,8 @@ pub struct Faces {
     pub http: Option<SocketAddr>,
     /// Also stdio when `http` is set (stdio alone otherwise).
     pub stdio: bool,
+    /// `--allow-no-token`: a non-loopback `http` address may go without `http.token`.
+    pub allow_no_token: bool,
 }
 
 pub fn run(path: &Path, faces: Faces) -> ExitCode {
@@ -41,6 +43,20 @@ pub fn run(path: &Path, faces: Faces) -> ExitCode {
             return ExitCode::from(EXIT_START);
         }
     };
+    if let Some(addr) = faces.http
+        && !addr.ip().is_loopback()
+        && !config.http.wants_token()
+        && !faces.allow_no_token
+    {
+        eprintln!(
+            "loom: refusing to serve {addr} without a bearer token: it is not a loopback address, \
+             so anyone who can reach it could use every server behind loom; set `http.token` (or \
+             `http.tokens`) in {}, serve a loopback address such as 127.0.0.1:8808, or pass \
+             --allow-no-token when something in front of loom authenticates its clients",
+            path.display()
+        );
+        return ExitCode::from(EXIT_CONFIG);
+    }
     let code = runtime.block_on(async move {
         match faces.http {
             None => serve(config).await,
@@ -127,9 +143,10 @@ async fn serve_http(config: crate::config::Config, addr: SocketAddr, stdio: bool
     };
     let local = listener.local_addr().unwrap_or(addr);
     if !local.ip().is_loopback() && !config.http.wants_token() {
+        // Only with --allow-no-token (refused otherwise, in `run`).
         tracing::warn!(
-            "listening on {local}, which is not loopback, without `http.token`: anyone who can \
-             reach it can use every server behind loom"
+            "listening on {local}, which is not loopback, without `http.token` (--allow-no-token): \
+             anyone who can reach it can use every server behind loom"
         );
     }
     let hub = match Hub::start(config).await {

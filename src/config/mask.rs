@@ -364,7 +364,8 @@ impl Config {
             (
                 "http (serve --http)",
                 format!(
-                    "token {}, allowed origins {}, sessions idle after {} s, at most {} sessions",
+                    "token {}, allowed origins {}, sessions idle after {} s, at most {} sessions, \
+                     bodies within {} s",
                     match self.http.credentials().count() {
                         0 => "(none)".to_string(),
                         1 => MASK.to_string(),
@@ -372,7 +373,8 @@ impl Config {
                     },
                     list_or(&self.http.allowed_origins, "loopback only"),
                     self.http.session_idle_secs,
-                    self.http.max_sessions
+                    self.http.max_sessions,
+                    self.http.body_timeout_secs
                 ),
             ),
         ];

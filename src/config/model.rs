@@ -134,6 +134,8 @@ impl Default for ReportConfig {
 
 /// Default of `http.sessionIdleSecs`: an HTTP session without a request this long is closed.
 pub const DEFAULT_HTTP_SESSION_IDLE_SECS: u64 = 1800;
+/// Default of `http.bodyTimeoutSecs`.
+pub const DEFAULT_HTTP_BODY_TIMEOUT_SECS: u64 = 30;
 /// Default of `http.maxSessions`.
 pub const DEFAULT_HTTP_MAX_SESSIONS: usize = 64;
 pub const MAX_HTTP_MAX_SESSIONS: usize = 10_000;
@@ -152,6 +154,8 @@ pub struct HttpConfig {
     pub session_idle_secs: u64,
     /// Sessions open at once; an `initialize` beyond it is refused with 503.
     pub max_sessions: usize,
+    /// How long a request's body may take to arrive whole once its headers are in.
+    pub body_timeout_secs: u64,
 }
 
 impl HttpConfig {
@@ -177,6 +181,7 @@ impl Default for HttpConfig {
             allowed_origins: Vec::new(),
             session_idle_secs: DEFAULT_HTTP_SESSION_IDLE_SECS,
             max_sessions: DEFAULT_HTTP_MAX_SESSIONS,
+            body_timeout_secs: DEFAULT_HTTP_BODY_TIMEOUT_SECS,
         }
     }
 }
@@ -190,6 +195,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("allowed_origins", &self.allowed_origins)
             .field("session_idle_secs", &self.session_idle_secs)
             .field("max_sessions", &self.max_sessions)
+            .field("body_timeout_secs", &self.body_timeout_secs)
             .finish()
     }
 }

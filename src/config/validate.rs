@@ -91,6 +91,7 @@ const HTTP_KEYS: &[&str] = &[
     "allowedOrigins",
     "sessionIdleSecs",
     "maxSessions",
+    "bodyTimeoutSecs",
 ];
 
 /// Keys of one server entry. `type`, `url` and `headers` come from the Claude Code / Cursor
@@ -837,6 +838,11 @@ impl Checker<'_> {
             )
         {
             http.max_sessions = usize::try_from(n).unwrap_or(MAX_HTTP_MAX_SESSIONS);
+        }
+        if let Some(v) = fields.get("bodyTimeoutSecs")
+            && let Some(n) = self.whole(v, "http.bodyTimeoutSecs", 1, 3600, false)
+        {
+            http.body_timeout_secs = n;
         }
         http
     }

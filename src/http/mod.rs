@@ -436,10 +436,30 @@ impl Server {
             _ => MAX_MESSAGE_BYTES,
         };
         let headers = request.headers().clone();
-        let body = match http_body_util::Limited::new(request.into_body(), limit)
-            .collect()
-            .await
-        {
+        // A client that sends its headers and then stalls (or trickles) its body would hold
+        // the connection and its task for ever: the whole body has `http.bodyTimeoutSecs`.
+        let within = Duration::from_secs(self.settings.body_timeout_secs);
+        let collected = tokio::time::timeout(
+            within,
+            http_body_util::Limited::new(request.into_body(), limit).collect(),
+        )
+        .await;
+        let Ok(collected) = collected else {
+            let mut response = plain(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body did not arrive whole within {} s (http.bodyTimeoutSecs); \
+                     send the whole message at once",
+                    within.as_secs()
+                ),
+            );
+            response.headers_mut().insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("close"),
+            );
+            return response;
+        };
+        let body = match collected {
             Ok(body) => body.to_bytes(),
             Err(error) if limit == SESSIONLESS_BODY_BYTES => {
                 return plain(
