@@ -82,6 +82,10 @@ struct Caller {
 pub struct Callers {
     calls: Mutex<Vec<Caller>>,
     next: AtomicU64,
+    /// The credential each open session belongs to (over HTTP a digest of its bearer token;
+    /// the stdio session is one of its own): a server's request that no call of loom's caused
+    /// goes to a client only while every open session is of one credential.
+    credentials: Mutex<std::collections::HashMap<u64, String>>,
 }
 
 /// Keeps a request registered; dropping it removes the registration.
@@ -102,8 +106,11 @@ impl Drop for CallerGuard {
 pub enum Picked {
     /// The client of the request in flight (the oldest one, when one session has several).
     Answerer(Answerer),
-    /// No request is in flight on the server.
+    /// No request is in flight on the server, and every open session is of one credential.
     Nobody,
+    /// No request is in flight on the server, and sessions of several credentials are open:
+    /// whichever client got it, it could be another credential's than the one it concerns.
+    Unclaimed { credentials: usize },
     /// Requests of several sessions are in flight: which one caused this cannot be told.
     Ambiguous { sessions: usize },
     /// The request names a task no request of loom's waits for (`tasks/result`).
@@ -157,7 +164,12 @@ impl Callers {
             .filter(|c| c.server == server && c.task.is_none())
             .collect();
         let Some(first) = on_server.first() else {
-            return Picked::Nobody;
+            let credentials = self.credentials_open();
+            return if credentials > 1 {
+                Picked::Unclaimed { credentials }
+            } else {
+                Picked::Nobody
+            };
         };
         let mut sessions = vec![first.session];
         for caller in &on_server {
@@ -175,6 +187,34 @@ impl Callers {
             .find(|c| !matches!(c.answerer, Answerer::Refuse { .. }))
             .unwrap_or(first);
         Picked::Answerer(best.answerer.clone())
+    }
+
+    /// Session `session` is open for `credential` (set again when it learns its credential).
+    pub fn session_opened(&self, session: u64, credential: &str) {
+        self.lock_credentials()
+            .insert(session, credential.to_string());
+    }
+
+    /// Session `session` has ended.
+    pub fn session_closed(&self, session: u64) {
+        self.lock_credentials().remove(&session);
+    }
+
+    /// How many distinct credentials the open sessions belong to.
+    fn credentials_open(&self) -> usize {
+        let credentials = self.lock_credentials();
+        let mut distinct: Vec<&String> = credentials.values().collect();
+        distinct.sort();
+        distinct.dedup();
+        distinct.len()
+    }
+
+    fn lock_credentials(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, String>> {
+        self.credentials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Requests in flight (for tests: nothing may leak).
@@ -275,6 +315,35 @@ mod tests {
         drop(_b);
         drop(_other_server);
         assert!(callers.is_empty());
+    }
+
+    /// A server's request that no call caused reaches a client only while every open session
+    /// is of one credential: with two credentials connected it could reach the wrong one.
+    #[test]
+    fn a_request_no_call_caused_never_crosses_credentials() {
+        let callers = Arc::new(Callers::default());
+        callers.session_opened(1, "stdio");
+        assert!(matches!(callers.pick(0, None), Picked::Nobody));
+        callers.session_opened(2, "digest-a");
+        callers.session_opened(3, "digest-a");
+        // The stdio session learns nothing; sessions 2 and 3 are one credential, stdio another.
+        assert!(matches!(
+            callers.pick(0, None),
+            Picked::Unclaimed { credentials: 2 }
+        ));
+        callers.session_closed(1);
+        assert!(matches!(callers.pick(0, None), Picked::Nobody));
+        callers.session_opened(4, "digest-b");
+        assert!(matches!(
+            callers.pick(0, None),
+            Picked::Unclaimed { credentials: 2 }
+        ));
+        // A call in flight says whose it is, whatever else is connected.
+        let _call = callers.register(0, 4, None, refuse("b's call"));
+        assert_eq!(
+            method_of(callers.pick(0, None)).as_deref(),
+            Some("b's call")
+        );
     }
 
     #[test]

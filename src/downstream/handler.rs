@@ -244,6 +244,18 @@ impl DownstreamHandler {
                     None,
                 ));
             }
+            Picked::Unclaimed { credentials } => {
+                return Err(McpError::internal_error(
+                    format!(
+                        "loom: no call of loom's is in flight on this server and clients of \
+                         {credentials} credentials are connected, so loom cannot tell whose this \
+                         {} is (a server's request goes to the client whose call caused it, \
+                         never to another credential's)",
+                        kind.method()
+                    ),
+                    None,
+                ));
+            }
             Picked::Nobody => self
                 .upstream
                 .get()

@@ -5,8 +5,10 @@
 //! with its own datasets and documents (SPEC §22). A server's notifications go to the session
 //! they concern (progress to the session whose request it is, task status to the session that
 //! knows the task) or to every session (list changes, log messages, resource updates); a
-//! server's own requests (sampling, elicitation, roots) go to the client of the session that
-//! called that server last, else to the session that connected last.
+//! server's own requests (sampling, elicitation, roots) go to the client whose call is in flight
+//! on that server (src/downstream/callers.rs); with none in flight, to the client of the session
+//! that called that server last, else to the session that connected last — but only while every
+//! open session is of one credential.
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 

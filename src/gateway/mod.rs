@@ -205,6 +205,10 @@ impl Gateway {
             legacy_log_level: Mutex::new(None),
         });
         hub.register(&gateway);
+        // Until the HTTP face says which credential opened it, a session is the local one
+        // (stdio).
+        hub.in_flight
+            .session_opened(gateway.number, LOCAL_CREDENTIAL);
         let rebuild = tokio::spawn(gateway.clone().rebuild_loop());
         gateway.lock_tasks().push(rebuild);
         // The first catalog is built here, not by the coalescing loop, so the first tools/list
@@ -567,7 +571,15 @@ impl Gateway {
     /// End the session: its loops stop, queued snapshot writes finish, its spill directory
     /// goes. A session that owns the hub also stops every child (stdin closed, grace, SIGTERM,
     /// grace, SIGKILL) within the budget.
+    /// The credential (a digest of its bearer token) this session was opened with over HTTP:
+    /// a server's request that no call caused reaches it only while every open session is of
+    /// that credential (SPEC §5.8).
+    pub fn set_credential(&self, credential: &str) {
+        self.hub.in_flight.session_opened(self.number, credential);
+    }
+
     pub async fn shutdown(&self) {
+        self.hub.in_flight.session_closed(self.number);
         self.shutdown.cancel();
         self.suspended.clear();
         self.bridged.clear();
@@ -793,9 +805,13 @@ impl Gateway {
 
 impl Drop for Gateway {
     fn drop(&mut self) {
+        self.hub.in_flight.session_closed(self.number);
         tracing::debug!("a gateway session was freed");
     }
 }
+
+/// The credential of the stdio session (HTTP credentials are hex digests, so never equal).
+const LOCAL_CREDENTIAL: &str = "stdio";
 
 /// What every session's store is built with.
 fn store_settings(config: &Config) -> StoreSettings {

@@ -187,6 +187,7 @@ impl Session {
         stateless: bool,
     ) -> Result<Arc<Session>, StartError> {
         let gateway = Gateway::session(hub, false).await?;
+        gateway.set_credential(credential);
         let (loom_side, http_side) = tokio::io::duplex(PIPE_BYTES);
         let (loom_read, loom_write) = tokio::io::split(loom_side);
         let (http_read, http_write) = tokio::io::split(http_side);
