@@ -399,6 +399,59 @@ async def test_two_clients_hold_their_own_datasets(web):
             assert {d["ref"]: d["rows"] for d in listed_a["datasets"]} == {ref: 2000, second["ref"]: 1500, view["ref"]: 4}
 
 
+async def test_two_credentials_export_apart_and_keep_no_secrets(web):
+    """Hostile use round 2 over HTTP with the official client (SPEC §15, §13): a session
+    of one token and a 2026-07-28 scope of another each export `report.csv`; each file lands in
+    a folder of its own, neither can replace or learn of the other's, secrets in arguments are
+    not kept."""
+    web.use(PY)
+    web.options["exportDir"] = str(web.tmp / "exports")
+    web.options["http"] = {"tokens": ["${LOOM_TOKEN_A}", "${LOOM_TOKEN_B}"]}
+    web.env.update({"LOOM_TOKEN_A": "token-of-a-1f2e", "LOOM_TOKEN_B": "token-of-b-9c8d"})
+    with serve_http(web) as loom:
+        async with (
+            connect_http(loom.url, "legacy", headers={"Authorization": "Bearer token-of-a-1f2e"}) as a_sdk,
+            connect_http(loom.url, "2026-07-28", headers={"Authorization": "Bearer token-of-b-9c8d"}) as b_sdk,
+        ):
+            a, b = Sdk2Client(a_sdk, "legacy"), Sdk2Client(b_sdk, "2026-07-28")
+            secret_args = {"count": 2000, "db_password": "hunter2-a", "dsn": "postgres://app:s3cr3t@db:5432/x"}
+            a_env = assert_envelope(await a.call(f"{PY}_inventory", secret_args), "a's inventory")
+            assert a_env["provenance"]["args"]["db_password"] == "[redacted]", a_env["provenance"]
+            described = json.dumps(assert_ok(await a.call("loom_describe", {"ref": a_env["ref"]}), "describe"))
+            assert "hunter2-a" not in described and "s3cr3t" not in described, described
+            b_env = assert_envelope(await b.call(f"{PY}_inventory", {"count": 1000}), "b's inventory")
+            paths = {}
+            for label, client, env in (("a", a, a_env), ("b", b, b_env)):
+                exported = assert_ok(
+                    await client.call("loom_export", {"ref": env["ref"], "format": "csv", "filename": "report.csv"}),
+                    f"{label} exports",
+                )
+                paths[label] = Path(exported["path"])
+            assert paths["a"] != paths["b"], paths
+            assert paths["a"].name == paths["b"].name == "report.csv"
+            assert paths["a"].parent.parent == paths["b"].parent.parent == web.tmp / "exports", paths
+            assert len(paths["a"].read_text().splitlines()) == 2001
+            # B overwrites its own file; A's stays whole, and B's error texts never name A's folder.
+            assert_ok(
+                await b.call("loom_export", {"ref": b_env["ref"], "format": "csv", "filename": "report.csv", "overwrite": True}),
+                "b overwrites its own",
+            )
+            assert len(paths["a"].read_text().splitlines()) == 2001
+            again = assert_error(
+                await b.call("loom_export", {"ref": b_env["ref"], "format": "csv", "filename": "report.csv"}),
+                "b exports again without overwrite",
+                "already exists",
+            )
+            assert paths["a"].parent.name not in again, again
+            assert_error(
+                await b.call("loom_export", {"ref": b_env["ref"], "format": "json", "filename": "conftest.py"}),
+                "b exports python",
+                "does not end in `.json`",
+            )
+    log = loom.stderr()
+    assert "hunter2-a" not in log and "token-of-a-1f2e" not in log and "token-of-b-9c8d" not in log
+
+
 # --------------------------------------------------------------------------------------------
 # 5. Refusals
 
