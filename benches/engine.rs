@@ -2,7 +2,11 @@
 //! * `guard`: statement check + planning + plan walk of a typical join/aggregate query (what every
 //!   `loom_query` pays before it runs);
 //! * `envelope`: building the envelope (schema, stats already profiled, sample, usage, shrinking)
-//!   for a held 10k × 11 dataset.
+//!   for a held 10k × 11 dataset;
+//! * `query`: whole `loom_query` runs (guard, plan, execution under the value bounds and the
+//!   deadline, output bound): the join/aggregate above, every row and column of the 10k dataset
+//!   (each value measured on its way out), and a list built per row (a value-building function
+//!   measured before it builds).
 //!
 //! Run: `cargo bench --bench engine`.
 
@@ -26,6 +30,22 @@ fn bench(c: &mut Criterion) {
     c.bench_function("guard/plan_and_check_join_query", |b| {
         b.iter(|| runtime.block_on(store.plan_checked(&sql)).expect("plan"))
     });
+    for (name, sql) in [
+        ("query/join_aggregate_10k", sql.clone()),
+        ("query/all_rows_10k_x11", format!("SELECT * FROM {}", users.reference)),
+        (
+            "query/make_array_per_row_10k",
+            format!(
+                "SELECT id, make_array(id, manager_id, id + 1) AS l, concat(name, '-', plan) AS s \
+                 FROM {}",
+                users.reference
+            ),
+        ),
+    ] {
+        c.bench_function(name, |b| {
+            b.iter(|| runtime.block_on(store.query(&sql)).expect("query"))
+        });
+    }
     let view = DatasetView {
         dataset: &users,
         path: "$",
