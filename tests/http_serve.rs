@@ -1040,3 +1040,56 @@ fn a_public_address_without_a_token_needs_an_explicit_flag() {
     let _ = allowed.wait();
     assert!(serving, "with --allow-no-token loom serves");
 }
+
+/// One session's query that runs until `queryTimeoutMs` does not hold another session up: while
+/// it runs, a second session takes a table, counts it and lists its datasets, and all of that is
+/// answered before the first query's timeout (it waited for the whole timeout before: one
+/// session could take every engine thread).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_running_a_heavy_query_does_not_hold_up_another() {
+    let loom = LoomHttp::start(json!({"queryTimeoutMs": 6000}));
+    let mut a = Client::new(&loom);
+    a.initialize().await;
+    let envelope = a.call("fx_rows", json!({"count": 5000})).await.json();
+    let reference = envelope["result"]["structuredContent"]["ref"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an envelope: {envelope}"))
+        .to_string();
+    let heavy = format!(
+        "SELECT count(*) AS n FROM {reference} x JOIN {reference} y ON x.id % 2 = y.id % 2 \
+         JOIN {reference} z ON y.id % 2 = z.id % 2 WHERE x.name || y.name || z.name LIKE '%zz%'"
+    );
+    let running = tokio::spawn(async move { a.call("loom_query", json!({"sql": heavy})).await });
+    // Let the heavy query reach the engine first.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut b = Client::new(&loom);
+    b.initialize().await;
+    let mine = b.call("fx_rows", json!({"count": 3000})).await.json();
+    let own = mine["result"]["structuredContent"]["ref"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an envelope: {mine}"))
+        .to_string();
+    let counted = b
+        .call(
+            "loom_query",
+            json!({"sql": format!("SELECT count(*) AS n FROM {own}")}),
+        )
+        .await
+        .json();
+    assert_eq!(
+        counted["result"]["structuredContent"]["rows"][0]["n"], 3000,
+        "{counted}"
+    );
+    let listed = b.call("loom_list_datasets", json!({})).await.json();
+    assert!(listed.to_string().contains(&own), "{listed}");
+    assert!(
+        !running.is_finished(),
+        "the heavy query ended before the other session was done: make it heavier"
+    );
+    let heavy = running.await.expect("the heavy call").json();
+    assert_eq!(heavy["result"]["isError"], true, "{heavy}");
+    assert!(
+        heavy.to_string().contains("queryTimeoutMs"),
+        "it ran until its timeout: {heavy}"
+    );
+}
