@@ -32,7 +32,10 @@ fn bench(c: &mut Criterion) {
     });
     for (name, sql) in [
         ("query/join_aggregate_10k", sql.clone()),
-        ("query/all_rows_10k_x11", format!("SELECT * FROM {}", users.reference)),
+        (
+            "query/all_rows_10k_x11",
+            format!("SELECT * FROM {}", users.reference),
+        ),
         (
             "query/make_array_per_row_10k",
             format!(

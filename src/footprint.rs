@@ -75,6 +75,7 @@ mod imp {
             // listed it. MADV_PAGEOUT only reclaims pages and keeps their content (clean file
             // pages are re-read when touched), so no memory changes meaning; the mapping is
             // not writable, so no store can race with it.
+            #[allow(unsafe_code)]
             let done =
                 unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_PAGEOUT) };
             if done == 0 {

@@ -3,6 +3,10 @@
 //! A tool result travels `downstream → gateway` (and, later, through `intercept → ingest → store →
 //! envelope`). The binary in `main.rs` only parses arguments and calls [`cli::run`].
 
+// Unsafe code is refused everywhere but in the three reviewed places that allow it by name
+// (footprint.rs: madvise; intercept/skim.rs: SSE2; store/engine.rs: setpriority).
+#![deny(unsafe_code)]
+
 pub mod cli;
 pub mod config;
 pub mod demo;

@@ -26,6 +26,7 @@ struct Marks {
 }
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[allow(unsafe_code)]
 fn marks(block: &[u8; 64]) -> Marks {
     // SAFETY: compiled only where SSE2 is enabled for the whole build (it is part of the
     // x86_64 baseline), so the CPU running this has it; the function itself is safe code.

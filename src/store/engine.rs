@@ -177,6 +177,7 @@ fn lower_priority() {
         // SAFETY: setpriority takes plain integers and touches no memory of ours; on Linux
         // `who = 0` with PRIO_PROCESS names the calling thread. A failure only leaves the
         // thread at its normal priority.
+        #[allow(unsafe_code)]
         let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS as _, 0, 10) };
     }
 }
