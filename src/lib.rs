@@ -1,13 +1,17 @@
 //! loom — a context gateway for the Model Context Protocol.
 //!
-//! A tool result travels `downstream → gateway` (and, later, through `intercept → ingest → store →
-//! envelope`). The binary in `main.rs` only parses arguments and calls [`cli::run`].
+//! A tool result travels from a server (`downstream`) to the `gateway`, which hands it to
+//! `intercept`: small results pass through untouched; tables go `ingest → store → hints →
+//! envelope`; other large results go to the context firewall (`reduce`), their original kept in
+//! the `store`. Shared small items live in `common`, below everything. The binary in `main.rs`
+//! only parses arguments and calls [`cli::run`]; README's Layout is the map.
 
 // Unsafe code is refused everywhere but in the three reviewed places that allow it by name
 // (footprint.rs: madvise; intercept/skim.rs: SSE2; store/engine.rs: setpriority).
 #![deny(unsafe_code)]
 
 pub mod cli;
+pub mod common;
 pub mod config;
 pub mod demo;
 pub mod downstream;

@@ -105,10 +105,10 @@ fn redact_value(value: &Value) -> Value {
     match value {
         Value::String(s) if secret_value(s) => Value::String(
             without_url_password(s)
-                .map(|kept| crate::store::values::cut(&kept, MAX_STRING_CHARS))
+                .map(|kept| crate::common::text::cut(&kept, MAX_STRING_CHARS))
                 .unwrap_or_else(|| REDACTED.into()),
         ),
-        Value::String(s) => Value::String(crate::store::values::cut(s, MAX_STRING_CHARS)),
+        Value::String(s) => Value::String(crate::common::text::cut(s, MAX_STRING_CHARS)),
         Value::Array(items) => Value::Array(items.iter().map(redact_value).collect()),
         Value::Object(map) => Value::Object(redact_object(map)),
         other => other.clone(),

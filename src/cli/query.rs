@@ -164,7 +164,7 @@ async fn load_all(url: &str, action: &Action<'_>) -> Result<(String, Arc<Store>)
                 server: "loom".into(),
                 tool: "snapshots".into(),
                 args: serde_json::json!({ "root": url }),
-                created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                created_at: crate::common::text::now_rfc3339(),
                 source: source.into(),
             },
             pinned: true,

@@ -12,7 +12,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{Peer, RoleClient};
 use serde_json::{Value, json};
 
-use crate::intercept::estimate::estimate_tokens;
+use crate::common::tokens::estimate_tokens;
 use crate::wire::LineTransport;
 
 /// Rows the demo asks for: large enough to show the point, small enough to run in seconds.

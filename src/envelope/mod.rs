@@ -14,10 +14,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
+use crate::common::text::cut;
+use crate::common::tokens::estimate_tokens;
 use crate::hints::JoinHint;
-use crate::intercept::estimate::estimate_tokens;
 use crate::store::Dataset;
-use crate::store::values::{Shown, cell_shown, cut};
+use crate::store::values::{Shown, cell_shown};
 
 /// What an envelope aims for.
 pub const TARGET_CHARS: usize = 2_000;
@@ -389,6 +390,3 @@ pub fn build(
     let saved = original_tokens.saturating_sub(estimate_tokens(&envelope.to_string()));
     assemble(views, hints, context, detail, saved)
 }
-
-#[cfg(test)]
-mod tests;

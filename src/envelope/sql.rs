@@ -1,26 +1,7 @@
 //! SQL text loom writes for the model: quoted identifiers and the ready-to-run example.
 
-use datafusion::sql::sqlparser::keywords::ALL_KEYWORDS;
-
+pub use crate::common::sql::quote_ident;
 use crate::store::Dataset;
-
-/// An identifier as SQL must spell it: bare when it is lowercase `[a-z_][a-z0-9_]*` and not a
-/// keyword (DataFusion folds unquoted identifiers to lowercase), else double-quoted.
-pub fn quote_ident(name: &str) -> String {
-    let simple = name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    let keyword = ALL_KEYWORDS.contains(&name.to_ascii_uppercase().as_str());
-    if simple && !keyword {
-        name.to_string()
-    } else {
-        format!("\"{}\"", name.replace('"', "\"\""))
-    }
-}
 
 /// A ready SQL example over real column names: a group-by over a low-cardinality text column
 /// when there is one, else an aggregate over a numeric column, else the first rows.

@@ -293,9 +293,7 @@ impl Gateway {
             .resolve(&origin.server, &origin.tool);
         // A result that cannot be over the threshold is decided at once; a large one means
         // parsing and ingesting, CPU work kept off the I/O threads.
-        let outcome = if crate::intercept::estimate::upper_bound_tokens(raw.get().len())
-            <= threshold
-        {
+        let outcome = if crate::common::tokens::upper_bound_tokens(raw.get().len()) <= threshold {
             crate::intercept::intercept(raw, &origin, &store, threshold, &policy)
         } else {
             crate::footprint::heavy_work();

@@ -8,16 +8,15 @@ use rmcp::model::{CallToolResult, ContentBlock, ResourceContents, Tool};
 use serde_json::{Map, Value, json};
 
 use super::synthetic::{error_result, object_schema, read_only};
-use crate::reduce::thousands;
+use crate::common::text::thousands;
 use crate::store::document::{Blob, Content, Document};
 use crate::store::{Dataset, Store};
 
-pub const READ: &str = "loom_read";
+pub use crate::common::tools::READ;
 
 /// Characters one page holds unless `length` says otherwise.
 pub const DEFAULT_PAGE_CHARS: usize = 8_000;
-/// The most one call returns.
-pub const MAX_PAGE_CHARS: usize = 100_000;
+pub use crate::common::tools::MAX_PAGE_CHARS;
 /// Matching lines one pattern search shows (the count covers all of them).
 pub const MAX_MATCHES: usize = 100;
 /// A shown line is cut to this many characters.

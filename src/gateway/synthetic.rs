@@ -10,23 +10,19 @@ use arrow::array::RecordBatch;
 use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 
+use crate::common::tokens::estimate_tokens;
 use crate::envelope::{self, DatasetView, sample_json, schema_json};
-use crate::intercept::estimate::estimate_tokens;
 use crate::store::values::{cell, type_name};
 use crate::store::{Dataset, NewDataset, Provenance, QueryError, QueryOutput, Store};
 
-pub const QUERY: &str = "loom_query";
-pub const LIST: &str = "loom_list_datasets";
-pub const DESCRIBE: &str = "loom_describe";
-pub const MATERIALIZE: &str = "loom_materialize";
-pub const EXPORT: &str = "loom_export";
+pub use crate::common::tools::{DESCRIBE, EXPORT, LIST, MATERIALIZE, QUERY};
 pub const NAMES: &[&str] = &[
     QUERY,
     LIST,
     DESCRIBE,
     MATERIALIZE,
     EXPORT,
-    super::read::READ,
+    crate::common::tools::READ,
 ];
 
 const QUERY_DESCRIPTION: &str = "Run one read-only SQL query (DataFusion dialect) over what loom holds. \
@@ -168,8 +164,8 @@ pub async fn materialize(
         provenance: Provenance {
             server: "loom".into(),
             tool: MATERIALIZE.into(),
-            args: json!({"sql": crate::store::values::cut(sql, 200), "name": name}),
-            created_at: now(),
+            args: json!({"sql": crate::common::text::cut(sql, 200), "name": name}),
+            created_at: crate::common::text::now_rfc3339(),
             source: "query".into(),
         },
         pinned: true,
@@ -286,10 +282,6 @@ pub fn export(
     }
 }
 
-fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
 /// Column infos for a dataset made by a query: names are the query's, types are Arrow's own.
 fn query_columns(schema: &arrow::datatypes::SchemaRef) -> Vec<crate::ingest::ColumnInfo> {
     schema
@@ -341,7 +333,7 @@ fn known_datasets(store: &Store) -> String {
                 .profile
                 .iter()
                 .take(12)
-                .map(|p| crate::store::values::cut(&p.name, envelope::MAX_NAME_CHARS))
+                .map(|p| crate::common::text::cut(&p.name, envelope::MAX_NAME_CHARS))
                 .collect();
             format!("{} ({})", d.reference, columns.join(", "))
         })
@@ -408,7 +400,7 @@ pub async fn query(
         .fields()
         .iter()
         .map(|f| {
-            json!({"name": crate::store::values::cut(f.name(), envelope::MAX_NAME_CHARS),
+            json!({"name": crate::common::text::cut(f.name(), envelope::MAX_NAME_CHARS),
                    "type": type_name(f.data_type())})
         })
         .collect();
@@ -433,8 +425,8 @@ pub async fn query(
         provenance: Provenance {
             server: "loom".into(),
             tool: QUERY.into(),
-            args: json!({"sql": crate::store::values::cut(sql, 200)}),
-            created_at: now(),
+            args: json!({"sql": crate::common::text::cut(sql, 200)}),
+            created_at: crate::common::text::now_rfc3339(),
             source: "query".into(),
         },
         pinned: false,
@@ -514,7 +506,7 @@ pub fn describe_dataset(d: &Dataset, held: &[Arc<Dataset>]) -> Value {
         if let (Value::Object(entry), true) = (entry, info.source != info.name) {
             entry.insert(
                 "source".into(),
-                json!(crate::store::values::cut(
+                json!(crate::common::text::cut(
                     &info.source,
                     envelope::MAX_NAME_CHARS
                 )),
@@ -562,5 +554,65 @@ pub fn describe(store: &Store, arguments: &Option<Map<String, Value>>) -> CallTo
             "loom_describe: no dataset `{reference}`; {}",
             known_datasets(store)
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::value::RawValue;
+    use serde_json::{Value, json};
+
+    use crate::intercept::{Origin, Outcome, intercept};
+    use crate::store::{Store, StoreSettings};
+
+    /// What a result holds inside its values and names does not make the answers about it large:
+    /// three rows of 200,000-element lists, lists of 100 KB strings and a 60,000-character column
+    /// name give an envelope and a `loom_describe` of a few kilobytes (they were 2.6 MB, 4.0 MB and
+    /// 1.3 MB), with what is cut marked.
+    #[test]
+    fn nested_values_and_long_names_are_bounded_in_every_answer() {
+        let store = Arc::new(Store::new(StoreSettings::default()).expect("store"));
+        let origin = Origin {
+            server: "s".into(),
+            tool: "t".into(),
+            args: json!({}),
+        };
+        let long_name = "n".repeat(60_000);
+        let big_string = "x".repeat(100_000);
+        let rows: Vec<Value> = (0..3)
+            .map(|i| {
+                json!({
+                    "id": i,
+                    "numbers": (0..200_000).collect::<Vec<i64>>(),
+                    "texts": [big_string.clone(), big_string.clone(), big_string.clone()],
+                    long_name.clone(): i * 2,
+                })
+            })
+            .collect();
+        let result = json!({"structuredContent": {"rows": rows}, "content": []});
+        let raw = RawValue::from_string(result.to_string()).expect("raw");
+        let envelope = match intercept(
+            raw,
+            &origin,
+            &store,
+            2000,
+            &crate::config::policy::Policy::tables_only(),
+        ) {
+            Outcome::Replaced(value) => value["structuredContent"].clone(),
+            Outcome::PassThrough(_, why) => panic!("passed through: {why}"),
+            Outcome::Reduced(v) => panic!("reduced as a document: {v}"),
+        };
+        let text = envelope.to_string();
+        assert!(text.len() < 16_000, "envelope of {} bytes", text.len());
+        assert!(text.contains("… 199990 more"), "{text:.2000}");
+        let reference = envelope["ref"].as_str().expect("ref");
+        let dataset = store.get(reference).expect("held");
+        let described = super::describe_dataset(&dataset, &store.list());
+        let text = described.to_string();
+        assert!(text.len() < 64_000, "describe of {} bytes", text.len());
+        assert!(!text.contains(&"n".repeat(201)), "the long name is cut");
+        assert!(!text.contains(&"x".repeat(201)), "long strings are cut");
     }
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::envelope::sql::quote_ident;
+use crate::common::sql::quote_ident;
 use crate::store::{ColumnProfile, Dataset};
 
 /// At most this many hints per envelope.

@@ -1,7 +1,6 @@
 //! Deciding, for each tool result, whether it passes through untouched or becomes datasets and
 //! an envelope. Never worse than no proxy: any doubt or failure → the original bytes.
 
-pub mod estimate;
 pub mod locate;
 pub mod skim;
 pub mod text;
@@ -12,12 +11,14 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
+pub use crate::common::Origin;
+use crate::common::text::now_rfc3339;
+use crate::common::tokens::{estimate_tokens, upper_bound_tokens};
 use crate::config::policy::Policy;
 use crate::envelope::{self, DatasetView};
 use crate::ingest::cells::string_content_of;
 use crate::ingest::{IngestOptions, ingest_json_array_with, ingest_table_with};
 use crate::store::{NewDataset, Provenance, Store};
-use estimate::{estimate_tokens, upper_bound_tokens};
 use locate::{FoundTable, Located, Rung};
 
 /// A text block at most this long may be dropped from a replaced result only after it is put
@@ -114,15 +115,6 @@ impl<'a> ContentView<'a> {
     }
 }
 
-/// Who produced a result.
-#[derive(Debug, Clone)]
-pub struct Origin {
-    pub server: String,
-    pub tool: String,
-    /// Arguments, already redacted.
-    pub args: Value,
-}
-
 /// What to send back.
 #[derive(Debug)]
 pub enum Outcome {
@@ -133,10 +125,6 @@ pub enum Outcome {
     /// A result that is not a table, reduced by the context firewall (SPEC §19); the original
     /// is kept as a document.
     Reduced(Value),
-}
-
-fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// Decide what happens to one tool result. Blocking work (parsing, ingest): call it from
@@ -423,5 +411,7 @@ fn ingest_table(
     })
 }
 
+#[cfg(test)]
+mod envelope_tests;
 #[cfg(test)]
 mod tests;

@@ -330,7 +330,7 @@ fn sniff(bytes: &[u8]) -> &'static str {
 fn placeholder(mime: &str, size: usize, blob_ref: &str) -> String {
     format!(
         "[loom: {mime}, {} bytes of base64 lifted out → loom_read({blob_ref})]",
-        super::thousands(size)
+        crate::common::text::thousands(size)
     )
 }
 

@@ -65,6 +65,8 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
+use crate::common::text::thousands;
+
 mod tree;
 use tree::Node;
 
@@ -675,8 +677,6 @@ fn loom_read(doc: &str, span: Span, max: usize) -> String {
         )
     }
 }
-
-use super::thousands;
 
 fn count(n: usize, noun: &str) -> String {
     let s = if n == 1 { "" } else { "s" };

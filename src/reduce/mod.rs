@@ -18,9 +18,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::common::Origin;
+use crate::common::text::{now_rfc3339, thousands};
 use crate::config::policy::Policy;
 use crate::ingest::{IngestOptions, ingest_json_array_with};
-use crate::intercept::Origin;
 use crate::store::document::DocumentKind;
 use crate::store::{Dataset, NewDataset, Provenance, Store};
 
@@ -33,10 +34,6 @@ pub const SECURITY_HARD_LIMIT_CHARS: usize = 50_000;
 /// A base64 run shorter than this stays in the text (see [`binary`]).
 pub const MIN_BASE64_RUN: usize = binary::DEFAULT_MIN_RUN;
 
-fn now_rfc3339() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
 fn provenance(origin: &Origin, source: &str) -> Provenance {
     Provenance {
         server: origin.server.clone(),
@@ -45,19 +42,6 @@ fn provenance(origin: &Origin, source: &str) -> Provenance {
         created_at: now_rfc3339(),
         source: source.to_string(),
     }
-}
-
-/// `12,345`.
-pub fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// What was held for one reduced result, removed again if the reduction is given up.
@@ -174,7 +158,7 @@ fn looks_like_prose(text: &str) -> bool {
 /// The cut marker: what was left out and the exact call that reads it — a call that runs as
 /// written, so a span longer than one `loom_read` page names the first page and says to read on.
 fn cut_marker(reference: &str, omitted: &budget::Omitted) -> String {
-    let page = crate::gateway::read::MAX_PAGE_CHARS;
+    let page = crate::common::tools::MAX_PAGE_CHARS;
     let call = format!(
         "loom_read(\"{reference}\", offset: {}, length: {})",
         omitted.offset,

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 pub use render::{markdown, stderr_summary};
 
-use crate::intercept::estimate::estimate_tokens;
+use crate::common::tokens::estimate_tokens;
 
 /// What loom did with one downstream tool result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,10 +217,10 @@ impl SessionStats {
         for (name, n, size) in &own_tools {
             own.calls += n;
             own.answers.add(*size);
-            if name == crate::gateway::synthetic::QUERY {
+            if name == crate::common::tools::QUERY {
                 own.queries += n;
             }
-            if name == crate::gateway::read::READ {
+            if name == crate::common::tools::READ {
                 own.reads += n;
             }
         }

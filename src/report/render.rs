@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::{Report, SignedSize, Size};
-use crate::reduce::thousands;
+use crate::common::text::thousands;
 
 fn size(s: Size) -> String {
     format!(

@@ -687,7 +687,7 @@ impl SnapshotWriter {
                 layout: LAYOUT,
                 loom_version: env!("CARGO_PKG_VERSION").into(),
                 session: session.id.clone(),
-                created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                created_at: crate::common::text::now_rfc3339(),
                 datasets: Vec::new(),
                 complete: true,
                 missing: Vec::new(),

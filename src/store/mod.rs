@@ -852,7 +852,7 @@ impl Store {
             (deep.as_str(), "refused: expressions nest"),
         ];
         for (sql, must_say) in Self::FORBIDDEN.iter().chain(long.iter()) {
-            let shown = values::cut(sql, 80);
+            let shown = crate::common::text::cut(sql, 80);
             match self.query(sql).await {
                 Ok(output) => {
                     return Err(format!(

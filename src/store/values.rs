@@ -2,6 +2,7 @@
 //! an array. Used by envelopes, query results and exports alike, so a value reads the same
 //! everywhere.
 
+use crate::common::text::cut;
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{
     DataType, Date32Type, Date64Type, Decimal128Type, Float32Type, Float64Type, Int8Type,
@@ -248,16 +249,6 @@ pub fn type_name(data_type: &DataType) -> String {
         DataType::Utf8View | DataType::LargeUtf8 => "Utf8".to_string(),
         other => other.to_string(),
     }
-}
-
-/// Cut a string to `max` characters with an ellipsis (on a character boundary).
-pub fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(max).collect();
-    out.push('…');
-    out
 }
 
 #[cfg(test)]

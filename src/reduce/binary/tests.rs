@@ -412,11 +412,11 @@ fn declined_blobs_stay_and_later_ones_still_lift() {
 
 #[test]
 fn thousands() {
-    assert_eq!(crate::reduce::thousands(0), "0");
-    assert_eq!(crate::reduce::thousands(999), "999");
-    assert_eq!(crate::reduce::thousands(1000), "1,000");
-    assert_eq!(crate::reduce::thousands(48213), "48,213");
-    assert_eq!(crate::reduce::thousands(1234567), "1,234,567");
+    assert_eq!(crate::common::text::thousands(0), "0");
+    assert_eq!(crate::common::text::thousands(999), "999");
+    assert_eq!(crate::common::text::thousands(1000), "1,000");
+    assert_eq!(crate::common::text::thousands(48213), "48,213");
+    assert_eq!(crate::common::text::thousands(1234567), "1,234,567");
 }
 
 /// Text made of the pieces that matter here: base64 of data, wrapping, escapes, `data:`

@@ -1,9 +1,11 @@
+//! The envelope as interception builds it from realistic results: sizes, samples, statistics.
+
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::{MIN_SAMPLE_ROWS, TARGET_CHARS};
+use crate::envelope::{MIN_SAMPLE_ROWS, TARGET_CHARS};
 use crate::intercept::{Origin, Outcome, intercept};
 use crate::store::{Store, StoreSettings};
 
@@ -226,53 +228,4 @@ fn large_arguments_are_cut_in_the_envelope() {
             .is_some_and(|s| s.ends_with(" more")),
         "{envelope}"
     );
-}
-
-/// What a result holds inside its values and names does not make the answers about it large:
-/// three rows of 200,000-element lists, lists of 100 KB strings and a 60,000-character column
-/// name give an envelope and a `loom_describe` of a few kilobytes (they were 2.6 MB, 4.0 MB and
-/// 1.3 MB), with what is cut marked.
-#[test]
-fn nested_values_and_long_names_are_bounded_in_every_answer() {
-    let store = Arc::new(Store::new(StoreSettings::default()).expect("store"));
-    let origin = Origin {
-        server: "s".into(),
-        tool: "t".into(),
-        args: json!({}),
-    };
-    let long_name = "n".repeat(60_000);
-    let big_string = "x".repeat(100_000);
-    let rows: Vec<Value> = (0..3)
-        .map(|i| {
-            json!({
-                "id": i,
-                "numbers": (0..200_000).collect::<Vec<i64>>(),
-                "texts": [big_string.clone(), big_string.clone(), big_string.clone()],
-                long_name.clone(): i * 2,
-            })
-        })
-        .collect();
-    let result = json!({"structuredContent": {"rows": rows}, "content": []});
-    let raw = RawValue::from_string(result.to_string()).expect("raw");
-    let envelope = match intercept(
-        raw,
-        &origin,
-        &store,
-        2000,
-        &crate::config::policy::Policy::tables_only(),
-    ) {
-        Outcome::Replaced(value) => value["structuredContent"].clone(),
-        Outcome::PassThrough(_, why) => panic!("passed through: {why}"),
-        Outcome::Reduced(v) => panic!("reduced as a document: {v}"),
-    };
-    let text = envelope.to_string();
-    assert!(text.len() < 16_000, "envelope of {} bytes", text.len());
-    assert!(text.contains("… 199990 more"), "{text:.2000}");
-    let reference = envelope["ref"].as_str().expect("ref");
-    let dataset = store.get(reference).expect("held");
-    let described = crate::gateway::synthetic::describe_dataset(&dataset, &store.list());
-    let text = described.to_string();
-    assert!(text.len() < 64_000, "describe of {} bytes", text.len());
-    assert!(!text.contains(&"n".repeat(201)), "the long name is cut");
-    assert!(!text.contains(&"x".repeat(201)), "long strings are cut");
 }
