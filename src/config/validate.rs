@@ -18,11 +18,11 @@ use super::model::{
 };
 use super::policy::{Compression, PolicyPatch};
 use super::size::{UNIT_LIST, human_bytes, parse_size};
+use super::suggest::{did_you_mean, key_list};
 
 /// The smallest `maxOutputTokens`: below it the header line and a cut marker alone would not
 /// fit.
 const MIN_OUTPUT_TOKENS: u64 = 100;
-use super::suggest::{did_you_mean, key_list};
 
 const SERVERS: &str = "servers";
 const MCP_SERVERS: &str = "mcpServers";

@@ -63,9 +63,6 @@ pub enum StartError {
     AllFailed(Vec<(String, String)>),
 }
 
-/// One client session of the gateway: the catalog it sees, its datasets and documents, its
-/// report. The downstream servers are the [`Hub`]'s, shared by every session (one over stdio;
-/// one per HTTP session).
 /// What answers a downstream tool result ([`Gateway::decide`]).
 pub(crate) enum Decided {
     /// The server's bytes, passed through.
@@ -74,6 +71,9 @@ pub(crate) enum Decided {
     Built(Box<rmcp::model::ServerResult>),
 }
 
+/// One client session of the gateway: the catalog it sees, its datasets and documents, its
+/// report. The downstream servers are the [`Hub`]'s, shared by every session (one over stdio;
+/// one per HTTP session).
 pub struct Gateway {
     hub: Arc<Hub>,
     /// Whether ending this session ends the hub too (stdio: the session is the process).

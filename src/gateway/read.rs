@@ -12,11 +12,10 @@ use crate::common::text::thousands;
 use crate::store::document::{Blob, Content, Document};
 use crate::store::{Dataset, Store};
 
-pub use crate::common::tools::READ;
+pub use crate::common::tools::{MAX_PAGE_CHARS, READ};
 
 /// Characters one page holds unless `length` says otherwise.
 pub const DEFAULT_PAGE_CHARS: usize = 8_000;
-pub use crate::common::tools::MAX_PAGE_CHARS;
 /// Matching lines one pattern search shows (the count covers all of them).
 pub const MAX_MATCHES: usize = 100;
 /// A shown line is cut to this many characters.

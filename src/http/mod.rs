@@ -36,10 +36,10 @@ use crate::config::HttpConfig;
 use crate::gateway::Hub;
 use crate::wire::MAX_MESSAGE_BYTES;
 
+pub use session::Session;
+
 /// The largest body of a POST without `Mcp-Session-Id` (SPEC §22).
 const SESSIONLESS_BODY_BYTES: usize = 1024 * 1024;
-
-pub use session::Session;
 
 /// The one path loom serves MCP at.
 pub const MCP_PATH: &str = "/mcp";
