@@ -1,10 +1,14 @@
 use std::sync::Arc;
 
+use arrow::array::RecordBatch;
 use arrow::datatypes::DataType;
+use bytes::Bytes;
+use object_store::path::Path as StorePath;
+use object_store::{ObjectStore, PutPayload};
 
 use super::*;
 use crate::ingest::ingest_json_array;
-use crate::store::{NewDataset, Store, StoreSettings};
+use crate::store::{Dataset, NewDataset, Provenance, Store, StoreSettings};
 
 const ROWS: &str = r#"[
   {"id": 1, "big": 12345678901234567890123, "at": "2024-01-02T03:04:05Z", "day": "2024-01-02", "tags": ["a"], "name": "x"},

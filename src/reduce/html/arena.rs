@@ -1,6 +1,11 @@
 //! The arena every later pass walks iteratively, and the choice of the main content in it:
 //! landmarks, the readability scorer's pick widened to whole elements, chrome removal.
 
+use std::collections::HashSet;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use dom_query::{Document, NodeData, NodeId};
+
 use super::*;
 
 pub(super) const NONE: u32 = u32::MAX;

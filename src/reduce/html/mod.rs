@@ -10,10 +10,7 @@
 //! choice would drop more prose than it keeps. The original page is kept by loom, so dropping
 //! chrome is fine; dropping article text is not.
 
-use std::collections::HashSet;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-
-use dom_query::{Document, NodeData, NodeId};
+use dom_query::Document;
 
 mod arena;
 mod flat;

@@ -1,6 +1,8 @@
 //! Rendering the chosen content from the arena through the Markdown writer (links, images,
 //! lists, code).
 
+use std::collections::HashSet;
+
 use super::*;
 
 pub(super) enum LinkKind {
