@@ -30,4 +30,5 @@ pub mod report;
 pub mod snapshot;
 pub mod store;
 pub mod token;
+pub mod tools;
 pub mod wire;

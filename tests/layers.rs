@@ -11,6 +11,7 @@ const LAYERS: &[&[&str]] = &[
     &["cli"],
     &["demo", "http"],
     &["gateway"],
+    &["tools"],
     &["report", "snapshot", "export", "intercept"],
     &["reduce", "envelope"],
     &["hints", "redact"],

@@ -283,7 +283,7 @@ async fn execute(url: &str, sessions: Sessions<'_>, action: Action<'_>) -> Resul
                     store.references().join(", ")
                 ));
             };
-            let described = crate::gateway::synthetic::describe_dataset(&d, &store.list());
+            let described = crate::tools::describe_dataset(&d, &store.list());
             let text = serde_json::to_string_pretty(&described).map_err(|e| e.to_string())?;
             writeln!(out, "{text}").map_err(io)?;
         }

@@ -26,9 +26,10 @@ use tokio_util::task::TaskTracker;
 
 use super::era::Era;
 use super::forward::{ForwardError, PROTOCOL_META_PREFIX, expire};
-use super::{Decided, Gateway, discovery, synthetic};
+use super::{Decided, Gateway, discovery};
 use crate::downstream::Live;
 use crate::downstream::callers::{Answerer, Ask};
+use crate::tools;
 use crate::wire::direct::{Arrival, BoxFuture, Bypass, DirectCall, DirectCalls, LineSink};
 use crate::wire::one_line;
 
@@ -232,7 +233,7 @@ impl DirectLane {
         if params.task.is_some()
             || params.request_state.is_some()
             || params.input_responses.is_some()
-            || synthetic::NAMES.contains(&params.name.as_ref())
+            || tools::NAMES.contains(&params.name.as_ref())
             || discovery::DISCOVERY_NAMES.contains(&params.name.as_ref())
             || params.name == discovery::STATS
         {

@@ -11,11 +11,11 @@ use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value, json};
 
 use super::search::{self, ToolIndex, ToolText};
-use super::synthetic::{error_result, json_result, object_schema, read_only};
 use super::{ExposedCatalog, Gateway};
 use crate::config::{ToolsMode, glob_match};
 use crate::downstream::ToolDef;
 use crate::report::Size;
+use crate::tools::{error_result, json_result, object_schema, read_only};
 
 pub const CATEGORIES: &str = "loom_tool_categories";
 pub const FIND: &str = "loom_find_tools";

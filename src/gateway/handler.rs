@@ -21,7 +21,8 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer, Service, Se
 use super::era::Era;
 use super::forward::{ForwardError, Forwarded};
 use super::input::{Call, Reply};
-use super::{Gateway, discovery, synthetic};
+use super::{Gateway, discovery};
+use crate::tools;
 
 use crate::wire::TASK_METHOD_PREFIX;
 
@@ -159,7 +160,7 @@ impl GatewayService {
                     Ok(target) => target,
                     Err(error) => {
                         return Ok(
-                            gateway.answered_own(discovery::CALL, synthetic::error_result(error))
+                            gateway.answered_own(discovery::CALL, tools::error_result(error))
                         );
                     }
                 };
@@ -186,11 +187,9 @@ impl GatewayService {
                 Ok(gateway.answered_own(&params.name, result))
             }
             ClientRequest::CallToolRequest(CallToolRequest { params, .. })
-                if synthetic::NAMES.contains(&params.name.as_ref()) =>
+                if tools::NAMES.contains(&params.name.as_ref()) =>
             {
-                let result = gateway
-                    .call_synthetic(&params.name, &params.arguments)
-                    .await;
+                let result = gateway.call_own_tool(&params.name, &params.arguments).await;
                 Ok(gateway.answered_own(&params.name, result))
             }
             ClientRequest::CallToolRequest(CallToolRequest { params, .. }) => {

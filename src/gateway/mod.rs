@@ -15,9 +15,7 @@ mod hub;
 mod input;
 mod logging;
 pub mod naming;
-pub mod read;
 pub mod search;
-pub mod synthetic;
 pub mod task_extension;
 pub mod tasks;
 
@@ -115,7 +113,7 @@ pub struct Gateway {
     nonce: String,
     stats: crate::report::SessionStats,
     /// Where this session's exports go and what they wrote so far (SPEC §15).
-    exports: synthetic::Exports,
+    exports: crate::tools::Exports,
     /// Resource URIs this session subscribed to: only their updates reach its client.
     subscriptions: Mutex<std::collections::HashSet<String>>,
     /// The client's `subscriptions/listen` streams (2026-07-28), and how many of them want
@@ -198,7 +196,7 @@ impl Gateway {
             tools_changed: AtomicBool::new(false),
             nonce: discovery::new_nonce(),
             stats: crate::report::SessionStats::new(),
-            exports: synthetic::Exports::new(&config.export_dir, owns_hub),
+            exports: crate::tools::Exports::new(&config.export_dir, owns_hub),
             subscriptions: Mutex::new(std::collections::HashSet::new()),
             listeners: Mutex::new(Listeners::default()),
             log_interest: Arc::default(),
@@ -307,7 +305,7 @@ impl Gateway {
                 Err(error) => {
                     tracing::error!(%error, "interception crashed; the result is lost");
                     return Decided::Built(Box::new(rmcp::model::ServerResult::CallToolResult(
-                        synthetic::error_result(
+                        crate::tools::error_result(
                             "loom: interception of this result failed unexpectedly; call the tool again",
                         ),
                     )));
@@ -330,9 +328,9 @@ impl Gateway {
         Decided::Built(Box::new(rmcp::model::ServerResult::CallToolResult(
             match serde_json::from_value(value) {
                 Ok(result) => result,
-                Err(error) => {
-                    synthetic::error_result(format!("loom: could not encode the envelope: {error}"))
-                }
+                Err(error) => crate::tools::error_result(format!(
+                    "loom: could not encode the envelope: {error}"
+                )),
             },
         )))
     }
@@ -512,7 +510,7 @@ impl Gateway {
     /// One of loom's own tools. It runs on the engine's threads — queries, but also profiling
     /// a result, building its envelope and writing an export — never on the threads that carry
     /// passthrough traffic (SPEC §10.2).
-    pub(crate) async fn call_synthetic(
+    pub(crate) async fn call_own_tool(
         &self,
         name: &str,
         arguments: &Option<serde_json::Map<String, serde_json::Value>>,
@@ -524,14 +522,14 @@ impl Gateway {
         let arguments = arguments.clone();
         let work = async move {
             match tool.as_str() {
-                synthetic::QUERY => {
-                    synthetic::query(&store, config.token_threshold, &arguments).await
+                crate::tools::QUERY => {
+                    crate::tools::query(&store, config.token_threshold, &arguments).await
                 }
-                synthetic::LIST => synthetic::list(&store),
-                synthetic::MATERIALIZE => synthetic::materialize(&store, &arguments).await,
-                synthetic::EXPORT => synthetic::export(&store, &config, &exports, &arguments),
-                read::READ => read::read(&store, &arguments),
-                _ => synthetic::describe(&store, &arguments),
+                crate::tools::LIST => crate::tools::list(&store),
+                crate::tools::MATERIALIZE => crate::tools::materialize(&store, &arguments).await,
+                crate::tools::EXPORT => crate::tools::export(&store, &config, &exports, &arguments),
+                crate::tools::read::READ => crate::tools::read::read(&store, &arguments),
+                _ => crate::tools::describe(&store, &arguments),
             }
         };
         let timeout = self.store.settings().query_timeout;
@@ -539,12 +537,12 @@ impl Gateway {
             Ok(Some(result)) => result,
             // Timed on this runtime: answered on time even when the engine's threads are busy
             // in work that cannot be interrupted at once.
-            Ok(None) => synthetic::error_result(format!(
+            Ok(None) => crate::tools::error_result(format!(
                 "{}: {}",
                 name,
                 crate::store::QueryError::Timeout(timeout.as_millis())
             )),
-            Err(error) => synthetic::error_result(format!("loom: {error}")),
+            Err(error) => crate::tools::error_result(format!("loom: {error}")),
         }
     }
 
@@ -634,7 +632,7 @@ impl Gateway {
                 catalog: s.catalog(),
             })
             .collect();
-        let reserved: Vec<&str> = synthetic::NAMES
+        let reserved: Vec<&str> = crate::tools::NAMES
             .iter()
             .chain(discovery::DISCOVERY_NAMES)
             .copied()
@@ -666,7 +664,7 @@ impl Gateway {
             *slot = Arc::new(found);
         }
         next.tools.extend(
-            synthetic::tools()
+            crate::tools::tools()
                 .into_iter()
                 .chain(std::iter::once(discovery::stats_tool()))
                 .chain(discovery::tools())

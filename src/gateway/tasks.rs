@@ -363,7 +363,7 @@ impl Gateway {
                 "malformed `tools/call` request: `name` (a string) is required".into(),
             ));
         };
-        if super::synthetic::NAMES.contains(&name.as_str()) {
+        if crate::tools::NAMES.contains(&name.as_str()) {
             return Err(invalid(format!(
                 "tool `{name}` does not run as a task (call it without `task`)"
             )));

@@ -7,7 +7,7 @@ use base64::Engine as _;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents, Tool};
 use serde_json::{Map, Value, json};
 
-use super::synthetic::{error_result, object_schema, read_only};
+use super::{error_result, object_schema, read_only};
 use crate::common::text::thousands;
 use crate::store::document::{Blob, Content, Document};
 use crate::store::{Dataset, Store};

@@ -1,0 +1,264 @@
+//! loom's own data tools, in one room: `loom_query`, `loom_list_datasets`, `loom_describe`,
+//! `loom_materialize`, `loom_export` (here) and `loom_read` ([`read`]) — their definitions,
+//! argument checks and answers. The gateway dispatches calls to them. (The tool-search tools
+//! `loom_find_tools`, `loom_call`, `loom_tool_categories` and `loom_stats` stay in
+//! gateway/discovery.rs: they answer from the gateway's own catalog.)
+//!
+//! Their results carry the same JSON twice, as compact text and as `structuredContent`, because
+//! some clients read only one of the two.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
+use serde_json::{Map, Value, json};
+
+use crate::envelope;
+use crate::store::{QueryError, Store};
+
+pub use crate::common::tools::{DESCRIBE, EXPORT, LIST, MATERIALIZE, QUERY};
+
+mod describe;
+mod export;
+mod list_datasets;
+mod materialize;
+mod query;
+pub mod read;
+
+pub use describe::*;
+pub use export::*;
+pub use list_datasets::*;
+pub use materialize::*;
+pub use query::*;
+
+/// Every tool of this room, by name.
+pub const NAMES: &[&str] = &[
+    QUERY,
+    LIST,
+    DESCRIBE,
+    MATERIALIZE,
+    EXPORT,
+    crate::common::tools::READ,
+];
+
+const QUERY_DESCRIPTION: &str = "Run one read-only SQL query (DataFusion dialect) over what loom holds. \
+A large tabular tool result comes back as an envelope: its `ref` is a table name, with schema, statistics \
+and a `usage` query that runs as is. Ask for what you need: filters, aggregates, ORDER BY … LIMIT, window \
+functions, CTEs, JOINs across servers (see `joinHints`). Quote identifiers that are not lowercase (\"ID\"). \
+A large answer becomes a new dataset. No files, URLs, DDL, DML or settings.";
+
+const LIST_DESCRIPTION: &str =
+    "List what loom holds (datasets, documents, blobs): ref, size, origin, age.";
+
+const MATERIALIZE_DESCRIPTION: &str = "Keep a query's result as dataset `ds_view_<name>` (types intact, \
+never evicted) to query again or export. Returns its envelope.";
+
+const EXPORT_DESCRIPTION: &str = "Write a dataset to a file in loom's export directory: csv (RFC 4180) \
+or json (typed values). Returns the path, rows and bytes.";
+
+const DESCRIBE_DESCRIPTION: &str =
+    "One dataset in full: every column's type and statistics, a sample, join hints, provenance.";
+
+pub(crate) fn object_schema(properties: Value, required: &[&str]) -> Arc<Map<String, Value>> {
+    let schema = json!({"type": "object", "properties": properties, "required": required,
+                        "additionalProperties": false});
+    Arc::new(schema.as_object().cloned().unwrap_or_default())
+}
+
+/// loom's own tools never destroy anything and never reach outside loom.
+fn annotations(read_only: bool, idempotent: bool) -> ToolAnnotations {
+    ToolAnnotations::new()
+        .read_only(read_only)
+        .destructive(false)
+        .idempotent(idempotent)
+        .open_world(false)
+}
+
+pub(crate) fn read_only() -> ToolAnnotations {
+    annotations(true, true)
+}
+
+/// A failed query as the `isError` result of `tool`: a refusal speaks for itself, an engine
+/// error comes with the datasets and columns that do exist.
+fn query_error(tool: &str, error: &QueryError, store: &Store) -> CallToolResult {
+    let help = match error {
+        QueryError::Refused(_) => String::new(),
+        _ => format!("\n{}", known_datasets(store)),
+    };
+    error_result(format!("{tool}: {error}{help}"))
+}
+
+/// The definitions of loom's own tools, listed after every server's tools.
+pub fn tools() -> Vec<Tool> {
+    vec![
+        Tool::new(
+            QUERY,
+            QUERY_DESCRIPTION,
+            object_schema(
+                json!({"sql": {"type": "string", "description": "One SELECT statement."}}),
+                &["sql"],
+            ),
+        )
+        .annotate(read_only()),
+        Tool::new(LIST, LIST_DESCRIPTION, object_schema(json!({}), &[])).annotate(read_only()),
+        Tool::new(
+            DESCRIBE,
+            DESCRIBE_DESCRIPTION,
+            object_schema(
+                json!({"ref": {"type": "string"}}),
+                &["ref"],
+            ),
+        )
+        .annotate(read_only()),
+        Tool::new(
+            MATERIALIZE,
+            MATERIALIZE_DESCRIPTION,
+            object_schema(
+                json!({"sql": {"type": "string"}, "name": {"type": "string"}}),
+                &["sql", "name"],
+            ),
+        )
+        .annotate(annotations(false, false)),
+        Tool::new(
+            EXPORT,
+            EXPORT_DESCRIPTION,
+            object_schema(
+                json!({"ref": {"type": "string"},
+                       "format": {"type": "string", "enum": ["csv", "json"]},
+                       "filename": {"type": "string", "description": "Plain file name (default <ref>.<format>)."},
+                       "overwrite": {"type": "boolean", "default": false}}),
+                &["ref", "format"],
+            ),
+        )
+        .annotate(annotations(false, true)),
+        read::tool(),
+    ]
+}
+
+/// Column infos for a dataset made by a query: names are the query's, types are Arrow's own.
+fn query_columns(schema: &arrow::datatypes::SchemaRef) -> Vec<crate::ingest::ColumnInfo> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| crate::ingest::ColumnInfo {
+            name: f.name().clone(),
+            source: f.name().clone(),
+            typing: crate::ingest::ColumnType::Text,
+        })
+        .collect()
+}
+
+/// A result carrying `value` as text and as structured content.
+pub fn json_result(value: Value) -> CallToolResult {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(value.to_string())]);
+    result.structured_content = Some(value);
+    result
+}
+
+/// An `isError` result with `message`.
+pub fn error_result(message: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message.into())])
+}
+
+fn string_arg<'a>(
+    arguments: &'a Option<Map<String, Value>>,
+    name: &str,
+) -> Result<&'a str, String> {
+    match arguments.as_ref().and_then(|a| a.get(name)) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s),
+        Some(other) => Err(format!(
+            "`{name}` must be a non-empty string, found {other}"
+        )),
+        None => Err(format!("missing argument `{name}`")),
+    }
+}
+
+fn known_datasets(store: &Store) -> String {
+    let list = store.list();
+    if list.is_empty() {
+        return "loom holds no datasets yet: they appear when a tool returns a large table".into();
+    }
+    let refs: Vec<String> = list
+        .iter()
+        .take(20)
+        .map(|d| {
+            let columns: Vec<String> = d
+                .profile
+                .iter()
+                .take(12)
+                .map(|p| crate::common::text::cut(&p.name, envelope::MAX_NAME_CHARS))
+                .collect();
+            format!("{} ({})", d.reference, columns.join(", "))
+        })
+        .collect();
+    format!("known datasets: {}", refs.join("; "))
+}
+
+fn age(created: SystemTime) -> String {
+    let secs = created.elapsed().map(|d| d.as_secs()).unwrap_or(0);
+    match secs {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7200 => format!("{} min", s / 60),
+        s => format!("{} h", s / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::value::RawValue;
+    use serde_json::{Value, json};
+
+    use crate::intercept::{Origin, Outcome, intercept};
+    use crate::store::{Store, StoreSettings};
+
+    /// What a result holds inside its values and names does not make the answers about it large:
+    /// three rows of 200,000-element lists, lists of 100 KB strings and a 60,000-character column
+    /// name give an envelope and a `loom_describe` of a few kilobytes (they were 2.6 MB, 4.0 MB and
+    /// 1.3 MB), with what is cut marked.
+    #[test]
+    fn nested_values_and_long_names_are_bounded_in_every_answer() {
+        let store = Arc::new(Store::new(StoreSettings::default()).expect("store"));
+        let origin = Origin {
+            server: "s".into(),
+            tool: "t".into(),
+            args: json!({}),
+        };
+        let long_name = "n".repeat(60_000);
+        let big_string = "x".repeat(100_000);
+        let rows: Vec<Value> = (0..3)
+            .map(|i| {
+                json!({
+                    "id": i,
+                    "numbers": (0..200_000).collect::<Vec<i64>>(),
+                    "texts": [big_string.clone(), big_string.clone(), big_string.clone()],
+                    long_name.clone(): i * 2,
+                })
+            })
+            .collect();
+        let result = json!({"structuredContent": {"rows": rows}, "content": []});
+        let raw = RawValue::from_string(result.to_string()).expect("raw");
+        let envelope = match intercept(
+            raw,
+            &origin,
+            &store,
+            2000,
+            &crate::config::policy::Policy::tables_only(),
+        ) {
+            Outcome::Replaced(value) => value["structuredContent"].clone(),
+            Outcome::PassThrough(_, why) => panic!("passed through: {why}"),
+            Outcome::Reduced(v) => panic!("reduced as a document: {v}"),
+        };
+        let text = envelope.to_string();
+        assert!(text.len() < 16_000, "envelope of {} bytes", text.len());
+        assert!(text.contains("… 199990 more"), "{text:.2000}");
+        let reference = envelope["ref"].as_str().expect("ref");
+        let dataset = store.get(reference).expect("held");
+        let described = super::describe_dataset(&dataset, &store.list());
+        let text = described.to_string();
+        assert!(text.len() < 64_000, "describe of {} bytes", text.len());
+        assert!(!text.contains(&"n".repeat(201)), "the long name is cut");
+        assert!(!text.contains(&"x".repeat(201)), "long strings are cut");
+    }
+}
