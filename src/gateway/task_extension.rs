@@ -65,6 +65,11 @@ pub(super) struct Bridged {
     stop: CancellationToken,
 }
 
+/// Questions one task may ask in its life. Each key is remembered (to tell an answer given twice
+/// from one to a question never asked), so a server that asks without end must not make that
+/// memory grow without end; past this its questions are answered with an error.
+const MAX_TASK_QUESTIONS: usize = 1_000;
+
 /// A task's questions.
 #[derive(Default)]
 struct TaskAsks {
@@ -72,7 +77,26 @@ struct TaskAsks {
     pending: Vec<(String, Ask)>,
     /// Every key ever given out: an answer to one already answered is ignored, to one never
     /// given out refused.
-    given: Vec<String>,
+    given: std::collections::HashSet<String>,
+}
+
+impl TaskAsks {
+    /// Keep `ask` under `key` for the client, or refuse it when the task has asked
+    /// [`MAX_TASK_QUESTIONS`] already.
+    fn record(&mut self, key: String, ask: Ask) {
+        if self.given.len() >= MAX_TASK_QUESTIONS {
+            let _ = ask.reply.send(Err(McpError::internal_error(
+                format!(
+                    "loom: this task asked {MAX_TASK_QUESTIONS} questions already; loom passes \
+                     no more of them to its client"
+                ),
+                None,
+            )));
+            return;
+        }
+        self.given.insert(key.clone());
+        self.pending.push((key, ask));
+    }
 }
 
 /// The tasks of one session, by id, and their ids oldest first.
@@ -442,7 +466,7 @@ impl Bridged {
         let mut asks = lock(&self.asks);
         let unknown: Vec<&String> = responses
             .keys()
-            .filter(|key| !asks.given.contains(key))
+            .filter(|key| !asks.given.contains(*key))
             .collect();
         if !unknown.is_empty() {
             return Err(invalid(format!(
@@ -481,8 +505,7 @@ async fn follow_task(task: Arc<Bridged>, mut running: Running, keys: Arc<super::
                 let mut asks = lock(&task.asks);
                 for ask in asked {
                     let key = keys.next(ask.kind);
-                    asks.given.push(key.clone());
-                    asks.pending.push((key, ask));
+                    asks.record(key, ask);
                 }
             }
             Waited::Done(outcome) => {
@@ -526,6 +549,38 @@ fn with_member(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A task that asks without end is cut off at MAX_TASK_QUESTIONS: later questions get an
+    /// error at once and nothing more is remembered.
+    #[test]
+    fn a_task_asking_without_end_is_cut_off() {
+        use crate::downstream::callers::AskKind;
+        let mut asks = TaskAsks::default();
+        let mut replies = Vec::new();
+        for n in 0..MAX_TASK_QUESTIONS + 5 {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            asks.record(
+                format!("k{n}"),
+                Ask {
+                    kind: AskKind::Roots,
+                    params: serde_json::json!({}),
+                    reply,
+                },
+            );
+            replies.push(answer);
+        }
+        assert_eq!(asks.given.len(), MAX_TASK_QUESTIONS);
+        assert_eq!(asks.pending.len(), MAX_TASK_QUESTIONS);
+        let mut last = replies.pop().expect("a reply");
+        let refused = last.try_recv().expect("answered at once");
+        let error = refused.expect_err("refused");
+        assert!(
+            error.message.contains("asked 1000 questions already"),
+            "{error:?}"
+        );
+        // The kept ones still wait for their client.
+        assert!(replies[0].try_recv().is_err());
+    }
 
     #[test]
     fn tasks_take_the_extension_s_member_names() {
