@@ -873,9 +873,6 @@ impl Store {
     }
 }
 
-#[cfg(test)]
-mod tests;
-
 /// What pinned datasets (materialized views, pinned documents and blobs) may hold together:
 /// half of `memoryBudgetBytes`, so that the other half is always there for the results the
 /// firewall intercepts — pinning can never switch it off.
@@ -917,3 +914,6 @@ fn pinned_room(catalog: &Catalog, budget: usize, bytes: usize, what: &str) -> Re
         }
     ))
 }
+
+#[cfg(test)]
+mod tests;
