@@ -195,6 +195,66 @@ fn a_server_question_becomes_input_required_and_the_retry_answers_it() {
     assert_eq!(error_of(&stale).0, -32602, "{}", stale.raw);
 }
 
+/// The tool a call waits in leaves the catalog (its server relists its tools) before the
+/// client comes back: the retry still reaches the waiting call, where the tool led then.
+#[test]
+fn a_retry_goes_on_after_its_tool_left_the_catalog() {
+    let (_dir, mut loom) = loom_with_fixture();
+    let arguments = json!({"message": "still there?"});
+    let first = loom.call(
+        "tools/call",
+        call("fx_elicit", arguments.clone(), json!({})),
+    );
+    let result = &first.value["result"];
+    assert_eq!(result["resultType"], "input_required", "{}", first.raw);
+    let state = result["requestState"]
+        .as_str()
+        .expect("requestState")
+        .to_string();
+    let key = result["inputRequests"]
+        .as_object()
+        .and_then(|r| r.keys().next().cloned())
+        .expect("a question");
+    let removed = loom.call(
+        "tools/call",
+        call(
+            "fx_add_tool",
+            json!({"name": "elicit", "remove": true}),
+            json!({}),
+        ),
+    );
+    assert_eq!(common::first_text(&removed), "removed", "{}", removed.raw);
+    common::eventually("fx_elicit to leave loom's tools/list", || {
+        let listed = loom.call("tools/list", json!({"_meta": envelope(asks_everything())}));
+        !listed.raw.contains("\"fx_elicit\"")
+    });
+    // A new call of the tool is unknown now …
+    let fresh = loom.call(
+        "tools/call",
+        call("fx_elicit", arguments.clone(), json!({})),
+    );
+    let (code, message) = error_of(&fresh);
+    assert_eq!(code, -32602, "{}", fresh.raw);
+    assert!(message.contains("unknown tool"), "{message}");
+    // … and a retry with another tool's name still is not this call's.
+    let answer = json!({"action": "accept", "content": {"answer": "yes"}});
+    let done = loom.call(
+        "tools/call",
+        call(
+            "fx_elicit",
+            arguments,
+            json!({"requestState": state, "inputResponses": {key: answer}}),
+        ),
+    );
+    assert_eq!(
+        done.value["result"]["resultType"], "complete",
+        "{}",
+        done.raw
+    );
+    let text = common::first_text(&done);
+    assert!(text.contains("yes") && text.contains("accept"), "{text}");
+}
+
 #[test]
 fn sampling_and_roots_become_questions_and_undeclared_ones_are_refused() {
     let (_dir, mut loom) = loom_with_fixture();

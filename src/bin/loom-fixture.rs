@@ -50,8 +50,10 @@
 //! 12. `env {}`: JSON object of this process's environment, sorted by key.
 //! 13. `pid {}`: this process's pid.
 //! 14. `meta_echo {}`: the request's `_meta`, as `structuredContent` and as text.
-//! 15. `add_tool {name}`: adds an echo tool called `name`, sends
-//!     `notifications/tools/list_changed`, answers `added`.
+//! 15. `add_tool {name, remove?=false}`: adds an echo tool called `name`, sends
+//!     `notifications/tools/list_changed`, answers `added`. With `remove: true` it takes the
+//!     tool called `name` out of `tools/list` instead (it still answers calls), announces the
+//!     change and answers `removed`.
 //! 16. `sample {prompt}`: sends `sampling/createMessage` to the client, answers its text.
 //! 17. `roots {}`: sends `roots/list` to the client, answers the roots as JSON.
 //! 18. `elicit {message}`: sends `elicitation/create` (form asking for a string `answer`),
@@ -464,6 +466,8 @@ struct Fixture {
     base_tool_count: usize,
     /// Echo tools added by `add_tool`.
     dynamic_tools: Mutex<Vec<Tool>>,
+    /// Tools `add_tool` took out of the list.
+    removed_tools: Mutex<BTreeSet<String>>,
     /// Ids (as strings) of requests whose cancellation the fixture observed.
     cancelled: Mutex<Vec<String>>,
     subscriptions: Mutex<BTreeSet<String>>,
@@ -488,6 +492,7 @@ impl Fixture {
             static_tools,
             base_tool_count,
             dynamic_tools: Mutex::new(Vec::new()),
+            removed_tools: Mutex::new(BTreeSet::new()),
             cancelled: Mutex::new(Vec::new()),
             subscriptions: Mutex::new(BTreeSet::new()),
             stdin_closed,
@@ -497,6 +502,8 @@ impl Fixture {
     fn all_tools(&self) -> Vec<Tool> {
         let mut tools = self.static_tools.clone();
         tools.extend(lock(&self.dynamic_tools).iter().cloned());
+        let removed = lock(&self.removed_tools);
+        tools.retain(|t| !removed.contains(t.name.as_ref()));
         tools
     }
 
@@ -674,6 +681,18 @@ impl Fixture {
         Ok(text_result("added"))
     }
 
+    async fn remove_tool(
+        &self,
+        name: String,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        lock(&self.removed_tools).insert(name);
+        if let Err(error) = context.peer.notify_tool_list_changed().await {
+            tracing::warn!(%error, "failed to send tools/list_changed");
+        }
+        text_result("removed")
+    }
+
     fn read(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
         let contents = if uri == GREETING_URI {
             ResourceContents::text(format!("hello from {}", self.name), uri)
@@ -819,6 +838,9 @@ impl ServerHandler for Fixture {
                 serde_json::to_value(&context.meta)
                     .map_err(|e| McpError::internal_error(e.to_string(), None))?,
             ),
+            "add_tool" if args.get("remove").and_then(Value::as_bool) == Some(true) => {
+                self.remove_tool(str_arg(&args, "name")?, &context).await
+            }
             "add_tool" => self.add_tool(str_arg(&args, "name")?, &context).await?,
             "sample" => self.sample(str_arg(&args, "prompt")?, &context).await?,
             "roots" => self.roots(&context).await?,

@@ -189,6 +189,38 @@ impl Callers {
         Picked::Answerer(best.answerer.clone())
     }
 
+    /// The sessions a log line of `server` may reach, decided as the line arrives (on the
+    /// transport's read path for a child). A server's log line names no request,
+    /// so it could concern any call in flight on it: it reaches the sessions of a credential
+    /// only while every call in flight on the server is of that credential, or, none being in
+    /// flight, while every open session is of one credential (SPEC §5.4). Another credential's
+    /// sessions never hear of a call they did not make.
+    pub fn log_audience(&self, server: usize) -> Vec<u64> {
+        let calls = self.lock();
+        let credentials = self.lock_credentials();
+        // The credential of each call in flight on the server, or of each open session when
+        // there is none.
+        let concerned: Vec<Option<&String>> = match calls.iter().any(|c| c.server == server) {
+            true => calls
+                .iter()
+                .filter(|c| c.server == server)
+                .map(|c| credentials.get(&c.session))
+                .collect(),
+            false => credentials.values().map(Some).collect(),
+        };
+        let Some(Some(credential)) = concerned.first().copied() else {
+            return Vec::new();
+        };
+        if concerned.iter().any(|other| *other != Some(credential)) {
+            return Vec::new();
+        }
+        credentials
+            .iter()
+            .filter(|(_, other)| *other == credential)
+            .map(|(session, _)| *session)
+            .collect()
+    }
+
     /// Session `session` is open for `credential` (set again when it learns its credential).
     pub fn session_opened(&self, session: u64, credential: &str) {
         self.lock_credentials()
@@ -275,6 +307,35 @@ mod tests {
             Picked::Answerer(Answerer::Refuse { method }) => Some(method),
             _ => None,
         }
+    }
+
+    #[test]
+    fn log_lines_reach_only_the_credential_whose_calls_are_in_flight() {
+        let callers = Arc::new(Callers::default());
+        let heard = |server: usize| {
+            let mut sessions = callers.log_audience(server);
+            sessions.sort_unstable();
+            sessions
+        };
+        assert!(heard(0).is_empty(), "no session, nobody hears");
+        callers.session_opened(1, "alice");
+        callers.session_opened(2, "alice");
+        // One credential open: everyone hears, calls or not.
+        assert_eq!(heard(0), [1, 2]);
+        callers.session_opened(3, "bob");
+        // Two credentials, no call in flight: nobody can be told apart, nobody hears.
+        assert!(heard(0).is_empty());
+        let alice = callers.register(0, 1, None, refuse("tools/call"));
+        assert_eq!(heard(0), [1, 2], "bob must not hear of alice's call");
+        // Another server's lines are not alice's.
+        assert!(heard(1).is_empty());
+        let bob = callers.register(0, 3, None, refuse("tools/call"));
+        assert!(heard(0).is_empty());
+        drop(alice);
+        assert_eq!(heard(0), [3]);
+        drop(bob);
+        callers.session_closed(3);
+        assert_eq!(heard(0), [1, 2]);
     }
 
     #[test]

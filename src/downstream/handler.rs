@@ -35,6 +35,10 @@ pub enum DownstreamEvent {
     Logging {
         server: usize,
         params: LoggingMessageNotificationParam,
+        /// The sessions that may hear it, decided as it arrived (SPEC §5.4): a server's log
+        /// line names no request, so it goes only where no other credential's call could have
+        /// caused it.
+        audience: Vec<u64>,
     },
     ResourceUpdated {
         server: usize,
@@ -151,6 +155,25 @@ enum Relay {
 }
 
 impl DownstreamHandler {
+    /// A log line of this server as its transport read it (`notifications/message`): who may
+    /// hear it is decided now, before any answer read after it ends its call.
+    pub fn log_line(&self, line: &str) {
+        #[derive(serde::Deserialize)]
+        struct Notification {
+            params: LoggingMessageNotificationParam,
+        }
+        match serde_json::from_str::<Notification>(line) {
+            Ok(notification) => self.emit(DownstreamEvent::Logging {
+                server: self.server,
+                params: notification.params,
+                audience: self.callers.log_audience(self.server),
+            }),
+            Err(error) => {
+                tracing::warn!(server = self.server, %error, "ignoring a malformed log line")
+            }
+        }
+    }
+
     fn emit(&self, event: DownstreamEvent) {
         // The receiver only goes away at shutdown, when events no longer matter.
         let _ = self.events.send(event);
@@ -419,6 +442,7 @@ impl ClientHandler for DownstreamHandler {
         self.emit(DownstreamEvent::Logging {
             server: self.server,
             params,
+            audience: self.callers.log_audience(self.server),
         });
     }
 

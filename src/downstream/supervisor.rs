@@ -348,7 +348,11 @@ impl Downstream {
                 )
                 .with_progress_ledger(progress.clone())
                 .with_raw_params(handler.params.clone())
-                .with_direct_calls(direct.clone());
+                .with_direct_calls(direct.clone())
+                .with_log_tap({
+                    let handler = handler.clone();
+                    Arc::new(move |line: &str| handler.log_line(line))
+                });
                 match self.handshake(handler, transport, &raw).await {
                     Ok((service, catalog)) => {
                         let live = live(&service, None, Some(direct));

@@ -452,6 +452,10 @@ async fn run_modern(
         method: "tools/call",
         target: relay.exposed.clone(),
         arguments: relay.arguments.clone().map(serde_json::Value::Object),
+        route: Some(super::catalog::Route {
+            server: relay.server,
+            name: relay.tool.clone(),
+        }),
     };
     let followed = match exchange(&mut relay, &reply, &cancelled, Some(&mut asks)).await {
         Ok(Exchanged::Answer(line)) => answer_of(&line).map(super::input::Reply::Done),

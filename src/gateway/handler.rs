@@ -194,15 +194,24 @@ impl GatewayService {
             }
             ClientRequest::CallToolRequest(CallToolRequest { params, .. }) => {
                 let exposed = gateway.exposed();
-                let Some(route) = exposed.tool_route(&params.name) else {
+                // A retry continues its call where the tool led then, even if the tool has
+                // left the catalog since.
+                let Some(route) = exposed.tool_route(&params.name).cloned().or_else(|| {
+                    params
+                        .request_state
+                        .as_deref()
+                        .and_then(|state| gateway.suspended.route_of(state, &params.name))
+                }) else {
                     return Err(unknown_tool(gateway, &params.name));
                 };
+                let route = &route;
                 let server = gateway.servers()[route.server].name().to_string();
                 let what = format!("tool `{}`", route.name);
                 let call = Call {
                     method: "tools/call",
                     target: params.name.to_string(),
                     arguments: params.arguments.clone().map(serde_json::Value::Object),
+                    route: Some(route.clone()),
                 };
                 let reply = match input_round(&params.request_state, &params.input_responses)? {
                     Some(state) => {
@@ -297,6 +306,7 @@ impl GatewayService {
                     method: "resources/read",
                     target: uri.clone(),
                     arguments: None,
+                    route: None,
                 };
                 let reply =
                     match input_round(&read.params.request_state, &read.params.input_responses)? {
@@ -334,6 +344,7 @@ impl GatewayService {
                     method: "prompts/get",
                     target: params.name.clone(),
                     arguments: params.arguments.clone().map(serde_json::Value::Object),
+                    route: None,
                 };
                 let reply = match input_round(&params.request_state, &params.input_responses)? {
                     Some(state) => {

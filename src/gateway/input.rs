@@ -46,6 +46,9 @@ pub(super) struct Call {
     /// The exposed tool or prompt name, or the resource URI.
     pub target: String,
     pub arguments: Option<Value>,
+    /// Where the exposed tool led when the call was made: a retry goes on with the call there
+    /// even if the tool has left the catalog since (its server relisted its tools).
+    pub route: Option<super::catalog::Route>,
 }
 
 /// What a call waits with.
@@ -118,6 +121,15 @@ impl Suspended {
     /// Calls waiting now (for tests: nothing may leak).
     pub fn len(&self) -> usize {
         self.lock().len()
+    }
+
+    /// The route of the tool call waiting under `state` for exposed tool `target`, if one does.
+    pub fn route_of(&self, state: &str, target: &str) -> Option<super::catalog::Route> {
+        let table = self.lock();
+        let waiting = table.get(state)?;
+        (waiting.call.method == "tools/call" && waiting.call.target == target)
+            .then(|| waiting.call.route.clone())
+            .flatten()
     }
 
     /// The session ends: every waiting call is cancelled downstream.

@@ -564,16 +564,16 @@ impl Gateway {
         self.progress.clone()
     }
 
-    /// End the session: its loops stop, queued snapshot writes finish, its spill directory
-    /// goes. A session that owns the hub also stops every child (stdin closed, grace, SIGTERM,
-    /// grace, SIGKILL) within the budget.
     /// The credential (a digest of its bearer token) this session was opened with over HTTP:
-    /// a server's request that no call caused reaches it only while every open session is of
-    /// that credential (SPEC §5.8).
+    /// a server's request that no call caused, and a server's log line, reach it only while
+    /// no other credential could be the one concerned (SPEC §5.4, §5.8).
     pub fn set_credential(&self, credential: &str) {
         self.hub.in_flight.session_opened(self.number, credential);
     }
 
+    /// End the session: its loops stop, queued snapshot writes finish, its spill directory
+    /// goes. A session that owns the hub also stops every child (stdin closed, grace, SIGTERM,
+    /// grace, SIGKILL) within the budget.
     pub async fn shutdown(&self) {
         self.hub.in_flight.session_closed(self.number);
         self.shutdown.cancel();
@@ -745,7 +745,16 @@ impl Gateway {
                 }
             }
             #[allow(deprecated)] // logging is SEP-2577-deprecated but clients still show it
-            DownstreamEvent::Logging { server, params } => {
+            DownstreamEvent::Logging {
+                server,
+                params,
+                audience,
+            } => {
+                // A line of a server shared by sessions of several credentials reaches only
+                // the credential whose calls it can concern (decided as it arrived).
+                if !audience.contains(&self.number) {
+                    return;
+                }
                 // A 2026-07-28 client gets log messages only for requests that asked for them
                 // (`io.modelcontextprotocol/logLevel`), at that level or above.
                 if self.upstream_is_2026() && !self.log_interest.wants(*server, &params.level) {

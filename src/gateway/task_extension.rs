@@ -40,6 +40,10 @@ pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// Tasks a session keeps (the oldest are forgotten beyond it).
 const MAX_TASKS: usize = 10_000;
 
+/// How long loom keeps a task (and its result) whose server gave it no `ttl`: a client that
+/// never comes back must not hold a result for the life of its scope.
+const UNTIMED_TASK_KEEP: Duration = Duration::from_secs(3600);
+
 /// How long `tasks/get` of a task the server says has ended waits for its result to arrive.
 const RESULT_GRACE: Duration = Duration::from_secs(5);
 
@@ -63,6 +67,20 @@ pub(super) struct Bridged {
     decided: tokio::sync::Mutex<Option<Result<Box<RawValue>, McpError>>>,
     /// Ends the open `tasks/result` (the session ended).
     stop: CancellationToken,
+    /// When loom forgets the task: its `ttl` after creation, as the server said (the server
+    /// may forget it then too), or [`UNTIMED_TASK_KEEP`] when it gave none.
+    expires: tokio::time::Instant,
+}
+
+/// When a task created now with the server's task object `task` is forgotten.
+fn expiry_of(task: &Map<String, Value>) -> tokio::time::Instant {
+    let keep = task
+        .get("ttl")
+        .and_then(Value::as_u64)
+        .map(Duration::from_millis)
+        .unwrap_or(UNTIMED_TASK_KEEP);
+    let now = tokio::time::Instant::now();
+    now.checked_add(keep).unwrap_or(now + UNTIMED_TASK_KEEP)
 }
 
 /// Questions one task may ask in its life. Each key is remembered (to tell an answer given twice
@@ -115,6 +133,15 @@ impl BridgedTasks {
     fn insert(&self, id: String, task: Arc<Bridged>) {
         let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let TaskTable { tasks, order } = &mut *guard;
+        let now = tokio::time::Instant::now();
+        tasks.retain(|_, task| {
+            let keep = task.expires > now;
+            if !keep {
+                task.stop.cancel();
+            }
+            keep
+        });
+        order.retain(|id| tasks.contains_key(id));
         if tasks.insert(id.clone(), task).is_none() {
             order.push_back(id);
         }
@@ -127,9 +154,27 @@ impl BridgedTasks {
         }
     }
 
+    /// The task `id`, unless it has expired (then it is forgotten now).
     fn get(&self, id: &str) -> Option<Arc<Bridged>> {
-        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        guard.tasks.get(id).cloned()
+        let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let task = guard.tasks.get(id).cloned()?;
+        if task.expires > tokio::time::Instant::now() {
+            return Some(task);
+        }
+        task.stop.cancel();
+        guard.tasks.remove(id);
+        guard.order.retain(|other| other != id);
+        None
+    }
+
+    /// Tasks held now (for tests).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .tasks
+            .len()
     }
 
     /// The session ends: every open `tasks/result` is closed.
@@ -245,15 +290,7 @@ impl Gateway {
         };
         self.task_routes
             .record(&id, route.server, Some(origin.clone()));
-        let bridged = Arc::new(Bridged {
-            server: route.server,
-            origin,
-            asks: Mutex::new(TaskAsks::default()),
-            outcome: Mutex::new(None),
-            arrived: tokio::sync::Notify::new(),
-            decided: tokio::sync::Mutex::new(None),
-            stop: CancellationToken::new(),
-        });
+        let bridged = Bridged::new(route.server, origin, expiry_of(&task));
         // The task's result, and the server's questions for it, come on this request.
         let (answerer, asks) = input_answerer(context);
         let launch = Launch {
@@ -454,6 +491,19 @@ impl Gateway {
 }
 
 impl Bridged {
+    fn new(server: usize, origin: Origin, expires: tokio::time::Instant) -> Arc<Self> {
+        Arc::new(Self {
+            server,
+            origin,
+            asks: Mutex::new(TaskAsks::default()),
+            outcome: Mutex::new(None),
+            arrived: tokio::sync::Notify::new(),
+            decided: tokio::sync::Mutex::new(None),
+            stop: CancellationToken::new(),
+            expires,
+        })
+    }
+
     /// `tasks/update`: answers go to the server's waiting requests. A key never given out is
     /// refused; one already answered is ignored (the extension lets a client send an answer
     /// twice).
@@ -580,6 +630,38 @@ mod tests {
         );
         // The kept ones still wait for their client.
         assert!(replies[0].try_recv().is_err());
+    }
+
+    fn bridged(ttl_ms: u64) -> Arc<Bridged> {
+        let task: Map<String, Value> =
+            serde_json::from_value(json!({"taskId": "t", "ttl": ttl_ms})).expect("task");
+        let origin = Origin {
+            server: "s".into(),
+            tool: "t".into(),
+            args: Value::Null,
+        };
+        Bridged::new(0, origin, expiry_of(&task))
+    }
+
+    /// A task is forgotten once its server's `ttl` has passed (its open `tasks/result` ends):
+    /// a client that never polls does not keep results for the life of its scope.
+    #[tokio::test]
+    async fn tasks_are_forgotten_after_their_ttl() {
+        let table = BridgedTasks::default();
+        let short = bridged(1);
+        let long = bridged(3_600_000);
+        table.insert("short".into(), short.clone());
+        table.insert("long".into(), long.clone());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(table.get("short").is_none(), "kept past its ttl");
+        assert!(short.stop.is_cancelled());
+        assert!(table.get("long").is_some());
+        // Expired ones also go when another task is created.
+        table.insert("short2".into(), bridged(1));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        table.insert("other".into(), bridged(3_600_000));
+        assert_eq!(table.len(), 2);
+        assert!(!long.stop.is_cancelled());
     }
 
     #[test]

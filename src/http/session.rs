@@ -688,6 +688,11 @@ impl Drop for CancelOnDrop {
         let Some(session) = self.session.take() else {
             return;
         };
+        // An answer already routed to this request (queued, not yet read by the client that
+        // left) ended it in loom: there is nothing left to cancel.
+        if !session.lock_routes().pending.contains_key(&self.id) {
+            return;
+        }
         session.forget(&self.id);
         let notice = format!(
             r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"the HTTP client went away"}}}}"#,

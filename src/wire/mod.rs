@@ -122,13 +122,28 @@ impl RawResults {
 /// `temperature` of 0.7 is an `f32` there, 0.699999988 once written again), so the handler
 /// relays these bytes instead (SPEC §5.8).
 #[derive(Clone, Default, Debug)]
-pub struct RawParams(Arc<StdMutex<HashMap<RequestId, Box<RawValue>>>>);
+pub struct RawParams(Arc<StdMutex<KeptParams>>);
+
+/// The kept params, and their ids oldest first (with the number each was kept under, so an
+/// id reused after its params were taken is not evicted for its predecessor).
+#[derive(Default, Debug)]
+struct KeptParams {
+    by_id: HashMap<RequestId, (u64, Box<RawValue>)>,
+    order: std::collections::VecDeque<(u64, RequestId)>,
+    next: u64,
+}
 
 /// The server requests whose params [`RawParams`] keeps.
 const RAW_PARAM_METHODS: &[&str] = &["sampling/createMessage", "elicitation/create"];
 
+/// Params kept at most: a request rmcp answers without handing it to loom's handler (params
+/// it cannot decode, a session already gone) leaves its entry behind, and a server sending
+/// such requests without end must not grow this without end. Past it the oldest go; a request
+/// whose params went is relayed with rmcp's decoding instead.
+const MAX_KEPT_PARAMS: usize = 256;
+
 impl RawParams {
-    fn with<T>(&self, f: impl FnOnce(&mut HashMap<RequestId, Box<RawValue>>) -> T) -> T {
+    fn with<T>(&self, f: impl FnOnce(&mut KeptParams) -> T) -> T {
         let mut guard = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         f(&mut guard)
     }
@@ -141,21 +156,53 @@ impl RawParams {
         if !RAW_PARAM_METHODS.contains(&method) {
             return;
         }
-        if let Ok(id) = serde_json::from_str::<RequestId>(id.get()) {
-            self.with(|kept| kept.insert(id, params.to_owned()));
-        }
+        let Ok(id) = serde_json::from_str::<RequestId>(id.get()) else {
+            return;
+        };
+        self.with(|kept| {
+            let number = kept.next;
+            kept.next += 1;
+            kept.by_id.insert(id.clone(), (number, params.to_owned()));
+            kept.order.push_back((number, id));
+            while kept.by_id.len() > MAX_KEPT_PARAMS || kept.order.len() > 4 * MAX_KEPT_PARAMS {
+                let Some((number, id)) = kept.order.pop_front() else {
+                    break;
+                };
+                if kept.by_id.get(&id).is_some_and(|(n, _)| *n == number) {
+                    kept.by_id.remove(&id);
+                }
+            }
+        });
     }
 
     /// The params of request `id` as the server wrote them.
     pub fn take(&self, id: &RequestId) -> Option<Box<RawValue>> {
-        self.with(|kept| kept.remove(id))
+        self.with(|kept| kept.by_id.remove(id).map(|(_, raw)| raw))
+    }
+
+    /// Params held now (for tests: nothing may pile up).
+    pub fn len(&self) -> usize {
+        self.with(|kept| kept.by_id.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// A new connection: ids start over.
     pub fn clear(&self) {
-        self.with(HashMap::clear);
+        self.with(|kept| {
+            kept.by_id.clear();
+            kept.order.clear();
+        });
     }
 }
+
+/// Where a downstream connection's log lines go, as read: rmcp hands notifications to its
+/// handler in tasks of their own, after answers read later may have ended their calls; taken
+/// on the read path, a line is placed while the call that caused it is still in flight
+/// (SPEC §5.4).
+pub type LogTap = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// One JSON-RPC message from a downstream server that arrived by a transport other than
 /// [`LineTransport`] (Streamable HTTP): progress is counted, and when it is the response to a
@@ -405,6 +452,8 @@ pub struct LineTransport<Role: ServiceRole, R, W> {
     direct: Option<CloseOnDrop>,
     /// Downstream face: where the params of the server's own requests are kept as written.
     params: Option<RawParams>,
+    /// Downstream face: where the server's log lines go instead of rmcp.
+    log_tap: Option<LogTap>,
     _role: PhantomData<fn() -> Role>,
 }
 
@@ -420,6 +469,7 @@ impl<Role: ServiceRole, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTranspo
             bypass: None,
             direct: None,
             params: None,
+            log_tap: None,
             _role: PhantomData,
         }
     }
@@ -474,6 +524,13 @@ impl<Role: ServiceRole, R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTranspo
     /// (downstream face).
     pub fn with_raw_params(mut self, params: RawParams) -> Self {
         self.params = Some(params);
+        self
+    }
+
+    /// Hand the server's log lines (`notifications/message`) to `tap` as they are read, in order
+    /// with the answers, instead of to rmcp (downstream face).
+    pub fn with_log_tap(mut self, tap: LogTap) -> Self {
+        self.log_tap = Some(tap);
         self
     }
 
@@ -699,6 +756,11 @@ where
         {
             return Decoded::Skip;
         }
+        if let (Some(tap), Some("notifications/message")) = (&self.log_tap, peek.method.as_deref())
+        {
+            tap(line);
+            return Decoded::Skip;
+        }
         if let (Some(ledger), Some("notifications/progress")) =
             (&self.progress, peek.method.as_deref())
             && let Ok(progress) = serde_json::from_str::<ProgressPeek>(line)
@@ -774,6 +836,27 @@ mod tests {
 
     fn ping(id: i64) -> String {
         format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n")
+    }
+
+    #[test]
+    fn params_never_taken_do_not_pile_up() {
+        let params = RawParams::default();
+        let raw = |text: &str| RawValue::from_string(text.to_string()).expect("raw");
+        let body = raw(r#"{"messages":[],"maxTokens":5,"temperature":0.7}"#);
+        for n in 0..5_000 {
+            let id = raw(&n.to_string());
+            params.keep(Some(&id), Some("sampling/createMessage"), Some(&body));
+        }
+        assert!(params.len() <= MAX_KEPT_PARAMS, "{} kept", params.len());
+        let newest = params
+            .take(&RequestId::Number(4_999))
+            .expect("the newest is kept");
+        assert!(newest.get().contains("0.7"));
+        assert!(params.take(&RequestId::Number(0)).is_none());
+        // Other methods are not kept at all.
+        params.clear();
+        params.keep(Some(&raw("1")), Some("roots/list"), Some(&body));
+        assert!(params.is_empty());
     }
 
     #[test]

@@ -42,7 +42,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp import MCPError
+from mcp import MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -450,6 +450,41 @@ async def test_two_credentials_export_apart_and_keep_no_secrets(web):
             )
     log = loom.stderr()
     assert "hunter2-a" not in log and "token-of-a-1f2e" not in log and "token-of-b-9c8d" not in log
+
+
+async def test_log_lines_stay_with_the_credential_whose_call_made_them(web):
+    """A server's log line names no request: behind loom, shared by sessions of two tokens, the
+    line a call of one token caused reaches that token's sessions only (SPEC §5.4); directly,
+    each client has a server of its own and hears only its own lines."""
+    web.use(PY)
+    web.options["http"] = {"tokens": ["${LOOM_TOKEN_A}", "${LOOM_TOKEN_B}"]}
+    web.env.update({"LOOM_TOKEN_A": "token-of-a-5d1c", "LOOM_TOKEN_B": "token-of-b-77e0"})
+    heard: dict[str, list[str]] = {"a": [], "b": [], "direct": []}
+
+    def collector(who: str):
+        async def callback(params: Any) -> None:
+            heard[who].append(params.data)
+
+        return callback
+
+    params = StdioServerParameters(command=web.servers[PY]["command"], args=web.servers[PY]["args"])
+    async with connect(params, mode="legacy", logging_callback=collector("direct")) as direct:
+        await direct.call_tool("chatty", {})
+        await anyio.sleep(0.5)
+    own = sorted(heard.pop("direct"))
+    assert own, "the server logs nothing directly"
+    with serve_http(web) as loom:
+        async with (
+            connect_http(loom.url, "legacy", headers={"Authorization": "Bearer token-of-a-5d1c"}, logging_callback=collector("a")) as a,
+            connect_http(loom.url, "legacy", headers={"Authorization": "Bearer token-of-b-77e0"}, logging_callback=collector("b")) as b,
+        ):
+            chatty = await b.call_tool(f"{PY}_chatty", {})
+            assert [c.text for c in chatty.content] == ["ok"], chatty
+            await anyio.sleep(0.5)
+            assert heard["a"] == [] and sorted(heard["b"]) == own, (heard, own)
+            await a.call_tool(f"{PY}_chatty", {})
+            await anyio.sleep(0.5)
+            assert sorted(heard["a"]) == own and sorted(heard["b"]) == own, (heard, own)
 
 
 # --------------------------------------------------------------------------------------------
