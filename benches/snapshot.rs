@@ -63,6 +63,7 @@ fn add(store: &Store, tool: &str, rows: usize) -> Arc<loom::store::Dataset> {
             },
             pinned: false,
             implicit: false,
+            passed_through: false,
             name: None,
         })
         .expect("add")

@@ -197,13 +197,128 @@ fn small_results_pass_byte_identical_and_large_text_makes_no_table() {
         "{:.300}",
         big.raw
     );
+    // The five rows passed through whole are held too (SPEC §8.4); the text made no table.
+    let mut held = Vec::new();
+    eventually("the passed-through table to be kept", || {
+        held = datasets(&mut loom);
+        held.len() == 2
+    });
+    let kinds: Vec<(&str, bool)> = held
+        .iter()
+        .map(|d| (d["kind"].as_str().unwrap_or(""), d["passedThrough"] == true))
+        .collect();
+    assert_eq!(kinds, [("dataset", true), ("document", false)], "{held:?}");
+}
+
+fn datasets(loom: &mut RawClient) -> Vec<Value> {
     let list = loom.call_tool("loom_list_datasets", json!({}));
-    let held = list.value["result"]["structuredContent"]["datasets"]
+    list.value["result"]["structuredContent"]["datasets"]
         .as_array()
         .cloned()
-        .unwrap_or_default();
-    let kinds: Vec<&str> = held.iter().filter_map(|d| d["kind"].as_str()).collect();
-    assert_eq!(kinds, ["document"], "{held:?}");
+        .unwrap_or_default()
+}
+
+/// A small table passes through whole and is still there for SQL: listed, described, named in
+/// a later envelope's join hints and joined exactly (SPEC §8.4).
+#[test]
+fn a_small_table_passes_through_whole_and_joins_later_results() {
+    let (_dir, mut loom) = loom_two_servers();
+    let mut direct = RawClient::spawn(&fixture_bin(), &["--name", "crm"], &[]);
+    direct.initialize();
+    let via = loom.call_tool("crm_rows", json!({"count": 12}));
+    let own = direct.call_tool("rows", json!({"count": 12}));
+    assert_eq!(result_bytes(&via), result_bytes(&own));
+    let mut held = Vec::new();
+    eventually("the small table to be kept", || {
+        held = datasets(&mut loom);
+        !held.is_empty()
+    });
+    let small = held[0]["ref"].as_str().expect("ref").to_string();
+    assert_eq!(
+        (
+            &held[0]["rows"],
+            &held[0]["passedThrough"],
+            &held[0]["tool"]
+        ),
+        (&json!(12), &json!(true), &json!("rows")),
+        "{held:?}"
+    );
+    // The same result again is not kept twice.
+    loom.call_tool("crm_rows", json!({"count": 12}));
+    let described = loom.call_tool("loom_describe", json!({"ref": small}));
+    assert_eq!(
+        described.value["result"]["structuredContent"]["passedThrough"], true,
+        "{}",
+        described.raw
+    );
+    assert_eq!(datasets(&mut loom).len(), 1);
+
+    let orders = envelope(&loom.call_tool("shop_orders", json!({"count": 3000, "users": 12})));
+    let hints = orders["joinHints"].as_array().expect("joinHints");
+    let hint = hints
+        .iter()
+        .find(|h| h["ref"] == small.as_str())
+        .unwrap_or_else(|| panic!("no hint names the small table: {orders}"));
+    assert_eq!(
+        (&hint["column"], &hint["otherColumn"]),
+        (&json!("user_id"), &json!("id"))
+    );
+    let about = hint["about"].as_str().unwrap_or_default();
+    assert!(
+        about.contains("an earlier result of 12 rows from crm/rows"),
+        "{hint}"
+    );
+    let o = orders["ref"].as_str().expect("ref");
+    let joined = query(
+        &mut loom,
+        &format!(
+            "SELECT u.plan, count(*) AS n FROM {o} JOIN {small} u ON {o}.user_id = u.id \
+             GROUP BY u.plan ORDER BY u.plan"
+        ),
+    );
+    // user_id = i·7919 mod 12; plan = ["free", "pro", "team"][id mod 3].
+    let mut expected = std::collections::BTreeMap::new();
+    for i in 0..3000u64 {
+        let plan = ["free", "pro", "team"][((i * 7919) % 12 % 3) as usize];
+        *expected.entry(plan).or_insert(0u64) += 1;
+    }
+    let got: Vec<(String, u64)> = joined["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            (
+                r["plan"].as_str().unwrap_or("").to_string(),
+                r["n"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let want: Vec<(String, u64)> = expected
+        .into_iter()
+        .map(|(p, n)| (p.to_string(), n))
+        .collect();
+    assert_eq!(got, want);
+}
+
+/// `keepSmallTables: false` for a tool: its small results pass through and nothing is kept.
+#[test]
+fn keeping_small_tables_can_be_turned_off_per_tool() {
+    let (_dir, path) = write_config(&json!({
+        "servers": [fixture_server("crm", &[])],
+        "compression": {"perTool": {"crm_rows": {"keepSmallTables": false}}},
+    }));
+    let mut loom = RawClient::loom(&path);
+    loom.initialize();
+    loom.call_tool("crm_rows", json!({"count": 5}));
+    // Another small table of the same server is kept: once it is, the first was not.
+    loom.call_tool("crm_orders", json!({"count": 5, "users": 5}));
+    let mut held = Vec::new();
+    eventually("the orders table to be kept", || {
+        held = datasets(&mut loom);
+        !held.is_empty()
+    });
+    let tools: Vec<&str> = held.iter().filter_map(|d| d["tool"].as_str()).collect();
+    assert_eq!(tools, ["orders"], "{held:?}");
 }
 
 #[test]

@@ -90,6 +90,7 @@ fn store_with_data(dir: &Path) -> Arc<Store> {
                 },
                 pinned: true,
                 implicit: false,
+                passed_through: false,
                 name: Some(name),
             })
             .expect("add");

@@ -78,6 +78,7 @@ pub fn new_dataset(tool: &str, ingested: loom::ingest::Ingested) -> loom::store:
         },
         pinned: true,
         implicit: false,
+        passed_through: false,
         name: None,
     }
 }

@@ -27,6 +27,11 @@
 //!   (`a_very_long_tool_name_…`) and two tools, `dup.name` and `dup name`, that differ only in
 //!   characters loom must sanitize. All three echo `text`.
 //! * `--no-resources`: declares neither the resources nor the prompts capability.
+//! * `--app`: adds an MCP Apps tool `cohorts {count}` shown with `ui://cohorts/view.html`
+//!   (`_meta.ui.resourceUri` and `_meta["ui/resourceUri"]`, an `outputSchema`); it answers a
+//!   one-line text summary and `structuredContent` `{"server": name, "cohorts": [{cohort, size,
+//!   retained}] × count}`; the page is listed as a resource (`text/html;profile=mcp-app`) whose
+//!   text names the server.
 //!
 //! # Tools (in `tools/list` order; `--extra-tools`, `--long-names` and `add_tool` ones follow)
 //!
@@ -109,6 +114,9 @@ const LONG_TOOL_NAME: &str =
     "a_very_long_tool_name_that_is_longer_than_the_sixty_four_character_cap";
 
 const GREETING_URI: &str = "fixture://greeting";
+/// The page the `--app` tool is shown with.
+const APP_URI: &str = "ui://cohorts/view.html";
+const APP_MIME: &str = "text/html;profile=mcp-app";
 const DATA_URI: &str = "fixture://data.json";
 const ITEM_URI_PREFIX: &str = "fixture://items/";
 const CURSOR_PREFIX: &str = "fixture-cursor-";
@@ -153,6 +161,9 @@ struct Args {
     /// List only the tools the flags add (`--extra-tools`, `--tools-from`, …), none of the base set.
     #[arg(long)]
     no_base_tools: bool,
+    /// Add the MCP Apps tool `cohorts` and its `ui://` page.
+    #[arg(long)]
+    app: bool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -337,6 +348,19 @@ fn flag_tools(args: &Args) -> Vec<Tool> {
             Err(error) => eprintln!("fixture: --tools-from {}: {error}", path.display()),
         }
     }
+    if args.app {
+        let app = serde_json::from_value(json!({
+            "name": "cohorts",
+            "description": "Cohort retention, shown as a heatmap.",
+            "inputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}},
+            "outputSchema": {"type": "object", "properties": {"cohorts": {"type": "array"}}},
+            "_meta": {"ui": {"resourceUri": APP_URI}, "ui/resourceUri": APP_URI}
+        }));
+        match app {
+            Ok(app) => tools.push(app),
+            Err(error) => eprintln!("fixture: --app: {error}"),
+        }
+    }
     if args.long_names {
         tools.push(echo_tool(LONG_TOOL_NAME));
         tools.push(echo_tool("dup.name"));
@@ -459,6 +483,8 @@ fn environment() -> BTreeMap<String, String> {
 struct Fixture {
     name: String,
     resources: bool,
+    /// `--app`: its page is listed and read.
+    app: bool,
     page_size: usize,
     /// Base tools followed by the flag-driven echo tools; fixed for the process lifetime.
     static_tools: Vec<Tool>,
@@ -488,6 +514,7 @@ impl Fixture {
         Self {
             name: args.name.clone(),
             resources: !args.no_resources,
+            app: args.app,
             page_size: args.page_size,
             static_tools,
             base_tool_count,
@@ -694,7 +721,13 @@ impl Fixture {
     }
 
     fn read(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
-        let contents = if uri == GREETING_URI {
+        let contents = if self.app && uri == APP_URI {
+            ResourceContents::text(
+                format!("<!doctype html><title>cohorts of {}</title>", self.name),
+                uri,
+            )
+            .with_mime_type(APP_MIME)
+        } else if uri == GREETING_URI {
             ResourceContents::text(format!("hello from {}", self.name), uri)
                 .with_mime_type("text/plain")
         } else if uri == DATA_URI {
@@ -845,6 +878,20 @@ impl ServerHandler for Fixture {
             "sample" => self.sample(str_arg(&args, "prompt")?, &context).await?,
             "roots" => self.roots(&context).await?,
             "elicit" => self.elicit(str_arg(&args, "message")?, &context).await?,
+            "cohorts" if self.app => {
+                let count = u64_arg(&args, "count")?;
+                let cohorts: Vec<Value> = (0..count)
+                    .map(|i| {
+                        json!({"cohort": format!("2024-{:02}", 1 + i % 12), "size": 1000 + i, "retained": (i * 37) % 1000})
+                    })
+                    .collect();
+                serde_json::from_value(json!({
+                    "content": [{"type": "text", "text": format!("{count} cohorts of {}", self.name)}],
+                    "structuredContent": {"server": self.name, "cohorts": cohorts},
+                    "_meta": {"fixture/served-by": self.name}
+                }))
+                .map_err(|e| McpError::internal_error(e.to_string(), None))?
+            }
             "big_text" => {
                 let bytes = usize::try_from(u64_arg(&args, "bytes")?)
                     .map_err(|_| McpError::invalid_params("argument `bytes` is too large", None))?;
@@ -867,14 +914,18 @@ impl ServerHandler for Fixture {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         self.require_resources()?;
-        Ok(ListResourcesResult::with_all_items(vec![
+        let mut listed = vec![
             Resource::new(GREETING_URI, "greeting")
                 .with_description("A greeting from the fixture")
                 .with_mime_type("text/plain"),
             Resource::new(DATA_URI, "data.json")
                 .with_description("A small JSON document")
                 .with_mime_type("application/json"),
-        ]))
+        ];
+        if self.app {
+            listed.push(Resource::new(APP_URI, "cohorts view").with_mime_type(APP_MIME));
+        }
+        Ok(ListResourcesResult::with_all_items(listed))
     }
 
     async fn list_resource_templates(

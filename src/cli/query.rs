@@ -117,6 +117,7 @@ async fn load(url: &str, session: Option<&str>) -> Result<(String, Arc<Store>), 
             },
             pinned: true,
             implicit: false,
+            passed_through: false,
             name: Some(entry.reference.clone()),
         })?;
     }
@@ -169,6 +170,7 @@ async fn load_all(url: &str, action: &Action<'_>) -> Result<(String, Arc<Store>)
             },
             pinned: true,
             implicit: false,
+            passed_through: false,
             name: Some(name.to_string()),
         })
     };

@@ -438,13 +438,18 @@ fn describe_policy(policy: &super::policy::Policy) -> String {
     .map(|(_, name)| *name)
     .collect();
     format!(
-        "maxOutputTokens {} (~{} chars); stages: {}",
+        "maxOutputTokens {} (~{} chars); stages: {}{}",
         policy.max_output_tokens,
         policy.max_output_chars(),
         if stages.is_empty() {
             "none".to_owned()
         } else {
             stages.join(", ")
+        },
+        if policy.keep_small_tables {
+            ""
+        } else {
+            "; small tables not kept"
         }
     )
 }

@@ -16,6 +16,12 @@ pub struct Policy {
     pub json_summary: bool,
     /// The last stage: what is still over the budget is cut (head and tail kept).
     pub truncate: bool,
+    /// Keep the tables of results that pass through whole as datasets too (SPEC §8.4).
+    pub keep_small_tables: bool,
+    /// The tool has an MCP Apps view (`_meta.ui.resourceUri`): its `structuredContent` feeds the
+    /// view and reaches the host as the server sent it; only `content` may be replaced (SPEC
+    /// §8.5). Not a config key: set from the tool's definition.
+    pub view: bool,
 }
 
 pub const DEFAULT_MAX_OUTPUT_TOKENS: usize = 2000;
@@ -31,6 +37,8 @@ impl Default for Policy {
             html_to_markdown: true,
             json_summary: true,
             truncate: true,
+            keep_small_tables: true,
+            view: false,
         }
     }
 }
@@ -67,6 +75,7 @@ pub struct PolicyPatch {
     pub html_to_markdown: Option<bool>,
     pub json_summary: Option<bool>,
     pub truncate: Option<bool>,
+    pub keep_small_tables: Option<bool>,
 }
 
 impl PolicyPatch {
@@ -84,6 +93,7 @@ impl PolicyPatch {
         set(&mut policy.html_to_markdown, self.html_to_markdown);
         set(&mut policy.json_summary, self.json_summary);
         set(&mut policy.truncate, self.truncate);
+        set(&mut policy.keep_small_tables, self.keep_small_tables);
     }
 }
 

@@ -71,6 +71,7 @@ const POLICY_KEYS: &[&str] = &[
     "htmlToMarkdown",
     "jsonSummary",
     "truncate",
+    "keepSmallTables",
 ];
 const COMPRESSION_KEYS: &[&str] = &["default", "perServer", "perTool"];
 
@@ -649,6 +650,7 @@ impl Checker<'_> {
             ("htmlToMarkdown", &mut patch.html_to_markdown),
             ("jsonSummary", &mut patch.json_summary),
             ("truncate", &mut patch.truncate),
+            ("keepSmallTables", &mut patch.keep_small_tables),
         ] {
             if let Some(v) = fields.get(key) {
                 *slot = self.boolean(v, &child(path, key));

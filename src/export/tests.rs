@@ -31,6 +31,7 @@ fn dataset_with(text: &str, keep_rows: bool) -> Arc<Dataset> {
             },
             pinned: false,
             implicit: false,
+            passed_through: false,
             name: None,
         })
         .expect("add")

@@ -45,12 +45,81 @@ pub struct ExposedCatalog {
     template_owners: Vec<(usize, String)>,
     /// Exposed tools whose `execution.taskSupport` is `"required"`.
     task_required: std::collections::HashSet<String>,
+    /// Tools with an MCP Apps view, by server index and their own name (SPEC §8.5).
+    views: std::collections::HashSet<(usize, String)>,
+    /// `ui://` URIs of a server that another server (earlier in config order) uses too, as
+    /// loom exposes them: to the server and the server's own URI (SPEC §5.4).
+    ui_renamed: HashMap<String, (usize, String)>,
+}
+
+/// The `ui://` URIs a server uses: its listed resources and its tools' views.
+fn ui_uris_of(catalog: &Catalog) -> Vec<&str> {
+    let mut uris: Vec<&str> = catalog
+        .resources
+        .iter()
+        .map(|r| r.uri.as_str())
+        .chain(catalog.tools.iter().filter_map(view_of))
+        .filter(|uri| uri.starts_with("ui://"))
+        .collect();
+    uris.sort_unstable();
+    uris.dedup();
+    uris
+}
+
+/// Point a tool's view (both spellings of it) at `uri`.
+fn rename_view(tool: &mut ToolDef, uri: &str) {
+    let Some(Value::Object(meta)) = tool.get_mut("_meta") else {
+        return;
+    };
+    if let Some(Value::Object(ui)) = meta.get_mut("ui")
+        && ui.contains_key("resourceUri")
+    {
+        ui.insert("resourceUri".into(), Value::String(uri.to_string()));
+    }
+    if meta.contains_key("ui/resourceUri") {
+        meta.insert("ui/resourceUri".into(), Value::String(uri.to_string()));
+    }
+}
+
+/// How loom exposes `uri` of server `server` when an earlier server uses the same `ui://` URI:
+/// `ui://<server>/<the rest>`.
+fn renamed_ui(server: &str, uri: &str) -> String {
+    format!("ui://{server}/{}", uri.trim_start_matches("ui://"))
+}
+
+/// The `ui://` page an MCP Apps tool is shown with: `_meta.ui.resourceUri`, or the older flat
+/// `_meta["ui/resourceUri"]`.
+pub fn view_of(tool: &ToolDef) -> Option<&str> {
+    let meta = tool.get("_meta")?.as_object()?;
+    meta.get("ui")
+        .and_then(|ui| ui.get("resourceUri"))
+        .or_else(|| meta.get("ui/resourceUri"))
+        .and_then(Value::as_str)
 }
 
 impl ExposedCatalog {
     /// Build from every listed server. `reserved` names (loom's own tools) are never handed out.
     pub fn build(servers: &[ServerListing<'_>], max_name_len: usize, reserved: &[&str]) -> Self {
         let mut out = Self::default();
+        // `ui://` URIs two servers use: the later servers' are renamed (tool views, listed
+        // resources and reads alike), so each view reaches the page of its own server.
+        let mut ui_first: HashMap<&str, usize> = HashMap::new();
+        let mut ui_rename: HashMap<(usize, String), String> = HashMap::new();
+        for server in servers {
+            for uri in ui_uris_of(&server.catalog) {
+                match ui_first.get(uri) {
+                    Some(first) if *first != server.index => {
+                        let exposed = renamed_ui(server.name, uri);
+                        out.ui_renamed
+                            .insert(exposed.clone(), (server.index, uri.to_string()));
+                        ui_rename.insert((server.index, uri.to_string()), exposed);
+                    }
+                    _ => {
+                        ui_first.insert(uri, server.index);
+                    }
+                }
+            }
+        }
         let mut tool_names = NameAllocator::new(max_name_len);
         let mut prompt_names = NameAllocator::new(max_name_len);
         for name in reserved {
@@ -73,8 +142,16 @@ impl ExposedCatalog {
                         name: name.to_string(),
                     },
                 );
+                if view_of(tool).is_some() {
+                    out.views.insert((server.index, name.to_string()));
+                }
                 let mut tool = tool.clone();
                 tool.insert("name".into(), Value::String(exposed));
+                if let Some(renamed) =
+                    view_of(&tool).and_then(|uri| ui_rename.get(&(server.index, uri.to_string())))
+                {
+                    rename_view(&mut tool, renamed);
+                }
                 out.tools.push(tool);
             }
             for prompt in &server.catalog.prompts {
@@ -91,6 +168,15 @@ impl ExposedCatalog {
                 out.prompts.push(prompt);
             }
             for resource in &server.catalog.resources {
+                let renamed = ui_rename.get(&(server.index, resource.uri.clone()));
+                let resource = &match renamed {
+                    Some(renamed) => {
+                        let mut resource = resource.clone();
+                        resource.uri = renamed.clone();
+                        resource
+                    }
+                    None => resource.clone(),
+                };
                 if let Some(first) = out.resource_owners.get(&resource.uri) {
                     // debug, not warn: every rebuild would repeat it. SPEC documents the rule.
                     tracing::debug!(
@@ -119,10 +205,15 @@ impl ExposedCatalog {
     /// moved to `_meta["io.loom/outputSchema"]`: not validated, not lost (SPEC §5.3).
     /// A tool whose results loom leaves alone (`bypass`, SPEC §19.6) keeps its schema:
     /// `bypassed(route)` says which.
+    /// A tool with an MCP Apps view keeps its schema too: its `structuredContent` is never
+    /// replaced (SPEC §8.5).
     pub fn apply_output_schema_policy(&mut self, bypassed: impl Fn(&Route) -> bool) {
         for tool in &mut self.tools {
             let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
-            if self.tool_routes.get(name).is_some_and(&bypassed) {
+            let kept = |route: &Route| {
+                bypassed(route) || self.views.contains(&(route.server, route.name.clone()))
+            };
+            if self.tool_routes.get(name).is_some_and(kept) {
                 continue;
             }
             if let Some(schema) = tool.remove("outputSchema") {
@@ -134,6 +225,16 @@ impl ExposedCatalog {
                 }
             }
         }
+    }
+
+    /// The server's own URI of a `ui://` URI loom renamed (two servers use it), if it is one.
+    pub fn original_uri(&self, exposed: &str) -> Option<&str> {
+        self.ui_renamed.get(exposed).map(|(_, uri)| uri.as_str())
+    }
+
+    /// Whether tool `name` of server `server` has an MCP Apps view (SPEC §8.5).
+    pub fn has_view(&self, server: usize, name: &str) -> bool {
+        self.views.contains(&(server, name.to_string()))
     }
 
     pub fn tool_route(&self, exposed: &str) -> Option<&Route> {

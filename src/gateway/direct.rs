@@ -513,7 +513,7 @@ async fn run_modern(
             );
             match gateway.decide(raw, origin).await {
                 _ if cancelled.is_cancelled() => return,
-                Decided::PassThrough(raw) => {
+                Decided::PassThrough(raw, keep) => {
                     let raw = relay.era.shape_raw(raw, false);
                     if let Err(error) = reply
                         .write_parts(&[head.as_bytes(), &one_line(raw.get().as_bytes()), b"}\n"])
@@ -521,6 +521,7 @@ async fn run_modern(
                     {
                         tracing::debug!(%error, "the client went away before the answer");
                     }
+                    drop(keep);
                     return;
                 }
                 Decided::Built(result) => *result,
@@ -658,7 +659,7 @@ async fn run(
                 match gateway.decide(raw.to_owned(), origin).await {
                     // Cancelled while the result was being decided: no answer.
                     _ if cancelled.is_cancelled() => return,
-                    Decided::PassThrough(raw) => {
+                    Decided::PassThrough(raw, keep) => {
                         let raw = relay.era.shape_raw(raw, false);
                         if let Err(error) = reply
                             .write_parts(&[
@@ -670,6 +671,7 @@ async fn run(
                         {
                             tracing::debug!(%error, "the client went away before the answer");
                         }
+                        drop(keep);
                         return;
                     }
                     Decided::Built(result) => *result,

@@ -62,6 +62,35 @@ pub(super) fn unknown_tool(gateway: &Gateway, name: &str) -> McpError {
     McpError::invalid_params(format!("unknown tool `{name}`; {hint}"), None)
 }
 
+/// A `resources/read` answer of a renamed `ui://` URI with its contents named as loom exposes
+/// them (`from` → `to`), so the host finds the page under the URI it asked for (SPEC §5.4).
+fn with_contents_uri(forwarded: Forwarded, from: &str, to: &str) -> Forwarded {
+    let mut value = match &forwarded {
+        Forwarded::Raw(raw) => match serde_json::from_str::<serde_json::Value>(raw.get()) {
+            Ok(value) => value,
+            Err(_) => return forwarded,
+        },
+        Forwarded::Typed(typed) => match serde_json::to_value(typed.as_ref()) {
+            Ok(value) => value,
+            Err(_) => return forwarded,
+        },
+    };
+    if let Some(contents) = value
+        .get_mut("contents")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        for content in contents {
+            if content.get("uri").and_then(serde_json::Value::as_str) == Some(from) {
+                content["uri"] = serde_json::Value::String(to.to_string());
+            }
+        }
+    }
+    match serde_json::value::to_raw_value(&value) {
+        Ok(raw) => Forwarded::Raw(raw),
+        Err(_) => forwarded,
+    }
+}
+
 /// The `requestState` of a retry that answers loom's questions, if the request is one (SPEC
 /// §5.11). `inputResponses` without a state answer nothing loom asked.
 fn input_round<'a>(
@@ -292,7 +321,10 @@ impl GatewayService {
             }
             ClientRequest::ReadResourceRequest(mut read) => {
                 let uri = read.params.uri.clone();
-                let Some(owner) = gateway.exposed().resource_owner(&uri) else {
+                let exposed = gateway.exposed();
+                // A `ui://` URI loom renamed (two servers use it) is read under the server's own.
+                let original = exposed.original_uri(&uri).map(str::to_string);
+                let Some(owner) = exposed.resource_owner(&uri) else {
                     return Err(McpError::resource_not_found(
                         format!(
                             "no server lists the resource `{uri}`; call resources/list or \
@@ -318,12 +350,21 @@ impl GatewayService {
                         }
                         None => {
                             read.params.meta = None;
+                            if let Some(original) = &original {
+                                read.params.uri = original.clone();
+                            }
                             let request = ClientRequest::ReadResourceRequest(read);
                             gateway.call(owner, request, &context, call).await
                         }
                     };
                 match reply {
-                    Ok(Reply::Done(forwarded)) => Ok(gateway.pass_on(forwarded, &context, true)),
+                    Ok(Reply::Done(forwarded)) => {
+                        let forwarded = match &original {
+                            Some(original) => with_contents_uri(forwarded, original, &uri),
+                            None => forwarded,
+                        };
+                        Ok(gateway.pass_on(forwarded, &context, true))
+                    }
                     Ok(Reply::Input(result)) => Ok(*result),
                     Err(e) => Err(e.into_rpc_error(&server, &format!("resource `{uri}`"))),
                 }

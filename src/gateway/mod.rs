@@ -13,6 +13,7 @@ mod forward;
 mod handler;
 mod hub;
 mod input;
+mod keep;
 mod logging;
 pub mod naming;
 pub mod search;
@@ -63,8 +64,9 @@ pub enum StartError {
 
 /// What answers a downstream tool result ([`Gateway::decide`]).
 pub(crate) enum Decided {
-    /// The server's bytes, passed through.
-    PassThrough(Box<serde_json::value::RawValue>),
+    /// The server's bytes, passed through; the [`keep::Keep`] hands them to the session's
+    /// keeper once dropped, after the answer is written (SPEC §8.4).
+    PassThrough(Box<serde_json::value::RawValue>, keep::Keep),
     /// A result loom built in its place.
     Built(Box<rmcp::model::ServerResult>),
 }
@@ -93,6 +95,8 @@ pub struct Gateway {
     bridged: task_extension::BridgedTasks,
     dirty: Notify,
     store: Arc<Store>,
+    /// Keeps the tables of results that pass through whole (SPEC §8.4).
+    keeper: keep::Keeper,
     /// The snapshot writer, drained at shutdown.
     snapshot_task: Mutex<Option<JoinHandle<()>>>,
     shutdown: CancellationToken,
@@ -185,6 +189,7 @@ impl Gateway {
             suspended: input::Suspended::default(),
             bridged: task_extension::BridgedTasks::default(),
             dirty: Notify::new(),
+            keeper: keep::Keeper::start(store.clone()),
             store,
             snapshot_task: Mutex::new(snapshot_task),
             shutdown: CancellationToken::new(),
@@ -268,7 +273,9 @@ impl Gateway {
         context: &rmcp::service::RequestContext<rmcp::service::RoleServer>,
     ) -> rmcp::model::ServerResult {
         match self.decide(raw, origin).await {
-            Decided::PassThrough(raw) => self.pass_on(forward::Forwarded::Raw(raw), context, false),
+            Decided::PassThrough(raw, _keep) => {
+                self.pass_on(forward::Forwarded::Raw(raw), context, false)
+            }
             Decided::Built(result) => *result,
         }
     }
@@ -285,16 +292,23 @@ impl Gateway {
         let tool = format!("{}/{}", origin.server, origin.tool);
         let store = self.store.clone();
         let threshold = self.config.token_threshold;
-        let policy = self
+        let mut policy = self
             .config
             .compression
             .resolve(&origin.server, &origin.tool);
+        policy.view = self
+            .servers
+            .iter()
+            .position(|s| s.name() == origin.server)
+            .is_some_and(|index| self.exposed().has_view(index, &origin.tool));
         // A result that cannot be over the threshold is decided at once; a large one means
         // parsing and ingesting, CPU work kept off the I/O threads.
-        let outcome = if crate::common::tokens::upper_bound_tokens(raw.get().len()) <= threshold {
+        let small = crate::common::tokens::upper_bound_tokens(raw.get().len()) <= threshold;
+        let outcome = if small {
             crate::intercept::intercept(raw, &origin, &store, threshold, &policy)
         } else {
             crate::footprint::heavy_work();
+            let origin = origin.clone();
             let outcome = tokio::task::spawn_blocking(move || {
                 crate::intercept::intercept(raw, &origin, &store, threshold, &policy)
             })
@@ -313,10 +327,15 @@ impl Gateway {
             }
         };
         let (handling, value) = match outcome {
-            Outcome::PassThrough(raw, _) => {
+            Outcome::PassThrough(raw, why) => {
                 self.stats
                     .called(&tool, Handling::PassedThrough, before, before);
-                return Decided::PassThrough(raw);
+                // Under the threshold, a table in it is kept too, once the answer is on its way.
+                let keep = match why == "small" && policy.keep_small_tables {
+                    true => self.keeper.keep(&raw, origin),
+                    false => keep::Keep::none(),
+                };
+                return Decided::PassThrough(raw, keep);
             }
             Outcome::Replaced(value) => (Handling::Table, value),
             Outcome::Reduced(value) => (Handling::Document, value),

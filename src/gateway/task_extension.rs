@@ -462,7 +462,7 @@ impl Gateway {
                 };
                 match raw {
                     Some(raw) => match self.decide(raw, task.origin.clone()).await {
-                        Decided::PassThrough(raw) => Ok(raw),
+                        Decided::PassThrough(raw, _keep) => Ok(raw),
                         Decided::Built(result) => serde_json::value::to_raw_value(&*result)
                             .map_err(|e| McpError::internal_error(format!("tasks/get: {e}"), None)),
                     },

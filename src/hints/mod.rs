@@ -43,6 +43,10 @@ pub struct JoinHint {
     pub other_uniqueness: f64,
     pub name_match: f64,
     pub example: String,
+    /// What the other dataset is, when the ref alone does not tell: the table of an earlier
+    /// result that reached the client whole (SPEC §8.4, §14).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub about: Option<String>,
 }
 
 /// Lowercase tokens of a column name, split on `_`, `-`, spaces and camelCase humps.
@@ -296,6 +300,15 @@ pub fn hints_for(new: &Dataset, others: &[Arc<Dataset>]) -> Vec<JoinHint> {
                 other_uniqueness: round3(c.evidence.1),
                 name_match: round3(c.names),
                 example: example(new, a, other, b),
+                about: other.passed_through.then(|| {
+                    format!(
+                        "an earlier result of {} row{} from {}/{}, passed to you whole",
+                        other.rows,
+                        if other.rows == 1 { "" } else { "s" },
+                        other.provenance.server,
+                        other.provenance.tool
+                    )
+                }),
             }
         })
         .collect()

@@ -60,6 +60,7 @@ fn load_case(path: &Path, store: &Store) -> Case {
                     },
                     pinned: true,
                     implicit: false,
+                    passed_through: false,
                     name: None,
                 })
                 .expect("add"),

@@ -95,6 +95,21 @@ impl<'a> ResultView<'a> {
     }
 }
 
+impl ResultView<'_> {
+    /// The text of every block, decoded, when the result can hold tables: not an error, and
+    /// text blocks only.
+    fn texts(&self) -> Option<Vec<Cow<'_, str>>> {
+        if self.is_error == Some(true) || self.content.iter().any(|c| c.kind != "text") {
+            return None;
+        }
+        self.content
+            .iter()
+            .filter_map(|c| c.text)
+            .map(string_content_of)
+            .collect()
+    }
+}
+
 impl<'a> ContentView<'a> {
     fn read(cursor: &mut skim::Cursor<'a>) -> Option<Self> {
         let (mut kind, mut text) = (None, None);
@@ -146,9 +161,18 @@ pub fn intercept(
     let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         replace(&raw, origin, store, threshold)
     }));
+    // Under the threshold once its text is decoded: a pass-through is "small" (its tables may
+    // be kept, SPEC §8.4), as for one whose bytes alone tell.
+    let mut small = false;
     match decided {
-        Ok(Ok(Some(result))) => return Outcome::Replaced(result),
-        Ok(Ok(None)) => {}
+        Ok(Ok(Replacement::Envelope(result))) if policy.view => {
+            if let Some(result) = with_server_members(&raw, result) {
+                return Outcome::Replaced(result);
+            }
+        }
+        Ok(Ok(Replacement::Envelope(result))) => return Outcome::Replaced(result),
+        Ok(Ok(Replacement::UnderThreshold)) => small = true,
+        Ok(Ok(Replacement::None)) => {}
         Ok(Err(reason)) => {
             tracing::warn!(server = %origin.server, tool = %origin.tool, "no envelope: {reason}");
         }
@@ -161,7 +185,12 @@ pub fn intercept(
         crate::reduce::reduce(raw.get(), origin, store, policy)
     }));
     match reduced {
+        Ok(Ok(Some(result))) if policy.view => match with_server_members(&raw, result) {
+            Some(result) => Outcome::Reduced(result),
+            None => Outcome::PassThrough(raw, "failed"),
+        },
         Ok(Ok(Some(result))) => Outcome::Reduced(result),
+        Ok(Ok(None)) if small => Outcome::PassThrough(raw, "small"),
         Ok(Ok(None)) => Outcome::PassThrough(raw, "no table"),
         Ok(Err(reason)) => {
             tracing::warn!(server = %origin.server, tool = %origin.tool, "passed through unchanged: {reason}");
@@ -174,32 +203,47 @@ pub fn intercept(
     }
 }
 
+/// For a tool with an MCP Apps view (SPEC §8.5): the server's result with only its `content`
+/// replaced by the one loom built; `structuredContent` (what the view draws), `_meta` and every
+/// other member stay as the server sent them. `None` when the original is not an object.
+fn with_server_members(raw: &RawValue, built: Value) -> Option<Value> {
+    let Ok(Value::Object(mut original)) = serde_json::from_str::<Value>(raw.get()) else {
+        return None;
+    };
+    let Value::Object(mut built) = built else {
+        return None;
+    };
+    original.insert("content".into(), built.remove("content")?);
+    Some(Value::Object(original))
+}
+
+/// What [`replace`] came to.
+enum Replacement {
+    /// The envelope that answers in the result's place.
+    Envelope(Value),
+    /// The result is under the threshold once its text is decoded.
+    UnderThreshold,
+    /// No envelope (no table, or one that could not replace the result without loss).
+    None,
+}
+
 fn replace(
     raw: &RawValue,
     origin: &Origin,
     store: &Arc<Store>,
     threshold: usize,
-) -> Result<Option<Value>, String> {
+) -> Result<Replacement, String> {
     let Some(view) = ResultView::read(raw.get()) else {
-        return Ok(None);
+        return Ok(Replacement::None);
     };
-    if view.is_error == Some(true) || view.content.iter().any(|c| c.kind != "text") {
-        return Ok(None);
-    }
-    let Some(decoded) = view
-        .content
-        .iter()
-        .filter_map(|c| c.text)
-        .map(string_content_of)
-        .collect::<Option<Vec<Cow<'_, str>>>>()
-    else {
-        return Ok(None);
+    let Some(decoded) = view.texts() else {
+        return Ok(Replacement::None);
     };
     let texts: Vec<&str> = decoded.iter().map(|t| t.as_ref()).collect();
     let original_tokens = texts.iter().map(|t| estimate_tokens(t)).sum::<usize>()
         + view.structured_content.map_or(0, estimate_tokens);
     if original_tokens <= threshold {
-        return Ok(None);
+        return Ok(Replacement::UnderThreshold);
     }
     let located = match view.structured_content.and_then(locate::in_structured) {
         Some(mut found) => {
@@ -209,7 +253,7 @@ fn replace(
                 view.structured_content,
                 &mut found.context,
             ) {
-                return Ok(None);
+                return Ok(Replacement::None);
             }
             found
         }
@@ -217,7 +261,7 @@ fn replace(
             let found = locate::in_texts(&texts).or_else(|| text::in_texts(&texts));
             match found.and_then(|f| keep_structured(f, &texts, view.structured_content)) {
                 Some(found) => found,
-                None => return Ok(None),
+                None => return Ok(Replacement::None),
             }
         }
     };
@@ -227,27 +271,12 @@ fn replace(
         context,
     } = located;
 
-    let mut added: Vec<Arc<crate::store::Dataset>> = Vec::new();
+    let added = ingest_all(&mut tables, origin, rung, store, false)?;
     let undo = |added: &[Arc<crate::store::Dataset>]| {
         for dataset in added {
             store.remove(&dataset.reference);
         }
     };
-    for table in &mut tables {
-        match ingest_table(table, origin, rung, store) {
-            Ok(dataset) => added.push(dataset),
-            Err(reason) => {
-                undo(&added);
-                return Err(format!("table at `{}`: {reason}", table.path));
-            }
-        }
-    }
-    // The memory budget may have evicted an earlier table of this very result to make room for
-    // a later one: then the envelope would name a ref that is gone. Pass through instead.
-    if added.iter().any(|d| store.get(&d.reference).is_none()) {
-        undo(&added);
-        return Err("the tables of this result do not fit memoryBudgetBytes together".into());
-    }
     let views: Vec<DatasetView<'_>> = added
         .iter()
         .zip(&tables)
@@ -262,12 +291,74 @@ fn replace(
     let text = envelope.to_string();
     if text.len() >= raw.get().len() {
         undo(&added);
-        return Ok(None);
+        return Ok(Replacement::None);
     }
-    Ok(Some(json!({
+    Ok(Replacement::Envelope(json!({
         "content": [{"type": "text", "text": text}],
         "structuredContent": envelope,
     })))
+}
+
+/// Ingest every table of one result, or none: a failure, or the memory budget evicting an
+/// earlier table of this very result to make room for a later one (an envelope would name a
+/// ref that is gone), removes what was added.
+fn ingest_all(
+    tables: &mut [FoundTable<'_>],
+    origin: &Origin,
+    rung: Rung,
+    store: &Arc<Store>,
+    passed_through: bool,
+) -> Result<Vec<Arc<crate::store::Dataset>>, String> {
+    let mut added: Vec<Arc<crate::store::Dataset>> = Vec::new();
+    let undo = |added: &[Arc<crate::store::Dataset>]| {
+        for dataset in added {
+            store.remove(&dataset.reference);
+        }
+    };
+    for table in tables.iter_mut() {
+        match ingest_table(table, origin, rung, store, passed_through) {
+            Ok(dataset) => added.push(dataset),
+            Err(reason) => {
+                undo(&added);
+                return Err(format!("table at `{}`: {reason}", table.path));
+            }
+        }
+    }
+    if added.iter().any(|d| store.get(&d.reference).is_none()) {
+        undo(&added);
+        return Err("the tables of this result do not fit memoryBudgetBytes together".into());
+    }
+    Ok(added)
+}
+
+/// The tables of a result that passed through to the client whole, kept as datasets so SQL
+/// can reach them (SPEC §8.4): found by the same rungs as for an envelope, its bytes not
+/// touched, nothing built for the client. A result with no table keeps nothing.
+pub fn keep_passed_through(
+    raw: &RawValue,
+    origin: &Origin,
+    store: &Arc<Store>,
+) -> Result<Vec<Arc<crate::store::Dataset>>, String> {
+    let Some(view) = ResultView::read(raw.get()) else {
+        return Ok(Vec::new());
+    };
+    let Some(decoded) = view.texts() else {
+        return Ok(Vec::new());
+    };
+    let texts: Vec<&str> = decoded.iter().map(|t| t.as_ref()).collect();
+    // Nothing is replaced, so nothing beside the tables needs accounting for: the client has
+    // every byte.
+    let found = match view.structured_content.and_then(locate::in_structured) {
+        Some(found) => Some(found),
+        None => locate::in_texts(&texts).or_else(|| text::in_texts(&texts)),
+    };
+    let Some(Located {
+        rung, mut tables, ..
+    }) = found
+    else {
+        return Ok(Vec::new());
+    };
+    ingest_all(&mut tables, origin, rung, store, true)
 }
 
 /// Tables found in the text blocks (rungs 2 and 3): `structuredContent` without a table (rung 1
@@ -374,6 +465,7 @@ fn ingest_table(
     origin: &Origin,
     rung: Rung,
     store: &Arc<Store>,
+    passed_through: bool,
 ) -> Result<Arc<crate::store::Dataset>, String> {
     let options = IngestOptions {
         decimal_strings: rung.cells_are_text(),
@@ -407,6 +499,7 @@ fn ingest_table(
         },
         pinned: false,
         implicit: false,
+        passed_through,
         name: None,
     })
 }

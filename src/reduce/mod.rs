@@ -110,6 +110,7 @@ impl Block<'_> {
                 provenance: provenance(self.origin, "reduced"),
                 pinned: false,
                 implicit: false,
+                passed_through: false,
                 name: None,
             })
             .ok()?;

@@ -33,6 +33,7 @@ fn dataset(store: &Store, args: serde_json::Value) -> Arc<Dataset> {
             },
             pinned: false,
             implicit: false,
+            passed_through: false,
             name: None,
         })
         .expect("add")

@@ -54,8 +54,11 @@ pub struct Dataset {
     pub batches: Vec<RecordBatch>,
     /// Never evicted (materialized views; documents and blobs a client pinned with loom_read).
     pinned: std::sync::atomic::AtomicBool,
-    /// A large `loom_query` result: evicted first.
+    /// A large `loom_query` result: evicted early.
     pub implicit: bool,
+    /// The table of a result that passed through to the client whole (SPEC §8.4): evicted
+    /// first (the client holds its bytes already).
+    pub passed_through: bool,
     /// A table, or the original of a reduced result (a document or a blob) with its table.
     pub content: document::Content,
     last_access: Mutex<Instant>,
@@ -91,6 +94,8 @@ pub struct NewDataset {
     pub provenance: Provenance,
     pub pinned: bool,
     pub implicit: bool,
+    /// The table of a result that passed through whole (SPEC §8.4).
+    pub passed_through: bool,
     /// A chosen ref (materialized views); `None` names it `ds_<server>_<tool>_<n>`.
     pub name: Option<String>,
 }
@@ -406,6 +411,7 @@ impl Store {
             provenance,
             pinned: false,
             implicit: false,
+            passed_through: false,
             name: Some(self.next_name("doc")),
         };
         self.add_content(new, document::Content::Document(body))
@@ -428,6 +434,7 @@ impl Store {
             provenance,
             pinned: false,
             implicit: false,
+            passed_through: false,
             name: Some(self.next_name("blob")),
         };
         self.add_content(new, document::Content::Blob(body))
@@ -460,6 +467,7 @@ impl Store {
             provenance,
             pinned,
             implicit,
+            passed_through,
             name,
         } = new;
         let rows = batches.iter().map(RecordBatch::num_rows).sum();
@@ -548,6 +556,7 @@ impl Store {
             batches,
             pinned: std::sync::atomic::AtomicBool::new(pinned),
             implicit,
+            passed_through,
             content,
             last_access: Mutex::new(Instant::now()),
         });
@@ -565,8 +574,8 @@ impl Store {
         Ok(dataset)
     }
 
-    /// Over budget: drop implicit results first, then downstream datasets, least recently used
-    /// first; never pinned ones, never `keep`.
+    /// Over budget: drop the tables of passed-through results first, then implicit results,
+    /// then downstream datasets, least recently used first; never pinned ones, never `keep`.
     fn evict(&self, catalog: &mut Catalog, keep: &str) {
         let budget = usize::try_from(self.settings.memory_budget_bytes).unwrap_or(usize::MAX);
         loop {
@@ -579,7 +588,7 @@ impl Store {
                 .iter()
                 .enumerate()
                 .filter(|(_, d)| !d.pinned() && d.reference != keep)
-                .min_by_key(|(_, d)| (!d.implicit, d.last_access()))
+                .min_by_key(|(_, d)| (!d.passed_through, !d.implicit, d.last_access()))
                 .map(|(i, _)| i);
             let Some(index) = victim else { return };
             let gone = catalog.datasets.remove(index);

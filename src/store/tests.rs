@@ -32,6 +32,7 @@ fn try_add_rows(
         provenance: provenance(),
         pinned: false,
         implicit: false,
+        passed_through: false,
         name: None,
     })
 }
@@ -160,6 +161,7 @@ fn automatic_refs_never_take_a_chosen_name() {
             provenance: provenance(),
             pinned: true,
             implicit: false,
+            passed_through: false,
             name: Some("ds_view_x_1".into()),
         })
         .expect("view");
@@ -564,6 +566,7 @@ fn pinning_holds_at_most_half_of_the_budget() {
             provenance: provenance(),
             pinned: true,
             implicit: false,
+            passed_through: false,
             name: Some(format!("ds_view_{name}")),
         })
     };

@@ -43,6 +43,7 @@ pub fn describe_dataset(d: &Dataset, held: &[Arc<Dataset>]) -> Value {
         "age": age(d.created),
         "pinned": d.pinned(),
         "implicit": d.implicit,
+                "passedThrough": d.passed_through,
         "usage": envelope::sql::usage(&[d]),
     });
     kind_details(d, &mut described);

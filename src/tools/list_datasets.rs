@@ -24,6 +24,7 @@ pub fn list(store: &Store) -> CallToolResult {
                 "age": age(d.created),
                 "pinned": d.pinned(),
                 "implicit": d.implicit,
+                "passedThrough": d.passed_through,
             });
             kind_details(d, &mut entry);
             entry

@@ -60,6 +60,7 @@ pub async fn materialize(
         },
         pinned: true,
         implicit: false,
+        passed_through: false,
         name: Some(reference.clone()),
     });
     match added {

@@ -92,6 +92,7 @@ pub async fn query(
         },
         pinned: false,
         implicit: true,
+        passed_through: false,
         name: None,
     });
     match added {
