@@ -82,6 +82,7 @@ fn envelope_chars(outcome: Outcome) -> usize {
             .map_or(0, |t| t.chars().count()),
         Outcome::PassThrough(_, why) => panic!("not intercepted: {why}"),
         Outcome::Reduced(_) => panic!("reduced as a document, not a table"),
+        Outcome::Spliced(..) => panic!("spliced: the bench's tools have no view"),
     }
 }
 

@@ -161,8 +161,15 @@ fn loom() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_loom"))
 }
 
+/// The config of the passthrough rounds: the fixture, plus the top-level settings in
+/// `LOOM_BENCH_CONFIG` (JSON) when set, to compare one binary with a setting on and off (e.g.
+/// `{"compression": {"default": {"keepSmallTables": false}}}`).
 fn config_file() -> tempfile::NamedTempFile {
-    config_with(json!({}))
+    let settings = std::env::var("LOOM_BENCH_CONFIG")
+        .ok()
+        .map(|text| serde_json::from_str(&text).expect("LOOM_BENCH_CONFIG is JSON"))
+        .unwrap_or_else(|| json!({}));
+    config_with(settings)
 }
 
 /// A config with the fixture as `fx` and `settings` at the top level.

@@ -82,7 +82,15 @@ fn the_same_ui_page_of_two_servers_is_renamed_for_the_later_one() {
         .filter_map(|r| r["uri"].as_str())
         .filter(|uri| uri.starts_with("ui://"))
         .collect();
-    assert_eq!(uris, ["ui://cohorts/view.html", "ui://b/cohorts/view.html"]);
+    // loom's own view comes after every server's resources (SPEC §12.1).
+    assert_eq!(
+        uris,
+        [
+            "ui://cohorts/view.html",
+            "ui://b/cohorts/view.html",
+            "ui://loom/dataset.html"
+        ]
+    );
 
     for (uri, server) in [
         ("ui://cohorts/view.html", "a"),
@@ -97,7 +105,43 @@ fn the_same_ui_page_of_two_servers_is_renamed_for_the_later_one() {
             format!("<!doctype html><title>cohorts of {server}</title>")
         );
     }
+    let view = loom.call("resources/read", json!({"uri": "ui://loom/dataset.html"}));
+    let contents = &view.value["result"]["contents"][0];
+    assert_eq!(contents["mimeType"], "text/html;profile=mcp-app");
+    assert!(
+        contents["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("<!doctype html>")),
+        "{}",
+        view.raw
+    );
+    // A view calls its server's tools by their own names; one that both servers have cannot
+    // be told apart and stays unknown.
+    let ambiguous = loom.call_tool("cohorts", json!({"count": 2}));
+    assert_eq!(
+        ambiguous.value["error"]["code"], -32602,
+        "{}",
+        ambiguous.raw
+    );
     // A ui:// URI that no server uses is not found, and names what is there to read.
     let unknown = loom.call("resources/read", json!({"uri": "ui://c/cohorts/view.html"}));
     assert_eq!(unknown.value["error"]["code"], -32002, "{}", unknown.raw);
+}
+
+/// A view calls its server's tools by the names its server gave them: with one server of that
+/// name, loom routes the call (SPEC §8.5).
+#[test]
+fn a_tool_called_by_its_own_name_reaches_its_server() {
+    let (_dir, path) = write_config(&json!({"servers": [
+        fixture_server("a", &["--app"]),
+        fixture_server("crm", &[]),
+    ]}));
+    let mut loom = RawClient::loom(&path);
+    loom.initialize();
+    let by_own = loom.call_tool("cohorts", json!({"count": 2}));
+    let by_exposed = loom.call_tool("a_cohorts", json!({"count": 2}));
+    assert_eq!(result_bytes(&by_own), result_bytes(&by_exposed));
+    // `echo` is both servers' own name: unknown, with the usual hint.
+    let shared = loom.call_tool("echo", json!({"text": "x"}));
+    assert_eq!(shared.value["error"]["code"], -32602, "{}", shared.raw);
 }

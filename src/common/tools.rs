@@ -1,5 +1,6 @@
-//! The names of loom's own tools and the page limit of `loom_read`, which layers below the
-//! gateway (the firewall's reductions, the session report) quote.
+//! The names of loom's own tools, the page limit of `loom_read` and the URI of loom's own view,
+//! which layers below the gateway (the firewall's reductions, envelopes, the session report)
+//! quote.
 
 pub const QUERY: &str = "loom_query";
 pub const LIST: &str = "loom_list_datasets";
@@ -10,3 +11,15 @@ pub const READ: &str = "loom_read";
 
 /// The most one `loom_read` call returns, in characters.
 pub const MAX_PAGE_CHARS: usize = 100_000;
+
+/// loom's own MCP Apps view of a dataset (SPEC §12.1).
+pub const VIEW_URI: &str = "ui://loom/dataset.html";
+
+/// `_meta` that points hosts rendering MCP Apps at loom's view: both spellings, the current
+/// `ui.resourceUri` and the older flat `ui/resourceUri`.
+pub fn view_meta() -> serde_json::Map<String, serde_json::Value> {
+    let mut meta = serde_json::Map::new();
+    meta.insert("ui".into(), serde_json::json!({ "resourceUri": VIEW_URI }));
+    meta.insert("ui/resourceUri".into(), VIEW_URI.into());
+    meta
+}

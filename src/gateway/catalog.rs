@@ -47,6 +47,8 @@ pub struct ExposedCatalog {
     task_required: std::collections::HashSet<String>,
     /// Tools with an MCP Apps view, by server index and their own name (SPEC §8.5).
     views: std::collections::HashSet<(usize, String)>,
+    /// Every server's own tool names: where each leads, `None` when two servers have it.
+    originals: HashMap<String, Option<Route>>,
     /// `ui://` URIs of a server that another server (earlier in config order) uses too, as
     /// loom exposes them: to the server and the server's own URI (SPEC §5.4).
     ui_renamed: HashMap<String, (usize, String)>,
@@ -145,6 +147,15 @@ impl ExposedCatalog {
                 if view_of(tool).is_some() {
                     out.views.insert((server.index, name.to_string()));
                 }
+                out.originals
+                    .entry(name.to_string())
+                    .and_modify(|route| *route = None)
+                    .or_insert_with(|| {
+                        Some(Route {
+                            server: server.index,
+                            name: name.to_string(),
+                        })
+                    });
                 let mut tool = tool.clone();
                 tool.insert("name".into(), Value::String(exposed));
                 if let Some(renamed) =
@@ -239,6 +250,16 @@ impl ExposedCatalog {
 
     pub fn tool_route(&self, exposed: &str) -> Option<&Route> {
         self.tool_routes.get(exposed)
+    }
+
+    /// A tool called by its server's own name, not the exposed one: MCP Apps views call their
+    /// server's tools by the names their server gave them (SPEC §8.5). Only a name that no
+    /// exposed tool has and that exactly one server's tool has.
+    pub fn own_name_route(&self, name: &str) -> Option<&Route> {
+        if self.tool_routes.contains_key(name) {
+            return None;
+        }
+        self.originals.get(name)?.as_ref()
     }
 
     /// The `inputSchema` of the tool exposed as `exposed`.

@@ -225,12 +225,17 @@ impl GatewayService {
                 let exposed = gateway.exposed();
                 // A retry continues its call where the tool led then, even if the tool has
                 // left the catalog since.
-                let Some(route) = exposed.tool_route(&params.name).cloned().or_else(|| {
-                    params
-                        .request_state
-                        .as_deref()
-                        .and_then(|state| gateway.suspended.route_of(state, &params.name))
-                }) else {
+                let Some(route) = exposed
+                    .tool_route(&params.name)
+                    .or_else(|| exposed.own_name_route(&params.name))
+                    .cloned()
+                    .or_else(|| {
+                        params
+                            .request_state
+                            .as_deref()
+                            .and_then(|state| gateway.suspended.route_of(state, &params.name))
+                    })
+                else {
                     return Err(unknown_tool(gateway, &params.name));
                 };
                 let route = &route;
@@ -318,6 +323,17 @@ impl GatewayService {
                     }
                     Err(e) => Err(McpError::internal_error(format!("tools/list: {e}"), None)),
                 }
+            }
+            ClientRequest::ReadResourceRequest(read)
+                if read.params.uri == crate::tools::view::VIEW_URI =>
+            {
+                Ok(gateway.pass_on(
+                    Forwarded::Typed(Box::new(ServerResult::ReadResourceResult(
+                        crate::tools::view::read(),
+                    ))),
+                    &context,
+                    true,
+                ))
             }
             ClientRequest::ReadResourceRequest(mut read) => {
                 let uri = read.params.uri.clone();

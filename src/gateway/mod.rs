@@ -337,6 +337,16 @@ impl Gateway {
                 };
                 return Decided::PassThrough(raw, keep);
             }
+            // A tool with a view: the server's bytes with loom's `content`, on the raw path.
+            Outcome::Spliced(raw, built) => {
+                let handling = match built {
+                    crate::intercept::Built::Table => Handling::Table,
+                    crate::intercept::Built::Document => Handling::Document,
+                };
+                self.stats
+                    .called(&tool, handling, before, Size::of(raw.get()));
+                return Decided::PassThrough(raw, keep::Keep::none());
+            }
             Outcome::Replaced(value) => (Handling::Table, value),
             Outcome::Reduced(value) => (Handling::Document, value),
         };
@@ -690,6 +700,10 @@ impl Gateway {
                 .filter_map(|t| serde_json::to_value(t).ok())
                 .filter_map(|v| v.as_object().cloned()),
         );
+        // loom's own view is listed after every server's resources; its URI is loom's.
+        next.resources
+            .retain(|r| r.uri != crate::tools::view::VIEW_URI);
+        next.resources.push(crate::tools::view::resource());
         let next = Arc::new(next);
         let Ok(mut slot) = self.exposed.write() else {
             return ListsChanged::default();

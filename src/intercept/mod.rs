@@ -140,6 +140,16 @@ pub enum Outcome {
     /// A result that is not a table, reduced by the context firewall (SPEC §19); the original
     /// is kept as a document.
     Reduced(Value),
+    /// The result of a tool with a view (SPEC §8.5): the server's bytes with only `content`
+    /// replaced by what loom built (an envelope's text, or the reduced text).
+    Spliced(Box<RawValue>, Built),
+}
+
+/// What replaced the `content` of a [`Outcome::Spliced`] result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Built {
+    Table,
+    Document,
 }
 
 /// Decide what happens to one tool result. Blocking work (parsing, ingest): call it from
@@ -166,8 +176,8 @@ pub fn intercept(
     let mut small = false;
     match decided {
         Ok(Ok(Replacement::Envelope(result))) if policy.view => {
-            if let Some(result) = with_server_members(&raw, result) {
-                return Outcome::Replaced(result);
+            if let Some(spliced) = with_server_members(&raw, &result) {
+                return Outcome::Spliced(spliced, Built::Table);
             }
         }
         Ok(Ok(Replacement::Envelope(result))) => return Outcome::Replaced(result),
@@ -185,8 +195,8 @@ pub fn intercept(
         crate::reduce::reduce(raw.get(), origin, store, policy)
     }));
     match reduced {
-        Ok(Ok(Some(result))) if policy.view => match with_server_members(&raw, result) {
-            Some(result) => Outcome::Reduced(result),
+        Ok(Ok(Some(result))) if policy.view => match with_server_members(&raw, &result) {
+            Some(spliced) => Outcome::Spliced(spliced, Built::Document),
             None => Outcome::PassThrough(raw, "failed"),
         },
         Ok(Ok(Some(result))) => Outcome::Reduced(result),
@@ -205,16 +215,38 @@ pub fn intercept(
 
 /// For a tool with an MCP Apps view (SPEC §8.5): the server's result with only its `content`
 /// replaced by the one loom built; `structuredContent` (what the view draws), `_meta` and every
-/// other member stay as the server sent them. `None` when the original is not an object.
-fn with_server_members(raw: &RawValue, built: Value) -> Option<Value> {
-    let Ok(Value::Object(mut original)) = serde_json::from_str::<Value>(raw.get()) else {
-        return None;
-    };
-    let Value::Object(mut built) = built else {
-        return None;
-    };
-    original.insert("content".into(), built.remove("content")?);
-    Some(Value::Object(original))
+/// other member stay as the server wrote them, byte for byte (spliced, never parsed and written
+/// again). `None` when the original is not an object.
+fn with_server_members(raw: &RawValue, built: &Value) -> Option<Box<RawValue>> {
+    let content = serde_json::to_string(built.get("content")?).ok()?;
+    let mut out = String::with_capacity(raw.get().len() + content.len());
+    out.push('{');
+    let mut replaced = false;
+    for (key, value) in skim::object_members(raw.get())? {
+        if !out.ends_with('{') {
+            out.push(',');
+        }
+        out.push_str(&serde_json::to_string(&key).ok()?);
+        out.push(':');
+        if key == "content" && !replaced {
+            out.push_str(&content);
+            replaced = true;
+        } else if key != "content" {
+            out.push_str(value);
+        } else {
+            // A second `content` member: the result would not have read (ResultView::read).
+            return None;
+        }
+    }
+    if !replaced {
+        if !out.ends_with('{') {
+            out.push(',');
+        }
+        out.push_str("\"content\":");
+        out.push_str(&content);
+    }
+    out.push('}');
+    RawValue::from_string(out).ok()
 }
 
 /// What [`replace`] came to.
@@ -293,9 +325,11 @@ fn replace(
         undo(&added);
         return Ok(Replacement::None);
     }
+    // Hosts that render MCP Apps may show the dataset in loom's own view (SPEC §12.1).
     Ok(Replacement::Envelope(json!({
         "content": [{"type": "text", "text": text}],
         "structuredContent": envelope,
+        "_meta": crate::common::tools::view_meta(),
     })))
 }
 

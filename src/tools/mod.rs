@@ -24,6 +24,7 @@ mod list_datasets;
 mod materialize;
 mod query;
 pub mod read;
+pub mod view;
 
 pub use describe::*;
 pub use export::*;
@@ -89,6 +90,11 @@ fn query_error(tool: &str, error: &QueryError, store: &Store) -> CallToolResult 
 }
 
 /// The definitions of loom's own tools, listed after every server's tools.
+/// `_meta` of the tools whose results loom's view shows (SPEC §12.1).
+fn view() -> rmcp::model::MetaObject {
+    rmcp::model::MetaObject(crate::common::tools::view_meta())
+}
+
 pub fn tools() -> Vec<Tool> {
     vec![
         Tool::new(
@@ -99,7 +105,8 @@ pub fn tools() -> Vec<Tool> {
                 &["sql"],
             ),
         )
-        .annotate(read_only()),
+        .annotate(read_only())
+        .with_meta(view()),
         Tool::new(LIST, LIST_DESCRIPTION, object_schema(json!({}), &[])).annotate(read_only()),
         Tool::new(
             DESCRIBE,
@@ -109,7 +116,8 @@ pub fn tools() -> Vec<Tool> {
                 &["ref"],
             ),
         )
-        .annotate(read_only()),
+        .annotate(read_only())
+        .with_meta(view()),
         Tool::new(
             MATERIALIZE,
             MATERIALIZE_DESCRIPTION,
@@ -249,6 +257,7 @@ mod tests {
             Outcome::Replaced(value) => value["structuredContent"].clone(),
             Outcome::PassThrough(_, why) => panic!("passed through: {why}"),
             Outcome::Reduced(v) => panic!("reduced as a document: {v}"),
+            Outcome::Spliced(raw, _) => panic!("spliced: {}", raw.get()),
         };
         let text = envelope.to_string();
         assert!(text.len() < 16_000, "envelope of {} bytes", text.len());

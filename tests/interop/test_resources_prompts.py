@@ -39,6 +39,10 @@ async def test_resources_list_has_each_servers_resources_under_their_own_uris(se
         exposed = await _all_resources(client)
         templates = (await client.list_resource_templates()).resource_templates
 
+    # Every server's resources, and last loom's own view of a dataset (SPEC §12.1).
+    assert str(exposed[-1].uri) == "ui://loom/dataset.html", exposed[-1]
+    assert exposed[-1].mime_type == "text/html;profile=mcp-app"
+    exposed = exposed[:-1]
     expected = own[EVERYTHING] + own[MEMORY]
     assert sorted((r.uri for r in exposed), key=str) == sorted((r.uri for r in expected), key=str)
     by_uri = {str(r.uri): dump(r) for r in exposed}

@@ -452,7 +452,9 @@ async def test_loom_stats_counts_the_calls_and_holds_no_argument(search, client_
         assert (calls["total"], calls["tables"], calls["documents"], calls["passedThrough"]) == (5, 1, 0, 4), calls
         assert calls["after"]["chars"] < calls["before"]["chars"], calls
         assert [top["tool"] for top in live["topTools"]] == [f"{CRM}/rows"], live["topTools"]
-        assert live["loomTools"]["queries"] == 1 and live["held"]["datasets"] == 1, live
+        # Held: the envelope's table, and the small table create_entities answered with, which
+        # passed through whole and is kept too (SPEC §8.4).
+        assert live["loomTools"]["queries"] == 1 and live["held"]["datasets"] == 2, live
         assert CANARY not in json.dumps(live, ensure_ascii=False)
         again = await loom_call(client, "loom_stats")
         assert assert_ok(again, "loom_stats through loom_call")["calls"] == calls

@@ -358,7 +358,7 @@ mod tests {
             &crate::config::policy::Policy::tables_only(),
         ) {
             Outcome::Replaced(value) => Some(value["structuredContent"].clone()),
-            Outcome::PassThrough(..) | Outcome::Reduced(_) => None,
+            Outcome::PassThrough(..) | Outcome::Reduced(_) | Outcome::Spliced(..) => None,
         }
     }
 
