@@ -1,11 +1,13 @@
 //! The tables of results that pass through whole, kept as datasets too (SPEC §8.4).
 //!
 //! A result under `tokenThreshold` reaches its client byte for byte; whether it holds a table is
-//! only asked after the answer is on its way: the [`Keep`] a passed-through result comes with is
-//! dropped once the answer is written, and dropping it hands the result to the session's keeper,
-//! a task that finds and ingests tables one result at a time on the blocking pool. Nothing on the
-//! answer's path waits for it, and a keeper that falls behind lets results go rather than queue
-//! them without end.
+//! only asked after the answer is on its way (a result that cannot hold one — no bracket, no
+//! second line — is let go at once, see `intercept::may_hold_table`): the [`Keep`] a
+//! passed-through result comes with is dropped once the answer is written, and dropping it hands
+//! the result to the session's keeper, a task that finds and ingests tables one result at a
+//! time (small ones on its own task, larger ones on the blocking pool). Nothing on the answer's
+//! path waits for it, and a keeper that falls behind lets results go rather than queue them
+//! without end.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
@@ -22,6 +24,9 @@ pub const MAX_KEPT_TABLES: usize = 64;
 
 /// Results waiting for the keeper at most; past it a result is not kept.
 const QUEUE: usize = 32;
+
+/// Results up to this size are read on the keeper's own task, larger ones on the blocking pool.
+const INLINE_BYTES: usize = 16 * 1024;
 
 /// A result for the keeper: its bytes and the call that made it.
 type Job = (Box<RawValue>, Origin);
@@ -63,6 +68,13 @@ impl Keeper {
                 // The same result of the same call again (an agent repeating a lookup): its
                 // tables are held already, and are used now.
                 if kept.holds(fingerprint, &store) {
+                    continue;
+                }
+                // A small result is read here: handing it to the blocking pool would cost
+                // another thread's wake-up for microseconds of work.
+                if raw.get().len() <= INLINE_BYTES {
+                    let refs = keep_tables(&raw, &origin, &store);
+                    kept.record(fingerprint, refs, &store);
                     continue;
                 }
                 let store = store.clone();

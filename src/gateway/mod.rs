@@ -331,7 +331,10 @@ impl Gateway {
                 self.stats
                     .called(&tool, Handling::PassedThrough, before, before);
                 // Under the threshold, a table in it is kept too, once the answer is on its way.
-                let keep = match why == "small" && policy.keep_small_tables {
+                let keep = match why == "small"
+                    && policy.keep_small_tables
+                    && crate::intercept::may_hold_table(&raw)
+                {
                     true => self.keeper.keep(&raw, origin),
                     false => keep::Keep::none(),
                 };

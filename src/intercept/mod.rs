@@ -365,6 +365,26 @@ fn ingest_all(
     Ok(added)
 }
 
+/// Whether a result could hold a table at all, decided in a few hundred nanoseconds on the
+/// answer's path so that results that cannot (an echo, a sentence, an error) never reach the
+/// keeper (SPEC §8.4): a table is an array in `structuredContent`, or a text block with a
+/// bracket (JSON, a Python repr) or more than one line (CSV, Markdown, aligned columns; in the
+/// raw JSON a line break is an escape, so any escape counts).
+pub fn may_hold_table(raw: &RawValue) -> bool {
+    let Some(view) = ResultView::read(raw.get()) else {
+        return false;
+    };
+    if view.is_error == Some(true) || view.content.iter().any(|c| c.kind != "text") {
+        return false;
+    }
+    view.structured_content.is_some_and(|s| s.contains('['))
+        || view
+            .content
+            .iter()
+            .filter_map(|c| c.text)
+            .any(|text| memchr::memchr3(b'[', b'{', b'\\', text.as_bytes()).is_some())
+}
+
 /// The tables of a result that passed through to the client whole, kept as datasets so SQL
 /// can reach them (SPEC §8.4): found by the same rungs as for an envelope, its bytes not
 /// touched, nothing built for the client. A result with no table keeps nothing.

@@ -346,3 +346,30 @@ async fn a_pretty_printed_copy_of_a_table_is_recognised() {
     ));
     assert_eq!(value["structuredContent"]["rows"], 300, "{value}");
 }
+
+/// Results that cannot hold a table never reach the keeper (SPEC §8.4); the ones that may,
+/// do.
+#[test]
+fn only_results_that_may_hold_a_table_are_handed_on() {
+    let may =
+        |text: &str| super::may_hold_table(&RawValue::from_string(text.to_string()).expect("raw"));
+    assert!(!may(r#"{"content":[{"type":"text","text":"Echo: hi"}]}"#));
+    assert!(!may(
+        r#"{"content":[{"type":"text","text":"[1, 2]"}],"isError":true}"#
+    ));
+    assert!(!may(
+        r#"{"content":[{"type":"image","data":"AAAA","mimeType":"image/png"}]}"#
+    ));
+    assert!(may(
+        r#"{"content":[{"type":"text","text":"[{\"id\": 1}]"}]}"#
+    ));
+    assert!(may(
+        r#"{"content":[{"type":"text","text":"id,name\n1,a"}]}"#
+    ));
+    assert!(may(
+        r#"{"content":[{"type":"text","text":"ok"}],"structuredContent":{"rows":[{"a":1}]}}"#
+    ));
+    assert!(!may(
+        r#"{"content":[{"type":"text","text":"ok"}],"structuredContent":{"a":1}}"#
+    ));
+}
