@@ -100,10 +100,18 @@ impl Keeper {
 
 /// The result's tables as datasets (none when it holds no table).
 fn keep_tables(raw: &RawValue, origin: &Origin, store: &Arc<Store>) -> Vec<String> {
-    match crate::intercept::keep_passed_through(raw, origin, store) {
-        Ok(added) => added.iter().map(|d| d.reference.clone()).collect(),
-        Err(reason) => {
+    // A bug in the data path must not end the keeper (it would keep nothing more).
+    let kept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::intercept::keep_passed_through(raw, origin, store)
+    }));
+    match kept {
+        Ok(Ok(added)) => added.iter().map(|d| d.reference.clone()).collect(),
+        Ok(Err(reason)) => {
             tracing::debug!(server = %origin.server, tool = %origin.tool, "a passed-through table was not kept: {reason}");
+            Vec::new()
+        }
+        Err(_) => {
+            tracing::error!(server = %origin.server, tool = %origin.tool, "keeping a passed-through table panicked");
             Vec::new()
         }
     }
