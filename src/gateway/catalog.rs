@@ -45,6 +45,8 @@ pub struct ExposedCatalog {
     template_owners: Vec<(usize, String)>,
     /// Exposed tools whose `execution.taskSupport` is `"required"`.
     task_required: std::collections::HashSet<String>,
+    /// The same tools by server index and their own name (a view calls them by it, §8.5).
+    task_required_own: std::collections::HashSet<(usize, String)>,
     /// Tools with an MCP Apps view, by server index and their own name (SPEC §8.5).
     views: std::collections::HashSet<(usize, String)>,
     /// Every server's own tool names: where each leads, `None` when two servers have it.
@@ -136,6 +138,8 @@ impl ExposedCatalog {
                 if crate::downstream::task_support(tool) == crate::downstream::TaskSupport::Required
                 {
                     out.task_required.insert(exposed.clone());
+                    out.task_required_own
+                        .insert((server.index, name.to_string()));
                 }
                 out.tool_routes.insert(
                     exposed.clone(),
@@ -273,6 +277,13 @@ impl ExposedCatalog {
     /// Whether the tool exposed as `exposed` only runs as an MCP task.
     pub fn runs_only_as_task(&self, exposed: &str) -> bool {
         self.task_required.contains(exposed)
+    }
+
+    /// Whether the tool `route` leads to only runs as an MCP task (whatever name it was called
+    /// by).
+    pub fn route_runs_only_as_task(&self, route: &Route) -> bool {
+        self.task_required_own
+            .contains(&(route.server, route.name.clone()))
     }
 
     pub fn prompt_route(&self, exposed: &str) -> Option<&Route> {

@@ -255,7 +255,7 @@ impl GatewayService {
                     }
                     // A tool that only runs as a task, for a client that cannot take one as
                     // this request was made (SPEC §5.10).
-                    None if exposed.runs_only_as_task(&params.name)
+                    None if exposed.route_runs_only_as_task(route)
                         && !Era::request_has_tasks(&context) =>
                     {
                         if Era::of_request(&context) == Era::Discover

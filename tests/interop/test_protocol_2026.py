@@ -351,3 +351,12 @@ async def test_listen_streams_carry_the_scope_s_list_changes(web, transport):
                     break
         listed = [t.name for t in (await client.list_tools()).tools]
     assert f"{EVERYTHING}_echo" in listed, listed
+
+
+async def test_a_task_only_tool_called_by_its_own_name_is_run_as_a_task(web):
+    """An MCP Apps view calls its server's tools by their own names (SPEC §8.5); one that only
+    runs as a task is run as one by loom then too, for a client without the tasks extension."""
+    async with through_loom(web, "stdio", "2026-07-28") as client:
+        result = await client.call_tool("simulate-research-query", {"topic": "rust"})
+    assert not result.is_error, _texts(result)
+    assert _texts(result)[0].startswith("# Research Report: rust"), _texts(result)[0][:200]
