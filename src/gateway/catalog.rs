@@ -108,6 +108,8 @@ impl ExposedCatalog {
         // `ui://` URIs two servers use: the later servers' are renamed (tool views, listed
         // resources and reads alike), so each view reaches the page of its own server.
         let mut ui_first: HashMap<&str, usize> = HashMap::new();
+        // loom's own view is loom's: a server using its URI is renamed like a later server.
+        ui_first.insert(crate::common::tools::VIEW_URI, usize::MAX);
         let mut ui_rename: HashMap<(usize, String), String> = HashMap::new();
         for server in servers {
             for uri in ui_uris_of(&server.catalog) {

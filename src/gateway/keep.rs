@@ -3,7 +3,8 @@
 //! A result under `tokenThreshold` reaches its client byte for byte; whether it holds a table is
 //! only asked after the answer is on its way (a result that cannot hold one — no bracket, no
 //! second line — is let go at once, see `intercept::may_hold_table`): the [`Keep`] a
-//! passed-through result comes with is dropped once the answer is written, and dropping it hands
+//! passed-through result comes with is dropped once the answer is written (on rmcp's path, once
+//! it is handed to rmcp to write), and dropping it hands
 //! the result to the session's keeper, a task that finds and ingests tables one result at a
 //! time (small ones on its own task, larger ones on the blocking pool). Nothing on the answer's
 //! path waits for it, and a keeper that falls behind lets results go rather than queue them
@@ -19,7 +20,8 @@ use tokio::sync::mpsc;
 use crate::intercept::Origin;
 use crate::store::Store;
 
-/// Passed-through tables a session keeps at most; past it the oldest are let go.
+/// Passed-through tables a session keeps at most; past it the oldest are let go (as if
+/// evicted, so `loom_describe` says what became of them).
 pub const MAX_KEPT_TABLES: usize = 64;
 
 /// Results waiting for the keeper at most; past it a result is not kept.
@@ -157,7 +159,7 @@ impl Kept {
             let Some(old) = self.order.pop_front() else {
                 break;
             };
-            store.remove(&old);
+            store.let_go(&old);
             self.by_result.retain(|_, refs| !refs.contains(&old));
         }
     }

@@ -65,7 +65,8 @@ pub enum StartError {
 /// What answers a downstream tool result ([`Gateway::decide`]).
 pub(crate) enum Decided {
     /// The server's bytes, passed through; the [`keep::Keep`] hands them to the session's
-    /// keeper once dropped, after the answer is written (SPEC §8.4).
+    /// keeper once dropped: on the direct lane after the answer is written, on rmcp's path once
+    /// the answer is handed to rmcp to write (SPEC §8.4).
     PassThrough(Box<serde_json::value::RawValue>, keep::Keep),
     /// A result loom built in its place.
     Built(Box<rmcp::model::ServerResult>),

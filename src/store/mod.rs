@@ -508,6 +508,22 @@ impl Store {
                 name.as_deref().unwrap_or("the view"),
             )?;
         }
+        // The table of a result the client holds whole is kept only in room it can take from
+        // other such tables: it never evicts a dataset the client can reach only through loom.
+        if passed_through {
+            let others: usize = catalog
+                .datasets
+                .iter()
+                .filter(|d| !d.passed_through)
+                .map(|d| d.bytes)
+                .sum();
+            if others.saturating_add(bytes) > budget {
+                return Err(format!(
+                    "a passed-through table of {bytes} bytes would evict other datasets \
+                     (memoryBudgetBytes is {budget}, {others} held by them); not kept"
+                ));
+            }
+        }
         if bytes.saturating_add(held_pinned) > budget {
             return Err(format!(
                 "it needs {bytes} bytes (Arrow arrays and join-hint hashes) and memoryBudgetBytes \
@@ -596,6 +612,22 @@ impl Store {
             tracing::info!(dataset = %gone.reference, bytes = gone.bytes, "evicted (memoryBudgetBytes)");
             catalog.evicted.push(gone.reference.clone());
         }
+    }
+
+    /// Let `reference` go as if evicted (loom_describe then says so): a passed-through table
+    /// past the keeper's count (SPEC §8.4). Pinned datasets stay.
+    pub fn let_go(&self, reference: &str) {
+        let mut catalog = self.lock();
+        let Some(index) = catalog
+            .datasets
+            .iter()
+            .position(|d| d.reference == reference && !d.pinned())
+        else {
+            return;
+        };
+        let gone = catalog.datasets.remove(index);
+        let _ = self.ctx.deregister_table(gone.reference.as_str());
+        catalog.evicted.push(gone.reference.clone());
     }
 
     /// Keep `reference` from eviction from now on, if it fits beside what is pinned already.

@@ -37,6 +37,22 @@ fn try_add_rows(
     })
 }
 
+/// A store with room for `halves` halves of `rows(100)` held as one dataset.
+fn budgeted(halves: usize) -> Store {
+    let one = add_rows(
+        &Store::new(StoreSettings::default()).expect("probe"),
+        "s",
+        "t",
+        &rows(100),
+    )
+    .bytes;
+    Store::new(StoreSettings {
+        memory_budget_bytes: (one * halves / 2) as u64,
+        ..StoreSettings::default()
+    })
+    .expect("store")
+}
+
 fn rows(n: usize) -> String {
     let items: Vec<String> = (0..n)
         .map(|i| {
@@ -102,20 +118,53 @@ async fn refusals_name_the_reason() {
     assert!(ok.is_ok(), "{ok:?}");
 }
 
+fn add_passed_through(store: &Store, text: &str) -> Result<Arc<Dataset>, String> {
+    let ingested = ingest_json_array(text).expect("ingest");
+    store.add(NewDataset {
+        server: "s".into(),
+        tool: "small".into(),
+        schema: ingested.batch.schema(),
+        batches: vec![ingested.batch],
+        columns: ingested.columns,
+        provenance: provenance(),
+        pinned: false,
+        implicit: false,
+        passed_through: true,
+        name: None,
+    })
+}
+
+/// The table of a result the client holds whole never evicts a dataset the client reaches only
+/// through loom; it takes room from other such tables, or is not kept (SPEC §8.4, §10.2).
+#[tokio::test]
+async fn a_passed_through_table_evicts_only_its_own_kind() {
+    let store = budgeted(5);
+    let envelope = add_rows(&store, "s", "t", &rows(100));
+    let small = add_passed_through(&store, &rows(100)).expect("room for one");
+    // Another passed-through table takes the first one's room, never the envelope's.
+    let newer = add_passed_through(&store, &rows(100)).expect("room from its own kind");
+    assert_eq!(
+        store.references(),
+        vec![envelope.reference.clone(), newer.reference.clone()]
+    );
+    assert!(store.was_evicted(&small.reference));
+    // With a second envelope's dataset there is no room left that is its own kind's to take.
+    let second = add_rows(&store, "s", "t", &rows(100));
+    let refused = add_passed_through(&store, &rows(100)).expect_err("no room");
+    assert!(refused.contains("would evict other datasets"), "{refused}");
+    let held = store.references();
+    assert!(
+        held.contains(&envelope.reference) && held.contains(&second.reference),
+        "{held:?}"
+    );
+    // The keeper lets a table go as if evicted: loom_describe says so.
+    store.let_go(&second.reference);
+    assert!(store.was_evicted(&second.reference));
+}
+
 #[tokio::test]
 async fn eviction_drops_least_recently_used_but_never_pinned_or_new() {
-    let one = add_rows(
-        &Store::new(StoreSettings::default()).expect("probe"),
-        "s",
-        "t",
-        &rows(100),
-    )
-    .bytes;
-    let store = Store::new(StoreSettings {
-        memory_budget_bytes: (one + one / 2) as u64,
-        ..StoreSettings::default()
-    })
-    .expect("store");
+    let store = budgeted(3);
     let first = add_rows(&store, "s", "t", &rows(100));
     let second = add_rows(&store, "s", "t", &rows(100));
     // Room for one and a half: only the newest survives.
@@ -543,18 +592,7 @@ fn stale_spill_directories_are_removed_and_live_ones_kept() {
 /// firewall intercepts (views filling the budget made the next large result pass through raw).
 #[test]
 fn pinning_holds_at_most_half_of_the_budget() {
-    let one = add_rows(
-        &Store::new(StoreSettings::default()).expect("probe"),
-        "s",
-        "t",
-        &rows(100),
-    )
-    .bytes;
-    let store = Store::new(StoreSettings {
-        memory_budget_bytes: (one * 4 + one / 2) as u64,
-        ..StoreSettings::default()
-    })
-    .expect("store");
+    let store = budgeted(9);
     let view = |name: &str| {
         let ingested = ingest_json_array(&rows(100)).expect("ingest");
         store.add(NewDataset {
