@@ -22,8 +22,13 @@ fn try_add_rows(
     tool: &str,
     text: &str,
 ) -> Result<Arc<Dataset>, String> {
+    store.add(rows_dataset(server, tool, text, false))
+}
+
+/// The rows of `text` as a new dataset of `server`/`tool`.
+fn rows_dataset(server: &str, tool: &str, text: &str, passed_through: bool) -> NewDataset {
     let ingested = ingest_json_array(text).expect("ingest");
-    store.add(NewDataset {
+    NewDataset {
         server: server.into(),
         tool: tool.into(),
         schema: ingested.batch.schema(),
@@ -32,9 +37,9 @@ fn try_add_rows(
         provenance: provenance(),
         pinned: false,
         implicit: false,
-        passed_through: false,
+        passed_through,
         name: None,
-    })
+    }
 }
 
 /// A store with room for `halves` halves of `rows(100)` held as one dataset.
@@ -119,19 +124,7 @@ async fn refusals_name_the_reason() {
 }
 
 fn add_passed_through(store: &Store, text: &str) -> Result<Arc<Dataset>, String> {
-    let ingested = ingest_json_array(text).expect("ingest");
-    store.add(NewDataset {
-        server: "s".into(),
-        tool: "small".into(),
-        schema: ingested.batch.schema(),
-        batches: vec![ingested.batch],
-        columns: ingested.columns,
-        provenance: provenance(),
-        pinned: false,
-        implicit: false,
-        passed_through: true,
-        name: None,
-    })
+    store.add(rows_dataset("s", "small", text, true))
 }
 
 /// The table of a result the client holds whole never evicts a dataset the client reaches only
