@@ -223,8 +223,9 @@ impl GatewayService {
             }
             ClientRequest::CallToolRequest(CallToolRequest { params, .. }) => {
                 let exposed = gateway.exposed();
-                // A retry continues its call where the tool led then, even if the tool has
-                // left the catalog since.
+                // The exposed name; else a server's own tool name that only one server has (an
+                // MCP Apps view calls its server's tools by them, SPEC §8.5); else, for a retry,
+                // where the tool led when the call was made (it may have left the catalog).
                 let Some(route) = exposed
                     .tool_route(&params.name)
                     .or_else(|| exposed.own_name_route(&params.name))
