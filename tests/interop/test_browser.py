@@ -238,3 +238,29 @@ async def refusals(host_page: str, alice: Any, bob: Any) -> None:
     with pytest.raises(MCPError) as refused:
         await alice.read_resource("ui://nobody/view.html")
     assert "no server lists the resource" in str(refused.value)
+
+
+async def test_loom_s_view_filters_a_wide_dataset(views, host_page):
+    """A wide dataset: a page shows its first 40 columns, and a filter over its columns stays one
+    small statement (the filter written once), so a long filter answers instead of passing
+    loom's 64 KiB statement limit (one test per column would be ~75 KB here)."""
+    async with through_loom(views, "stdio", "auto") as client:
+        envelope = (await client.call_tool(f"{CRM}_rows", {"count": 300})).structured_content
+        columns = ", ".join(f"id AS c{i}" for i in range(300))
+        made = await client.call_tool(
+            "loom_materialize", {"sql": f"SELECT id, {columns} FROM {envelope['ref']}", "name": "wide"}
+        )
+        assert not made.is_error, made.content
+        described = await client.call_tool("loom_describe", {"ref": "ds_view_wide"})
+        html = await page_html(client, "ui://loom/dataset.html")
+        async with browser_page(host_page, client) as page:
+            frame = await show(page, html, {"ref": "ds_view_wide"}, described)
+            await frame.wait_for_function("document.querySelectorAll('#rows tbody tr').length > 0", timeout=WAIT_MS)
+            # A page shows the first 40 columns (a row of 301 would not be answered inline).
+            assert len(await header_names(frame)) == 40
+            assert "301 columns (the first 40 shown)" in await frame.text_content("#summary")
+            await frame.fill("#filter", "299" + "9" * 197)
+            await frame.wait_for_function("document.querySelector('#page').textContent === 'no rows'", timeout=WAIT_MS)
+            await frame.fill("#filter", "299")
+            await frame.wait_for_function("document.querySelector('#page').textContent.endsWith('of 1')", timeout=WAIT_MS)
+            assert not await frame.is_visible("#error"), await frame.text_content("#error")
