@@ -83,6 +83,7 @@ fn envelope_chars(outcome: Outcome) -> usize {
         Outcome::PassThrough(_, why) => panic!("not intercepted: {why}"),
         Outcome::Reduced(_) => panic!("reduced as a document, not a table"),
         Outcome::Spliced(..) => panic!("spliced: the bench's tools have no view"),
+        Outcome::Summarize(_) => panic!("sent to a model: the bench's policy has no llmSummary"),
     }
 }
 

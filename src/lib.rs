@@ -23,6 +23,7 @@ pub mod hints;
 pub mod http;
 pub mod ingest;
 pub mod intercept;
+pub mod llm;
 pub mod parallel;
 pub mod redact;
 pub mod reduce;

@@ -86,7 +86,8 @@ fn every_case_gets_its_verdict() {
         let text = std::fs::read_to_string(&input).expect("input");
         let store = Store::new(StoreSettings::default()).expect("store");
         let raw = json!({"content": [{"type": "text", "text": text}]}).to_string();
-        let outcome = loom::reduce::reduce(&raw, &origin, &store, &Policy::default());
+        let outcome = loom::reduce::reduce(&raw, &origin, &store, &Policy::default())
+            .map(|reduction| reduction.and_then(|r| r.finish(&store)));
         let shown = match &outcome {
             Ok(Some(result)) => result["content"][0]["text"]
                 .as_str()

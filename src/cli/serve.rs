@@ -27,6 +27,9 @@ pub fn run(path: &Path, faces: Faces) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    for warning in &config.warnings {
+        tracing::warn!("config {warning}");
+    }
     // Over stdio every message passes one thread: the runtime runs on the thread that reads
     // and writes the pipes, so a pass-through call wakes no other thread (measured: 150 → 120 µs
     // of CPU and 5.8 → 3 context switches per call). Work that takes long never runs here: the

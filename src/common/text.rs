@@ -28,3 +28,19 @@ pub fn thousands(n: usize) -> String {
 pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
+
+/// An error and its sources, `: `-separated ("error sending request: client error (Connect):
+/// tcp connect error: Connection refused").
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(next) = source {
+        let part = next.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = next.source();
+    }
+    text
+}

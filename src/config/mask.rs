@@ -377,6 +377,7 @@ impl Config {
                     self.http.body_timeout_secs
                 ),
             ),
+            ("llm", describe_llm(self.llm.as_ref())),
         ];
         for (key, value) in settings {
             lines.push(labelled(key, &value));
@@ -398,10 +399,44 @@ impl Config {
                 }
             }
         }
+        if !self.warnings.is_empty() {
+            lines.push(String::new());
+            lines.push(format!("warnings ({})", self.warnings.len()));
+            for warning in &self.warnings {
+                lines.push(format!("  {warning}"));
+            }
+        }
         let mut out = lines.join("\n");
         out.push('\n');
         out
     }
+}
+
+/// The summary endpoint as `loom check` shows it: where, which model, whose key — never the key.
+fn describe_llm(llm: Option<&super::LlmConfig>) -> String {
+    let Some(llm) = llm else {
+        return "off (no model summary stage)".to_owned();
+    };
+    let key = match &llm.key_source {
+        super::KeySource::PresetVariable(var) => format!("{MASK} (from {var})"),
+        super::KeySource::Variables => format!("{MASK} (from apiKey's variables)"),
+        super::KeySource::Literal => format!("{MASK} (written in the file)"),
+    };
+    format!(
+        "POST {}{}, model {}, key {key}, timeout {} ms, input up to {} chars, {} request(s) in flight",
+        mask_url(&llm.endpoint()),
+        llm.provider
+            .map(|p| format!(" (provider {p})"))
+            .unwrap_or_default(),
+        json_string(&llm.model),
+        llm.timeout_ms,
+        llm.max_input_chars,
+        llm.max_in_flight
+    )
+}
+
+fn json_string(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
 }
 
 fn describe_tools(tools: &super::ToolsConfig) -> String {
@@ -431,6 +466,7 @@ fn describe_policy(policy: &super::policy::Policy) -> String {
         (policy.strip_base64, "stripBase64"),
         (policy.html_to_markdown, "htmlToMarkdown"),
         (policy.json_summary, "jsonSummary"),
+        (policy.llm_summary, "llmSummary"),
         (policy.truncate, "truncate"),
     ]
     .iter()

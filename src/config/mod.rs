@@ -24,14 +24,17 @@ use std::path::{Path, PathBuf};
 pub use error::{ConfigError, FILE_PATH, Problem, ROOT_PATH};
 pub use mask::{MASK, looks_like_secret, mask_arg, mask_args, mask_url, url_userinfo};
 pub use model::{
-    Config, ConfigFormat, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_MAX_JOINED_TOOLS,
+    Config, ConfigFormat, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_LLM_MAX_IN_FLIGHT,
+    DEFAULT_LLM_MAX_INPUT_CHARS, DEFAULT_LLM_TIMEOUT_MS, DEFAULT_MAX_JOINED_TOOLS,
     DEFAULT_MAX_TOOL_NAME_LENGTH, DEFAULT_MEMORY_BUDGET_BYTES, DEFAULT_QUERY_TIMEOUT_MS,
     DEFAULT_RESTART_BASE_DELAY_MS, DEFAULT_RESTART_MAX_ATTEMPTS, DEFAULT_TOKEN_THRESHOLD,
-    DownstreamProtocol, HttpConfig, MAX_MAX_JOINED_TOOLS, MAX_MAX_TOOL_NAME_LENGTH,
-    MAX_RESTART_DELAY, MAX_SERVER_NAME_LENGTH, MIN_MAX_DESCRIPTION_CHARS, MIN_MAX_TOOL_NAME_LENGTH,
-    MIN_MEMORY_BYTES, MIN_TOKEN_THRESHOLD, RESERVED_HEADERS, RESERVED_SERVER_NAME, RemoteServer,
-    ReportConfig, RestartPolicy, ServerConfig, ToolsConfig, ToolsMode, Transport,
-    default_export_dir, glob_match, is_valid_env_name, is_valid_server_name,
+    DownstreamProtocol, HttpConfig, KeySource, LLM_PROVIDERS, LlmConfig, LlmProvider,
+    MAX_LLM_MAX_IN_FLIGHT, MAX_LLM_MAX_INPUT_CHARS, MAX_MAX_JOINED_TOOLS, MAX_MAX_TOOL_NAME_LENGTH,
+    MAX_RESTART_DELAY, MAX_SERVER_NAME_LENGTH, MIN_LLM_MAX_INPUT_CHARS, MIN_MAX_DESCRIPTION_CHARS,
+    MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES, MIN_TOKEN_THRESHOLD, RESERVED_HEADERS,
+    RESERVED_SERVER_NAME, RemoteServer, ReportConfig, RestartPolicy, Secret, ServerConfig,
+    ToolsConfig, ToolsMode, Transport, default_export_dir, glob_match, is_valid_env_name,
+    is_valid_server_name,
 };
 
 pub const DEFAULT_CONFIG_FILE: &str = "loom.config.json";

@@ -73,7 +73,12 @@ pub struct Config {
     pub report: ReportConfig,
     /// `loom serve --http` (SPEC §22).
     pub http: HttpConfig,
+    /// The model summary stage's endpoint (SPEC §19.7); off when `None`.
+    pub llm: Option<LlmConfig>,
     pub format: ConfigFormat,
+    /// What is allowed but probably not meant (a literal key, `provider` beside `baseUrl`):
+    /// printed by `loom check` and logged when loom starts.
+    pub warnings: Vec<super::Problem>,
 }
 
 /// Default of `tools.maxJoined`: tools found by `loom_find_tools` that join `tools/list`.
@@ -139,6 +144,104 @@ pub const DEFAULT_HTTP_BODY_TIMEOUT_SECS: u64 = 30;
 /// Default of `http.maxSessions`.
 pub const DEFAULT_HTTP_MAX_SESSIONS: usize = 64;
 pub const MAX_HTTP_MAX_SESSIONS: usize = 10_000;
+
+/// A provider preset of the `llm` block: where its OpenAI-compatible API is and which
+/// environment variable conventionally holds its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LlmProvider {
+    pub name: &'static str,
+    pub base_url: &'static str,
+    pub key_var: &'static str,
+}
+
+/// The presets `llm.provider` names (Context Firewall's table).
+pub const LLM_PROVIDERS: &[LlmProvider] = &[
+    LlmProvider {
+        name: "openai",
+        base_url: "https://api.openai.com/v1",
+        key_var: "OPENAI_API_KEY",
+    },
+    LlmProvider {
+        name: "openrouter",
+        base_url: "https://openrouter.ai/api/v1",
+        key_var: "OPENROUTER_API_KEY",
+    },
+    LlmProvider {
+        name: "orcarouter",
+        base_url: "https://api.orcarouter.ai/v1",
+        key_var: "ORCAROUTER_API_KEY",
+    },
+    LlmProvider {
+        name: "deepseek",
+        base_url: "https://api.deepseek.com/v1",
+        key_var: "DEEPSEEK_API_KEY",
+    },
+];
+
+pub const DEFAULT_LLM_TIMEOUT_MS: u64 = 20_000;
+pub const DEFAULT_LLM_MAX_INPUT_CHARS: usize = 120_000;
+/// `maxInputChars` cannot be set above this: what one summary may cost is bounded whatever the
+/// file says.
+pub const MAX_LLM_MAX_INPUT_CHARS: usize = 400_000;
+pub const MIN_LLM_MAX_INPUT_CHARS: usize = 1_000;
+pub const DEFAULT_LLM_MAX_IN_FLIGHT: usize = 4;
+pub const MAX_LLM_MAX_IN_FLIGHT: usize = 64;
+
+/// A credential: its `Debug` never shows it, so no log line or panic message can.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: String) -> Self {
+        Secret(value)
+    }
+
+    /// The value itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(super::MASK)
+    }
+}
+
+/// Where the `llm` key came from, for `loom check` (which never shows the key itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// The preset's variable (no `apiKey` given).
+    PresetVariable(&'static str),
+    /// `apiKey` with `${VAR}` references.
+    Variables,
+    /// `apiKey` written into the file (allowed, warned).
+    Literal,
+}
+
+/// Key `llm`: the OpenAI-compatible endpoint of the model summary stage (SPEC §19.7).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmConfig {
+    /// The preset named, if any.
+    pub provider: Option<&'static str>,
+    /// Without a trailing `/`; requests go to `<base_url>/chat/completions`.
+    pub base_url: String,
+    pub api_key: Secret,
+    pub key_source: KeySource,
+    /// Passed to the endpoint as written.
+    pub model: String,
+    pub timeout_ms: u64,
+    pub max_input_chars: usize,
+    /// Summary requests in flight at once, across every session; more wait for a slot
+    /// within their `timeout_ms`.
+    pub max_in_flight: usize,
+}
+
+impl LlmConfig {
+    pub fn endpoint(&self) -> String {
+        format!("{}/chat/completions", self.base_url)
+    }
+}
 
 /// Key `http`: loom served over Streamable HTTP (`loom serve --http ADDR`).
 #[derive(Clone, PartialEq)]
@@ -378,7 +481,9 @@ impl Config {
             tools: ToolsConfig::default(),
             report: ReportConfig::default(),
             http: HttpConfig::default(),
+            llm: None,
             format,
+            warnings: Vec::new(),
         }
     }
 

@@ -18,6 +18,9 @@ pub struct Policy {
     pub truncate: bool,
     /// Keep the tables of results that pass through whole as datasets too (SPEC §8.4).
     pub keep_small_tables: bool,
+    /// Text still over the budget after the deterministic stages goes to the `llm` endpoint
+    /// for a summary before the cut (SPEC §19.7).
+    pub llm_summary: bool,
     /// The tool has an MCP Apps view (`_meta.ui.resourceUri`): its `structuredContent` feeds the
     /// view and reaches the host as the server sent it; only `content` may be replaced (SPEC
     /// §8.5). Not a config key: set from the tool's definition.
@@ -38,6 +41,7 @@ impl Default for Policy {
             json_summary: true,
             truncate: true,
             keep_small_tables: true,
+            llm_summary: false,
             view: false,
         }
     }
@@ -76,6 +80,7 @@ pub struct PolicyPatch {
     pub json_summary: Option<bool>,
     pub truncate: Option<bool>,
     pub keep_small_tables: Option<bool>,
+    pub llm_summary: Option<bool>,
 }
 
 impl PolicyPatch {
@@ -94,6 +99,7 @@ impl PolicyPatch {
         set(&mut policy.json_summary, self.json_summary);
         set(&mut policy.truncate, self.truncate);
         set(&mut policy.keep_small_tables, self.keep_small_tables);
+        set(&mut policy.llm_summary, self.llm_summary);
     }
 }
 
@@ -109,6 +115,14 @@ pub struct Compression {
 }
 
 impl Compression {
+    /// Whether any entry turns the model summary on.
+    pub fn asks_for_llm(&self) -> bool {
+        std::iter::once(&self.default)
+            .chain(self.per_server.iter().map(|(_, p)| p))
+            .chain(self.per_tool.iter().map(|(_, _, p)| p))
+            .any(|patch| patch.llm_summary == Some(true))
+    }
+
     /// The policy for `tool` (its own name, as the server lists it) of `server`.
     pub fn resolve(&self, server: &str, tool: &str) -> Policy {
         let mut policy = Policy::default();

@@ -14,6 +14,8 @@ fn test_env() -> impl Fn(&str) -> Option<String> {
         ("EMPTY", ""),
         ("NODE", "/usr/bin/node"),
         ("TOKEN", "t0ken"),
+        ("OPENROUTER_API_KEY", "sk-or-fromTheEnvironment"),
+        ("LLM_API_KEY", "sk-llm-fromTheEnvironment"),
     ]
     .into_iter()
     .collect();
@@ -1076,8 +1078,8 @@ fn compression_block_resolves_per_tool_and_names_bad_entries() {
     );
     assert_problem(
         &all,
-        "compression.default.llmSummary",
-        &["loom does not have", "remove it"],
+        "compression",
+        &["`llmSummary` is on", "no `llm` block"],
     );
     assert_problem(
         &all,
@@ -1117,10 +1119,208 @@ fn context_firewall_files_are_read_as_they_are() {
         r#"{"downstreams": {"remote": {"url": "https://x/mcp", "transport": "streamable-http"}},
             "llm": {"provider": "openrouter"}, "report": {"enabled": 1}, "colour": 1}"#,
     );
-    assert_problem(&all, "llm", &["loom does not have", "remove it"]);
+    assert_problem(&all, "llm", &["missing required key `model`"]);
     assert_problem(&all, "report.enabled", &["expected true or false"]);
     assert_problem(&all, "colour", &["unknown key `colour`"]);
     assert_eq!(all.len(), 3, "the remote entry itself is fine: {all:#?}");
+}
+
+const ONE_SERVER: &str = r#""servers": [{"name": "web", "command": "x"}]"#;
+
+fn with_llm(llm: &str, compression: &str) -> String {
+    format!(r#"{{{ONE_SERVER}, "llm": {llm}, "compression": {compression}}}"#)
+}
+
+#[test]
+fn the_llm_block_as_context_firewall_documents_it() {
+    let on = r#"{"default": {"llmSummary": true}}"#;
+    // A preset: its URL, its key's variable.
+    let config = ok(&with_llm(
+        r#"{"provider": "openrouter", "model": "some/model"}"#,
+        on,
+    ));
+    let llm = config.llm.as_ref().expect("llm");
+    assert_eq!(
+        llm.endpoint(),
+        "https://openrouter.ai/api/v1/chat/completions"
+    );
+    assert_eq!(llm.api_key.expose(), "sk-or-fromTheEnvironment");
+    assert_eq!(
+        llm.key_source,
+        KeySource::PresetVariable("OPENROUTER_API_KEY")
+    );
+    assert_eq!(
+        (llm.timeout_ms, llm.max_input_chars, llm.max_in_flight),
+        (20_000, 120_000, 4)
+    );
+    assert!(config.warnings.is_empty(), "{:#?}", config.warnings);
+    assert!(config.compression.resolve("web", "fetch").llm_summary);
+    for preset in LLM_PROVIDERS {
+        assert!(preset.base_url.starts_with("https://") && preset.base_url.ends_with("/v1"));
+    }
+
+    // Any endpoint: baseUrl and apiKey, trailing slash dropped, limits set.
+    let config = ok(&with_llm(
+        r#"{"baseUrl": "http://127.0.0.1:4000/v1/", "apiKey": "${LLM_API_KEY}", "model": "m",
+            "timeoutMs": 500, "maxInputChars": 400000, "maxInFlight": 2}"#,
+        r#"{"perTool": {"web/fetch": {"llmSummary": true}}}"#,
+    ));
+    let llm = config.llm.as_ref().expect("llm");
+    assert_eq!(llm.endpoint(), "http://127.0.0.1:4000/v1/chat/completions");
+    assert_eq!(llm.api_key.expose(), "sk-llm-fromTheEnvironment");
+    assert_eq!(
+        (llm.timeout_ms, llm.max_input_chars, llm.max_in_flight),
+        (500, 400_000, 2)
+    );
+    assert!(
+        config.warnings.is_empty(),
+        "loopback http is fine: {:#?}",
+        config.warnings
+    );
+    assert!(config.compression.resolve("web", "fetch").llm_summary);
+    assert!(
+        !config.compression.resolve("web", "other").llm_summary,
+        "default false"
+    );
+
+    // Allowed, with a warning: both provider and baseUrl; a literal key; plain http elsewhere.
+    let config = ok(&with_llm(
+        r#"{"provider": "deepseek", "baseUrl": "http://llm.example.com/v1",
+            "apiKey": "sk-literal-in-the-file", "model": "m"}"#,
+        on,
+    ));
+    let llm = config.llm.as_ref().expect("llm");
+    assert_eq!(
+        llm.base_url, "http://llm.example.com/v1",
+        "the explicit URL wins"
+    );
+    assert_eq!(llm.key_source, KeySource::Literal);
+    let warned: Vec<String> = config.warnings.iter().map(|w| w.to_string()).collect();
+    assert_eq!(warned.len(), 3, "{warned:#?}");
+    assert!(warned[0].starts_with("llm.baseUrl: plain http"));
+    assert!(warned[1].starts_with("llm.baseUrl: both `provider` (deepseek) and `baseUrl`"));
+    assert!(warned[2].starts_with("llm.apiKey: the key is written into the file"));
+    assert!(
+        warned.iter().all(|w| !w.contains("sk-literal")),
+        "{warned:#?}"
+    );
+
+    // An llm block nothing uses is worth a word.
+    let config = ok(&format!(
+        r#"{{{ONE_SERVER}, "llm": {{"provider": "openrouter", "model": "m"}}}}"#
+    ));
+    assert_eq!(config.warnings.len(), 1);
+    assert!(config.warnings[0].message.contains("nothing is summarised"));
+}
+
+#[test]
+fn llm_mistakes_are_named_with_their_path() {
+    let on = r#"{"default": {"llmSummary": true}}"#;
+    let one = |llm: &str| problems(&with_llm(llm, on));
+    assert_problem(
+        &one(r#"{"provider": "openruter", "model": "m"}"#),
+        "llm.provider",
+        &[
+            "unknown provider `openruter`",
+            "did you mean `openrouter`?",
+            "baseUrl",
+        ],
+    );
+    assert_problem(
+        &one(r#"{"model": "m"}"#),
+        "llm",
+        &["missing `provider` or `baseUrl`"],
+    );
+    assert_problem(
+        &one(r#"{"baseUrl": "https://x.example/v1", "model": "m"}"#),
+        "llm",
+        &["missing `apiKey`", "${LLM_API_KEY}"],
+    );
+    assert_problem(
+        &one(r#"{"provider": "openai", "model": "m"}"#),
+        "llm",
+        &["OPENAI_API_KEY, which is not set"],
+    );
+    assert_problem(
+        &one(r#"{"provider": "openai", "apiKey": "${NOPE}", "model": "m"}"#),
+        "llm.apiKey",
+        &["`NOPE` is not set"],
+    );
+    assert_problem(
+        &one(r#"{"provider": "openai", "apiKey": "${LLM_API_KEY}"}"#),
+        "llm",
+        &["missing required key `model`"],
+    );
+    let url = |base: &str| {
+        one(&format!(
+            r#"{{"baseUrl": "{base}", "apiKey": "k", "model": "m"}}"#
+        ))
+    };
+    assert_problem(&url("ftp://x/v1"), "llm.baseUrl", &["http:// or https://"]);
+    assert_problem(&url("not a url"), "llm.baseUrl", &["http:// or https://"]);
+    assert_problem(
+        &url("https://x.example/v1/chat/completions"),
+        "llm.baseUrl",
+        &["names the endpoint itself", "\"https://x.example/v1\""],
+    );
+    assert_problem(&url("https://x.example/v1?k=1"), "llm.baseUrl", &["query"]);
+    assert_problem(
+        &url("https://u:p@x.example/v1"),
+        "llm.baseUrl",
+        &["user or password"],
+    );
+    let all = one(
+        r#"{"provider": "openai", "apiKey": "${LLM_API_KEY}", "model": "", "timeoutMs": 0,
+            "maxInputChars": 500000, "maxInFlight": 0, "temperature": 0}"#,
+    );
+    assert_problem(&all, "llm.model", &["must not be empty"]);
+    assert_problem(&all, "llm.timeoutMs", &["at least 1"]);
+    assert_problem(&all, "llm.maxInputChars", &["at most 400000"]);
+    assert_problem(&all, "llm.maxInFlight", &["at least 1"]);
+    assert_problem(&all, "llm.temperature", &["unknown key `temperature`"]);
+    assert_problem(
+        &one(r#"{"provider": "openai", "apiKey": "two words", "model": "m"}"#),
+        "llm.apiKey",
+        &["space or a control character"],
+    );
+    assert_problem(
+        &problems(&with_llm(
+            r#"{"provider": "openrouter", "model": "m"}"#,
+            r#"{"default": {"llmSummary": "yes"}}"#,
+        )),
+        "compression.default.llmSummary",
+        &["true or false"],
+    );
+}
+
+#[test]
+fn check_shows_the_endpoint_and_never_the_key() {
+    let config = ok(&with_llm(
+        r#"{"provider": "openrouter", "apiKey": "sk-literal-secret-value", "model": "a/b"}"#,
+        r#"{"default": {"llmSummary": true}}"#,
+    ));
+    let text = config.describe_masked();
+    assert!(
+        text.contains("POST https://openrouter.ai/api/v1/chat/completions (provider openrouter), model \"a/b\", key *** (written in the file)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("stages: stripBase64, htmlToMarkdown, jsonSummary, llmSummary, truncate"),
+        "{text}"
+    );
+    assert!(
+        text.contains("warnings (1)") && text.contains("llm.apiKey: the key is written"),
+        "{text}"
+    );
+    assert!(!text.contains("sk-literal-secret-value"), "{text}");
+    assert!(!format!("{config:?}").contains("sk-literal-secret-value"));
+    let from_env = ok(&with_llm(
+        r#"{"provider": "openrouter", "model": "a/b"}"#,
+        r#"{"default": {"llmSummary": true}}"#,
+    ));
+    let text = from_env.describe_masked();
+    assert!(text.contains("key *** (from OPENROUTER_API_KEY)"), "{text}");
+    assert!(!text.contains("sk-or-fromTheEnvironment"), "{text}");
 }
 
 #[test]

@@ -10,11 +10,14 @@ use super::error::{Problem, ROOT_PATH};
 use super::expand::expand;
 use super::json::{Json, Num, json_quote};
 use super::model::{
-    Config, ConfigFormat, DEFAULT_CALL_TIMEOUT_MS, DownstreamProtocol, HttpConfig,
-    MAX_HTTP_MAX_SESSIONS, MAX_MAX_JOINED_TOOLS, MAX_MAX_TOOL_NAME_LENGTH, MAX_SERVER_NAME_LENGTH,
-    MIN_MAX_DESCRIPTION_CHARS, MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES, MIN_TOKEN_THRESHOLD,
-    RESERVED_HEADERS, RESERVED_SERVER_NAME, RemoteServer, ReportConfig, RestartPolicy,
-    ServerConfig, ToolsConfig, ToolsMode, Transport, is_valid_env_name, is_valid_server_name,
+    Config, ConfigFormat, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_LLM_MAX_IN_FLIGHT,
+    DEFAULT_LLM_MAX_INPUT_CHARS, DEFAULT_LLM_TIMEOUT_MS, DownstreamProtocol, HttpConfig, KeySource,
+    LLM_PROVIDERS, LlmConfig, LlmProvider, MAX_HTTP_MAX_SESSIONS, MAX_LLM_MAX_IN_FLIGHT,
+    MAX_LLM_MAX_INPUT_CHARS, MAX_MAX_JOINED_TOOLS, MAX_MAX_TOOL_NAME_LENGTH,
+    MAX_SERVER_NAME_LENGTH, MIN_LLM_MAX_INPUT_CHARS, MIN_MAX_DESCRIPTION_CHARS,
+    MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES, MIN_TOKEN_THRESHOLD, RESERVED_HEADERS,
+    RESERVED_SERVER_NAME, RemoteServer, ReportConfig, RestartPolicy, Secret, ServerConfig,
+    ToolsConfig, ToolsMode, Transport, is_valid_env_name, is_valid_server_name,
 };
 use super::policy::{Compression, PolicyPatch};
 use super::size::{UNIT_LIST, human_bytes, parse_size};
@@ -54,14 +57,19 @@ const ROOT_KEYS: &[&str] = &[
     "tools",
     "report",
     "http",
+    LLM,
 ];
 
-/// Context Firewall keys loom does not take, and what to do instead.
-const UNSUPPORTED_ROOT_KEYS: &[(&str, &str)] = &[(
-    "llm",
-    "is Context Firewall's LLM summary, which loom does not have (its reductions are \
-         deterministic and the original stays readable with loom_read); remove it",
-)];
+const LLM: &str = "llm";
+const LLM_KEYS: &[&str] = &[
+    "provider",
+    "baseUrl",
+    "apiKey",
+    "model",
+    "timeoutMs",
+    "maxInputChars",
+    "maxInFlight",
+];
 
 /// Keys of one `compression` entry (`default`, a `perServer` or a `perTool` value).
 const POLICY_KEYS: &[&str] = &[
@@ -72,6 +80,7 @@ const POLICY_KEYS: &[&str] = &[
     "jsonSummary",
     "truncate",
     "keepSmallTables",
+    "llmSummary",
 ];
 const COMPRESSION_KEYS: &[&str] = &["default", "perServer", "perTool"];
 
@@ -221,12 +230,19 @@ pub(crate) fn build(
     let mut checker = Checker {
         env,
         problems: Vec::new(),
+        warnings: Vec::new(),
         keep_missing_vars: false,
         default_call_timeout_ms: DEFAULT_CALL_TIMEOUT_MS,
     };
     let config = checker.root(root);
     match config {
-        Some(config) if checker.problems.is_empty() => Ok(config),
+        Some(mut config) if checker.problems.is_empty() => {
+            config.warnings = std::mem::take(&mut checker.warnings);
+            config
+                .warnings
+                .sort_by_cached_key(|p| position(root, &p.path));
+            Ok(config)
+        }
         _ => {
             let mut problems = checker.problems;
             // Checks run in loom's order, not the file's; reading the list top to bottom while
@@ -314,6 +330,8 @@ fn json_string_end(s: &str) -> Option<usize> {
 struct Checker<'e> {
     env: &'e dyn Fn(&str) -> Option<String>,
     problems: Vec<Problem>,
+    /// Allowed, but probably not what the user meant (SPEC §19.7's literal key, say).
+    warnings: Vec<Problem>,
     /// Set while reading a disabled server: a variable it references may legitimately be unset.
     keep_missing_vars: bool,
     /// `callToolTimeoutMs` at the top (Context Firewall's key): the default of every server's
@@ -324,6 +342,10 @@ struct Checker<'e> {
 impl Checker<'_> {
     fn report(&mut self, path: &str, message: impl Into<String>) {
         self.problems.push(Problem::new(path, message));
+    }
+
+    fn warn(&mut self, path: &str, message: impl Into<String>) {
+        self.warnings.push(Problem::new(path, message));
     }
 
     fn type_error(&mut self, path: &str, expected: &str, found: &Json) {
@@ -395,21 +417,7 @@ impl Checker<'_> {
             ConfigFormat::Loom | ConfigFormat::ContextFirewall => Unknown::Reject,
             ConfigFormat::McpServers => Unknown::Ignore,
         };
-        // Keys of Context Firewall loom does not take say so, rather than "unknown key".
-        let supported: Vec<(String, Json)> = entries
-            .iter()
-            .filter(
-                |(key, _)| match UNSUPPORTED_ROOT_KEYS.iter().find(|(k, _)| k == key) {
-                    Some((_, why)) if unknown == Unknown::Reject => {
-                        self.report(key, format!("`{key}` {why}"));
-                        false
-                    }
-                    _ => true,
-                },
-            )
-            .cloned()
-            .collect();
-        let fields = self.fields(&supported, "", ROOT_KEYS, unknown);
+        let fields = self.fields(entries, "", ROOT_KEYS, unknown);
         let mut config = Config::with_defaults(format);
         if let Some(v) = fields.get("callToolTimeoutMs")
             && let Some(n) = self.whole(v, "callToolTimeoutMs", 1, u64::MAX, false)
@@ -454,6 +462,10 @@ impl Checker<'_> {
         if let Some(v) = fields.get(COMPRESSION) {
             config.compression = self.compression(v, &config.servers);
         }
+        if let Some(v) = fields.get(LLM) {
+            config.llm = self.llm_block(v);
+        }
+        self.llm_wanted(fields.get(LLM), fields.get(COMPRESSION), &config);
 
         if let Some(v) = fields.get("tokenThreshold") {
             let max = u64::try_from(usize::MAX).unwrap_or(u64::MAX);
@@ -612,26 +624,7 @@ impl Checker<'_> {
         let Some(entries) = self.object(value, path) else {
             return patch;
         };
-        // `llmSummary` is Context Firewall's: say what it is instead of "unknown key".
-        let known: Vec<(String, Json)> = entries
-            .iter()
-            .filter(|(key, value)| {
-                if key == "llmSummary" {
-                    if !matches!(value, Json::Bool(false)) {
-                        self.report(
-                            &child(path, key),
-                            "`llmSummary` is Context Firewall's LLM summary, which loom does not \
-                             have (its reductions are deterministic and the original stays \
-                             readable with loom_read); remove it",
-                        );
-                    }
-                    return false;
-                }
-                true
-            })
-            .cloned()
-            .collect();
-        let fields = self.fields(&known, path, POLICY_KEYS, Unknown::Reject);
+        let fields = self.fields(entries, path, POLICY_KEYS, Unknown::Reject);
         if let Some(v) = fields.get("maxOutputTokens") {
             let max = u64::try_from(usize::MAX).unwrap_or(u64::MAX);
             patch.max_output_tokens = self
@@ -651,12 +644,264 @@ impl Checker<'_> {
             ("jsonSummary", &mut patch.json_summary),
             ("truncate", &mut patch.truncate),
             ("keepSmallTables", &mut patch.keep_small_tables),
+            ("llmSummary", &mut patch.llm_summary),
         ] {
             if let Some(v) = fields.get(key) {
                 *slot = self.boolean(v, &child(path, key));
             }
         }
         patch
+    }
+
+    /// The `llm` block (SPEC §19.7): where the model summary stage sends text, with which key.
+    fn llm_block(&mut self, value: &Json) -> Option<LlmConfig> {
+        let entries = self.object(value, LLM)?;
+        let fields = self.fields(entries, LLM, LLM_KEYS, Unknown::Reject);
+        let presets: Vec<&str> = LLM_PROVIDERS.iter().map(|p| p.name).collect();
+        // Each part is checked even when another is wrong, so one run names every mistake;
+        // `Err(())` marks a part already reported.
+        let provider: Result<Option<&LlmProvider>, ()> = match fields.get("provider") {
+            None => Ok(None),
+            Some(v) => match self.non_empty_string(v, "llm.provider") {
+                None => Err(()),
+                Some(name) => match LLM_PROVIDERS.iter().find(|p| p.name == name) {
+                    Some(preset) => Ok(Some(preset)),
+                    None => {
+                        let guess = did_you_mean(&name, &presets)
+                            .map(|g| format!("did you mean `{g}`? "))
+                            .unwrap_or_default();
+                        self.report(
+                            "llm.provider",
+                            format!(
+                                "unknown provider `{name}`; {guess}presets are {} — for any other \
+                                 OpenAI-compatible endpoint give `baseUrl` and `apiKey` instead",
+                                key_list(&presets)
+                            ),
+                        );
+                        Err(())
+                    }
+                },
+            },
+        };
+        let base_url = match (fields.get("baseUrl"), provider) {
+            (Some(v), _) => {
+                let url = self.llm_base_url(v);
+                if let (Some(url), Ok(Some(preset))) = (&url, provider) {
+                    self.warn(
+                        "llm.baseUrl",
+                        format!(
+                            "both `provider` ({}) and `baseUrl` are set; the explicit `baseUrl` \
+                             wins ({}), `provider` only names the key's variable {}",
+                            preset.name,
+                            super::mask_url(url),
+                            preset.key_var
+                        ),
+                    );
+                }
+                url
+            }
+            (None, Ok(Some(preset))) => Some(preset.base_url.to_string()),
+            (None, Err(())) => None,
+            (None, Ok(None)) => {
+                self.report(
+                    LLM,
+                    format!(
+                        "missing `provider` or `baseUrl`: name a preset ({}) or give the base \
+                         URL of an OpenAI-compatible API (loom posts to <baseUrl>/chat/completions)",
+                        key_list(&presets)
+                    ),
+                );
+                None
+            }
+        };
+        let key = match (fields.get("apiKey"), provider) {
+            (Some(v), _) => self.non_empty_string(v, "llm.apiKey").map(|key| {
+                let written = matches!(v, Json::String(raw) if !raw.contains("${"));
+                if written {
+                    self.warn(
+                        "llm.apiKey",
+                        "the key is written into the file; put it in an environment variable and \
+                         write \"${NAME}\" here, so the file can be shared without it",
+                    );
+                }
+                let source = if written {
+                    KeySource::Literal
+                } else {
+                    KeySource::Variables
+                };
+                (key, source)
+            }),
+            (None, Ok(Some(preset))) => {
+                match (self.env)(preset.key_var).filter(|k| !k.is_empty()) {
+                    Some(key) => Some((key, KeySource::PresetVariable(preset.key_var))),
+                    None => {
+                        self.report(
+                        LLM,
+                        format!(
+                            "provider `{}` reads its key from the environment variable {}, which \
+                             is not set; set it, or give `apiKey` (\"${{NAME}}\")",
+                            preset.name, preset.key_var
+                        ),
+                    );
+                        None
+                    }
+                }
+            }
+            (None, Err(())) => None,
+            (None, Ok(None)) => {
+                if fields.get("baseUrl").is_some() {
+                    self.report(
+                        LLM,
+                        "missing `apiKey`: with `baseUrl` and no `provider` the key must be given, \
+                         e.g. \"apiKey\": \"${LLM_API_KEY}\"",
+                    );
+                }
+                None
+            }
+        };
+        let key = key.filter(|(key, _)| {
+            let bad = key.chars().any(|c| c.is_control() || c == ' ');
+            if bad {
+                self.report(
+                    "llm.apiKey",
+                    "the key contains a space or a control character (after `${VAR}` \
+                     expansion); an HTTP header cannot carry it",
+                );
+            }
+            !bad
+        });
+        let model = match fields.get("model") {
+            Some(v) => self.non_empty_string(v, "llm.model"),
+            None => {
+                self.report(
+                    LLM,
+                    "missing required key `model`: the model name the endpoint knows, passed as \
+                     written (e.g. \"gpt-4o-mini\")",
+                );
+                None
+            }
+        };
+        let mut timeout_ms = DEFAULT_LLM_TIMEOUT_MS;
+        if let Some(v) = fields.get("timeoutMs")
+            && let Some(n) = self.whole(v, "llm.timeoutMs", 1, 600_000, false)
+        {
+            timeout_ms = n;
+        }
+        let mut max_input_chars = DEFAULT_LLM_MAX_INPUT_CHARS;
+        if let Some(v) = fields.get("maxInputChars")
+            && let Some(n) = self.whole(
+                v,
+                "llm.maxInputChars",
+                MIN_LLM_MAX_INPUT_CHARS as u64,
+                MAX_LLM_MAX_INPUT_CHARS as u64,
+                false,
+            )
+        {
+            max_input_chars = usize::try_from(n).unwrap_or(MAX_LLM_MAX_INPUT_CHARS);
+        }
+        let mut max_in_flight = DEFAULT_LLM_MAX_IN_FLIGHT;
+        if let Some(v) = fields.get("maxInFlight")
+            && let Some(n) =
+                self.whole(v, "llm.maxInFlight", 1, MAX_LLM_MAX_IN_FLIGHT as u64, false)
+        {
+            max_in_flight = usize::try_from(n).unwrap_or(MAX_LLM_MAX_IN_FLIGHT);
+        }
+        let (base_url, (api_key, key_source), model) = (base_url?, key?, model?);
+        Some(LlmConfig {
+            provider: provider.ok().flatten().map(|p| p.name),
+            base_url,
+            api_key: Secret::new(api_key),
+            key_source,
+            model,
+            timeout_ms,
+            max_input_chars,
+            max_in_flight,
+        })
+    }
+
+    /// `llm.baseUrl`: an http(s) URL without query or fragment, kept without its trailing `/`.
+    fn llm_base_url(&mut self, value: &Json) -> Option<String> {
+        const PATH: &str = "llm.baseUrl";
+        let text = self.non_empty_string(value, PATH)?;
+        let trimmed = text.trim_end_matches('/');
+        let url = match reqwest::Url::parse(trimmed) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => url,
+            _ => {
+                self.report(
+                    PATH,
+                    format!(
+                        "expected an http:// or https:// URL such as \"https://api.example.com/v1\", \
+                         found {}",
+                        json_quote(&super::mask_url(&text))
+                    ),
+                );
+                return None;
+            }
+        };
+        if url.query().is_some() || url.fragment().is_some() {
+            self.report(
+                PATH,
+                "must not have a query or fragment: give the API's base, loom adds /chat/completions",
+            );
+            return None;
+        }
+        if url.path().ends_with("/chat/completions") {
+            self.report(
+                PATH,
+                format!(
+                    "names the endpoint itself; give its base ({}), loom adds /chat/completions",
+                    json_quote(trimmed.trim_end_matches("/chat/completions"))
+                ),
+            );
+            return None;
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            self.report(
+                PATH,
+                "must not carry a user or password; the key goes in `apiKey`",
+            );
+            return None;
+        }
+        let loopback = url.host_str().is_some_and(|host| {
+            host == "localhost"
+                || host
+                    .trim_matches(['[', ']'])
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        });
+        if url.scheme() == "http" && !loopback {
+            self.warn(
+                PATH,
+                "plain http to another machine: the key and the text summarised travel unencrypted; \
+                 use https",
+            );
+        }
+        Some(trimmed.to_string())
+    }
+
+    /// `llmSummary: true` needs the `llm` block; an `llm` block nothing uses is worth a word.
+    fn llm_wanted(&mut self, llm: Option<&Json>, compression: Option<&Json>, config: &Config) {
+        let asks = config.compression.asks_for_llm();
+        if asks && llm.is_none() {
+            self.report(
+                COMPRESSION,
+                "`llmSummary` is on but there is no `llm` block: add one with `provider` (or \
+                 `baseUrl` and `apiKey`) and `model`, or set `llmSummary` to false",
+            );
+        }
+        if !asks && llm.is_some() && config.llm.is_some() {
+            let hint = if compression.is_none() {
+                "add \"compression\": {\"default\": {\"llmSummary\": true}}"
+            } else {
+                "set `llmSummary` to true in `compression.default`, a `perServer` or a `perTool` entry"
+            };
+            self.warn(
+                LLM,
+                format!(
+                    "no compression policy turns `llmSummary` on, so nothing is summarised; {hint}"
+                ),
+            );
+        }
     }
 
     fn snapshot(&mut self, value: &Json) -> Option<super::model::SnapshotConfig> {

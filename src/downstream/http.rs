@@ -155,7 +155,12 @@ pub fn transport(
         // the final URL instead (see `explain`).
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .map_err(|e| format!("cannot set up the HTTP client: {}", chain(&e)))?;
+        .map_err(|e| {
+            format!(
+                "cannot set up the HTTP client: {}",
+                crate::common::text::error_chain(&e)
+            )
+        })?;
     let mut headers = HashMap::new();
     for (name, value) in &remote.headers {
         // Validated with the config; checked again because this is where they are used.
@@ -196,22 +201,6 @@ pub fn install_crypto_provider() {
         // Err only when one is installed already, which is just as good.
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
-}
-
-/// An error and its sources, `: `-separated ("error sending request: client error (Connect):
-/// tcp connect error: Connection refused").
-pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(next) = source {
-        let part = next.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = next.source();
-    }
-    text
 }
 
 impl CapturingClient {
@@ -289,7 +278,7 @@ impl CapturingClient {
                 message
             }
             StreamableHttpError::Client(e) if e.is_connect() || e.is_timeout() => {
-                let detail = chain(e);
+                let detail = crate::common::text::error_chain(e);
                 let tls = if self.url.starts_with("https:") && !detail.contains("refused") {
                     " (a TLS failure: check that the server speaks HTTPS on this port and that \
                      its certificate is trusted here)"
@@ -300,7 +289,10 @@ impl CapturingClient {
                 self.outage.report(message.clone());
                 message
             }
-            StreamableHttpError::Client(e) => format!("request to {url} failed: {}", chain(e)),
+            StreamableHttpError::Client(e) => format!(
+                "request to {url} failed: {}",
+                crate::common::text::error_chain(e)
+            ),
             StreamableHttpError::UnexpectedServerResponse(text) if text.starts_with("HTTP 5") => {
                 let message = format!("{url} answered {}", first_line(text));
                 self.outage.server_error(&message);

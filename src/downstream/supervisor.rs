@@ -407,7 +407,12 @@ impl Downstream {
         let handshake = async {
             let service = rmcp::serve_client_with_lifecycle(handler, transport, lifecycle)
                 .await
-                .map_err(|e| format!("MCP handshake failed: {}", http::chain(&e)))?;
+                .map_err(|e| {
+                    format!(
+                        "MCP handshake failed: {}",
+                        crate::common::text::error_chain(&e)
+                    )
+                })?;
             let peer = service.peer().clone();
             // Every request of loom's must reach the server (a cached list would hide a
             // change; results loom passes on are never typed, so never cached anyway).

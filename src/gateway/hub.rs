@@ -43,6 +43,8 @@ pub struct Hub {
     /// requests (they carry a level each; servers of the `initialize` era take one for the
     /// connection).
     log_levels: Mutex<Vec<Option<u8>>>,
+    /// The model summary stage's endpoint (SPEC §19.7), when `llm` is configured.
+    pub(super) summarizer: Option<Arc<crate::llm::Summarizer>>,
 }
 
 impl Hub {
@@ -62,6 +64,15 @@ impl Hub {
         }
         let engine = crate::store::SharedEngine::start(&super::store_settings(&config))
             .map_err(StartError::Engine)?;
+        // Never worse than without it: an endpoint loom cannot set up leaves the stage off.
+        let summarizer = config.llm.clone().and_then(|llm| {
+            crate::llm::Summarizer::new(llm)
+                .map_err(|error| {
+                    tracing::warn!("the model summary stage is off: {error}");
+                })
+                .ok()
+                .map(Arc::new)
+        });
         let latest = UpstreamLink::default();
         let last_callers = servers
             .iter()
@@ -80,6 +91,7 @@ impl Hub {
             in_flight: Arc::default(),
             sessions_opened: std::sync::atomic::AtomicU64::new(0),
             log_levels: Mutex::new(Vec::new()),
+            summarizer,
         });
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let mut firsts = Vec::new();

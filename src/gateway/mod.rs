@@ -327,7 +327,17 @@ impl Gateway {
                 }
             }
         };
+        let outcome = match outcome {
+            Outcome::Summarize(pending) => self.summarize(*pending).await,
+            other => other,
+        };
         let (handling, value) = match outcome {
+            // `summarize` never hands one back; were it to, the server's bytes answer.
+            Outcome::Summarize(pending) => {
+                self.stats
+                    .called(&tool, Handling::PassedThrough, before, before);
+                return Decided::PassThrough(pending.raw, keep::Keep::none());
+            }
             Outcome::PassThrough(raw, why) => {
                 self.stats
                     .called(&tool, Handling::PassedThrough, before, before);
@@ -366,6 +376,59 @@ impl Gateway {
                 )),
             },
         )))
+    }
+
+    /// The model summary stage (SPEC §19.7): each over-budget text to the endpoint, its summary
+    /// in place of the cut text when one comes within the budget; the cut text otherwise.
+    async fn summarize(&self, mut pending: crate::intercept::ToSummarize) -> Outcome {
+        let Some(summarizer) = self.hub.summarizer.clone() else {
+            return crate::intercept::summarized(pending, &self.store);
+        };
+        let asks: Vec<_> = pending
+            .reduction
+            .summarizable
+            .iter()
+            .map(|block| {
+                let (input, cut) = block.input(summarizer.max_input_chars());
+                (input.into_owned(), cut, block.budget_chars())
+            })
+            .collect();
+        let answers = futures::future::join_all(
+            asks.iter()
+                .map(|(input, cut, budget)| summarizer.summarize(input, *cut, *budget)),
+        )
+        .await;
+        for (index, ((_, cut, budget), answer)) in asks.iter().zip(answers).enumerate() {
+            let failure = match answer {
+                Ok(summary) => {
+                    let composed = pending.reduction.summarizable[index].compose(
+                        &summary.text,
+                        summarizer.model(),
+                        *cut,
+                    );
+                    self.stats
+                        .model_tokens(summary.prompt_tokens, summary.completion_tokens);
+                    match composed {
+                        Some(composed) => {
+                            pending.reduction.summarized(index, composed);
+                            self.stats.summarized(true);
+                            continue;
+                        }
+                        None => crate::llm::Failure::new(
+                            crate::llm::FailureKind::OverBudget,
+                            format!(
+                                "the summary has {} chars, the budget is {budget}",
+                                summary.text.trim().chars().count()
+                            ),
+                        ),
+                    }
+                }
+                Err(failure) => failure,
+            };
+            self.stats.summarized(false);
+            summarizer.failed(&failure);
+        }
+        crate::intercept::summarized(pending, &self.store)
     }
 
     /// One of loom's own tools answered: its answer counts against the session's saving.

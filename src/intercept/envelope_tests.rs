@@ -156,6 +156,7 @@ fn envelope_with_args(columns: usize, args: Value) -> Value {
         Outcome::PassThrough(_, why) => panic!("{columns} columns passed through: {why}"),
         Outcome::Reduced(v) => panic!("{columns} columns reduced as a document: {v}"),
         Outcome::Spliced(raw, _) => panic!("{columns} columns spliced: {}", raw.get()),
+        Outcome::Summarize(_) => panic!("sent to a model"),
     }
 }
 

@@ -143,6 +143,42 @@ pub enum Outcome {
     /// The result of a tool with a view (SPEC §8.5): the server's bytes with only `content`
     /// replaced by what loom built (an envelope's text, or the reduced text).
     Spliced(Box<RawValue>, Built),
+    /// Reduced, with text still over the budget that the policy sends to a model (SPEC §19.7):
+    /// the gateway asks for the summaries, then [`summarized`] decides.
+    Summarize(Box<ToSummarize>),
+}
+
+/// A reduction waiting for its model summaries.
+#[derive(Debug)]
+pub struct ToSummarize {
+    pub raw: Box<RawValue>,
+    pub reduction: crate::reduce::Reduction,
+    view: bool,
+    small: bool,
+}
+
+/// What answers once the summaries came (or did not): the reduction with every summary that
+/// came in place of its cut text.
+pub fn summarized(pending: ToSummarize, store: &Store) -> Outcome {
+    let ToSummarize {
+        raw,
+        reduction,
+        view,
+        small,
+    } = pending;
+    reduced_outcome(raw, reduction.finish(store), view, small)
+}
+
+fn reduced_outcome(raw: Box<RawValue>, result: Option<Value>, view: bool, small: bool) -> Outcome {
+    match result {
+        Some(result) if view => match with_server_members(&raw, &result) {
+            Some(spliced) => Outcome::Spliced(spliced, Built::Document),
+            None => Outcome::PassThrough(raw, "failed"),
+        },
+        Some(result) => Outcome::Reduced(result),
+        None if small => Outcome::PassThrough(raw, "small"),
+        None => Outcome::PassThrough(raw, "no table"),
+    }
 }
 
 /// What replaced the `content` of a [`Outcome::Spliced`] result.
@@ -195,13 +231,18 @@ pub fn intercept(
         crate::reduce::reduce(raw.get(), origin, store, policy)
     }));
     match reduced {
-        Ok(Ok(Some(result))) if policy.view => match with_server_members(&raw, &result) {
-            Some(spliced) => Outcome::Spliced(spliced, Built::Document),
-            None => Outcome::PassThrough(raw, "failed"),
-        },
-        Ok(Ok(Some(result))) => Outcome::Reduced(result),
-        Ok(Ok(None)) if small => Outcome::PassThrough(raw, "small"),
-        Ok(Ok(None)) => Outcome::PassThrough(raw, "no table"),
+        Ok(Ok(Some(reduction))) if !reduction.summarizable.is_empty() => {
+            Outcome::Summarize(Box::new(ToSummarize {
+                raw,
+                reduction,
+                view: policy.view,
+                small,
+            }))
+        }
+        Ok(Ok(Some(reduction))) => {
+            reduced_outcome(raw, reduction.finish(store), policy.view, small)
+        }
+        Ok(Ok(None)) => reduced_outcome(raw, None, policy.view, small),
         Ok(Err(reason)) => {
             tracing::warn!(server = %origin.server, tool = %origin.tool, "passed through unchanged: {reason}");
             Outcome::PassThrough(raw, "failed")

@@ -34,6 +34,7 @@ fn replaced(outcome: Outcome) -> Value {
         Outcome::Reduced(value) => panic!("reduced as a document: {value}"),
         Outcome::PassThrough(_, why) => panic!("passed through: {why}"),
         Outcome::Spliced(raw, _) => panic!("spliced: {}", raw.get()),
+        Outcome::Summarize(_) => panic!("sent to a model"),
     }
 }
 
@@ -137,6 +138,7 @@ async fn what_must_pass_through_does() {
             Outcome::PassThrough(bytes, _) => assert_eq!(bytes.get(), text),
             Outcome::Replaced(v) | Outcome::Reduced(v) => panic!("replaced: {v}"),
             Outcome::Spliced(raw, _) => panic!("spliced: {}", raw.get()),
+            Outcome::Summarize(_) => panic!("sent to a model"),
         }
     }
     assert!(store.list().is_empty(), "nothing half-built may stay");

@@ -4,7 +4,9 @@
 //!
 //! Stages, in order, each switchable by policy: binary lifted out ([`binary`]), HTML pages to
 //! Markdown main content ([`html`]), JSON documents summarised by structure ([`json`]), and the
-//! budget cut ([`budget`]). Results that look security-relevant ([`security`]) skip the
+//! budget cut ([`budget`]). Where the policy says so (`llmSummary`), a text still over the budget
+//! before the cut is also handed back as a [`Summarizable`]: the gateway may put a model's
+//! summary in place of the cut text (SPEC §19.7). Results that look security-relevant ([`security`]) skip the
 //! reductions and are only cut above a hard limit. Never worse than no proxy: any failure leaves
 //! the block (or the whole result) as the server sent it.
 
@@ -178,22 +180,137 @@ fn cut_marker(reference: &str, omitted: &budget::Omitted) -> String {
     )
 }
 
-/// Reduce one text block; `None` leaves it as it is.
+/// What became of one text block.
+#[derive(Default)]
+struct TextOutcome {
+    /// The deterministic stages' text; `None` leaves the block as it is.
+    reduced: Option<String>,
+    /// Still over the budget before the cut, and the policy asks for a model's summary.
+    summarizable: Option<Summarizable>,
+}
+
+impl TextOutcome {
+    fn reduced(reduced: Option<String>) -> Self {
+        TextOutcome {
+            reduced,
+            summarizable: None,
+        }
+    }
+}
+
+/// A text block a model may summarise (SPEC §19.7): what the deterministic stages left, still
+/// over the budget, and what its header line needs.
+#[derive(Debug)]
+pub struct Summarizable {
+    /// The text before the budget cut: what the model reads.
+    text: String,
+    keep: budget::Keep,
+    kind: DocumentKind,
+    original_chars: usize,
+    original_ref: String,
+    /// The deterministic stages that ran before it, for the header line.
+    done: Vec<String>,
+    budget_chars: usize,
+    /// The block's text in the result now: replaced when a summary comes.
+    current: String,
+    /// Held only for the summary's header (the block is otherwise left as sent): let go when
+    /// no summary is used.
+    held_for_summary: Vec<String>,
+    /// Held only for the cut text (the reduced text its marker reads): let go when the summary
+    /// replaces it.
+    held_for_cut: Vec<String>,
+    used: bool,
+}
+
+/// How [`Summarizable::input`] shortened the text for the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputCut {
+    pub sent_chars: usize,
+    pub total_chars: usize,
+}
+
+impl Summarizable {
+    /// The text for the model, within `max_chars`: a longer text keeps what its cut would
+    /// keep (a log its head and tail, a page its head), with a marker where text was left out.
+    pub fn input(&self, max_chars: usize) -> (std::borrow::Cow<'_, str>, Option<InputCut>) {
+        let total_chars = self.text.chars().count();
+        let marker = |omitted: &budget::Omitted| {
+            format!(
+                "[… {} characters (lines {}–{}) left out here …]",
+                thousands(omitted.length),
+                omitted.first_line,
+                omitted.last_line
+            )
+        };
+        match budget::cut_to_budget(&self.text, max_chars, self.keep, &marker) {
+            None => (std::borrow::Cow::Borrowed(&self.text), None),
+            Some(cut) => {
+                let sent_chars = cut.chars().count();
+                (
+                    std::borrow::Cow::Owned(cut),
+                    Some(InputCut {
+                        sent_chars,
+                        total_chars,
+                    }),
+                )
+            }
+        }
+    }
+
+    /// The budget the summary must fit, in characters.
+    pub fn budget_chars(&self) -> usize {
+        self.budget_chars
+    }
+
+    /// The block's text with `summary` (made by `model`): the header line says it is a model's
+    /// summary and where the whole original is. `None` when the summary is over the budget.
+    pub fn compose(&self, summary: &str, model: &str, cut: Option<InputCut>) -> Option<String> {
+        let summary = summary.trim();
+        let summary_chars = summary.chars().count();
+        if summary.is_empty() || summary_chars > self.budget_chars {
+            return None;
+        }
+        let mut done = self.done.clone();
+        if let Some(cut) = cut {
+            done.push(format!(
+                "the model read {} of its {} chars",
+                thousands(cut.sent_chars),
+                thousands(cut.total_chars)
+            ));
+        }
+        let stages = if done.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", done.join("; "))
+        };
+        let model = serde_json::to_string(model).unwrap_or_default();
+        Some(format!(
+            "[loom: {} summarised by the model {model}, {} → {} chars{stages}; a summary can miss \
+             details: the whole original is loom_read(\"{}\")]\n{summary}",
+            self.kind.as_str(),
+            thousands(self.original_chars),
+            thousands(summary_chars),
+            self.original_ref,
+        ))
+    }
+}
+
+/// Reduce one text block.
 fn reduce_text(
     block: &mut Block<'_>,
     text: &str,
     policy: &Policy,
     security: bool,
-) -> Result<Option<String>, String> {
+) -> Result<TextOutcome, String> {
     let original_chars = text.chars().count();
     if original_chars < MIN_REDUCED_CHARS {
-        return Ok(None);
+        return Ok(TextOutcome::default());
     }
     if security {
         // Never shortened in silence: whole up to the hard limit, then head and tail with the
         // marker, so the model sees how the message starts and knows there is more.
         if original_chars <= SECURITY_HARD_LIMIT_CHARS {
-            return Ok(None);
+            return Ok(TextOutcome::default());
         }
         let reference = block.document(DocumentKind::Text, text.to_string(), "security")?;
         let cut = budget::cut_to_budget(
@@ -202,13 +319,13 @@ fn reduce_text(
             budget::Keep::HeadAndTail,
             &|omitted| cut_marker(&reference, omitted),
         );
-        return Ok(cut.map(|cut| {
+        return Ok(TextOutcome::reduced(cut.map(|cut| {
             format!(
                 "[loom: security-relevant output cut at the hard limit, {} → {} chars; full original: loom_read(\"{reference}\")]\n{cut}",
                 thousands(original_chars),
                 thousands(SECURITY_HARD_LIMIT_CHARS)
             )
-        }));
+        })));
     }
 
     let is_html = policy.html_to_markdown && html::looks_like_html(text);
@@ -335,10 +452,18 @@ fn reduce_text(
         }
     }
 
-    // Stage 4: the budget cut, over the text as it now is. When an earlier stage changed it,
-    // that text is kept whole too, so the marker's offsets read exactly what was left out.
+    // Stage 4 (opt-in): a model's summary of what is still over the budget; made by the
+    // gateway, which awaits the endpoint. Everything below still runs: the cut text is what
+    // answers whenever the summary does not come.
     let mut text_out = current.into_owned();
-    if policy.truncate && text_out.chars().count() > budget_chars {
+    let over_budget = text_out.chars().count() > budget_chars;
+    let stages_done = block.done.clone();
+    let summary_text = (policy.llm_summary && over_budget).then(|| text_out.clone());
+    let held_before_cut = block.held.refs.len();
+
+    // Stage 5: the budget cut, over the text as it now is. When an earlier stage changed it,
+    // that text is kept whole too, so the marker's offsets read exactly what was left out.
+    if policy.truncate && over_budget {
         let cut_ref = if block.done.is_empty() {
             original_ref.clone()
         } else {
@@ -367,21 +492,40 @@ fn reduce_text(
             text_out = cut;
         }
     }
-    if block.done.is_empty() {
-        return Ok(None);
-    }
-    let reduced_chars = text_out.chars().count();
-    let header = format!(
-        "[loom: {} reduced {} → {} chars; {}; full original: loom_read(\"{original_ref}\")]",
-        kind.as_str(),
-        thousands(original_chars),
-        thousands(reduced_chars),
-        block.done.join("; "),
-    );
-    if reduced_chars + header.chars().count() >= original_chars {
-        return Ok(None);
-    }
-    Ok(Some(format!("{header}\n{text_out}")))
+    let summarizable = summary_text.map(|text| Summarizable {
+        keep: keep_for(kind, &text),
+        text,
+        kind,
+        original_chars,
+        original_ref: original_ref.clone(),
+        done: stages_done,
+        budget_chars,
+        current: String::new(),
+        held_for_summary: Vec::new(),
+        held_for_cut: block.held.refs[held_before_cut..].to_vec(),
+        used: false,
+    });
+    let reduced = (|| {
+        if block.done.is_empty() {
+            return None;
+        }
+        let reduced_chars = text_out.chars().count();
+        let header = format!(
+            "[loom: {} reduced {} → {} chars; {}; full original: loom_read(\"{original_ref}\")]",
+            kind.as_str(),
+            thousands(original_chars),
+            thousands(reduced_chars),
+            block.done.join("; "),
+        );
+        if reduced_chars + header.chars().count() >= original_chars {
+            return None;
+        }
+        Some(format!("{header}\n{text_out}"))
+    })();
+    Ok(TextOutcome {
+        reduced,
+        summarizable,
+    })
 }
 
 /// An HTML table as rows of objects keyed by its header (repeated or empty names made unique).
@@ -423,14 +567,86 @@ fn html_table_rows(table: &html::HtmlTable) -> Vec<Value> {
         .collect()
 }
 
-/// Reduce the text blocks of a `CallToolResult`; `None` when nothing was reduced (the result
-/// then passes through as sent). Other blocks stay in their positions.
+/// What [`reduce`] made of a result.
+#[derive(Debug)]
+pub struct Reduction {
+    /// The result with every block the deterministic stages reduced replaced.
+    result: Value,
+    /// Whether `result` differs from what the server sent.
+    changed: bool,
+    /// `structuredContent` copies the text blocks: a block's replacement goes there too.
+    structured_copy: bool,
+    /// Blocks a model may summarise (SPEC §19.7), in the result's order.
+    pub summarizable: Vec<Summarizable>,
+}
+
+impl Reduction {
+    /// Block `index`'s text becomes `composed` (from [`Summarizable::compose`]).
+    pub fn summarized(&mut self, index: usize, composed: String) {
+        let Some(block) = self.summarizable.get_mut(index) else {
+            return;
+        };
+        replace_text(
+            &mut self.result,
+            &block.current,
+            &composed,
+            self.structured_copy,
+        );
+        block.used = true;
+        self.changed = true;
+    }
+
+    /// Let go what the unused alternative held; the result to send, or `None` when it is what
+    /// the server sent.
+    pub fn finish(self, store: &Store) -> Option<Value> {
+        for block in &self.summarizable {
+            let unused = if block.used {
+                &block.held_for_cut
+            } else {
+                &block.held_for_summary
+            };
+            for reference in unused {
+                store.remove(reference);
+            }
+        }
+        self.changed.then_some(self.result)
+    }
+}
+
+/// Every copy of `from` in the result's text blocks (and in a `structuredContent` that copies
+/// them) becomes `to`.
+fn replace_text(result: &mut Value, from: &str, to: &str, structured_copy: bool) {
+    let replace = |value: &mut Value| {
+        if value.as_str() == Some(from) {
+            *value = Value::String(to.to_string());
+        }
+    };
+    if let Some(blocks) = result.get_mut("content").and_then(Value::as_array_mut) {
+        for block in blocks {
+            if block.get("type").and_then(Value::as_str) == Some("text")
+                && let Some(text) = block.get_mut("text")
+            {
+                replace(text);
+            }
+        }
+    }
+    if structured_copy && let Some(structured) = result.get_mut("structuredContent") {
+        match structured {
+            Value::Object(members) => members.values_mut().for_each(replace),
+            other => replace(other),
+        }
+    }
+}
+
+/// Reduce the text blocks of a `CallToolResult`; `None` when nothing was reduced and nothing
+/// may be summarised (the result then passes through as sent). Other blocks stay in their
+/// positions.
 pub fn reduce(
     raw: &str,
     origin: &Origin,
     store: &Store,
     policy: &Policy,
-) -> Result<Option<Value>, String> {
+) -> Result<Option<Reduction>, String> {
     if !policy.reduces() {
         return Ok(None);
     }
@@ -457,7 +673,7 @@ pub fn reduce(
     // structuredContent that is more than a copy of the text would stay at full size beside
     // the reduced text: such a result passes through.
     let structured_copy = match object.get("structuredContent") {
-        None | Some(Value::Null) => None,
+        None | Some(Value::Null) => false,
         Some(value) => {
             let copies = |v: &Value| v.as_str().is_some_and(|s| texts.iter().any(|t| t == s));
             let copy = copies(value)
@@ -467,14 +683,17 @@ pub fn reduce(
             if !copy {
                 return Ok(None);
             }
-            Some(())
+            true
         }
     };
     let mut held = Held::default();
     let mut reduced: Vec<(String, String)> = Vec::new();
+    let mut summarizable: Vec<Summarizable> = Vec::new();
     let outcome = (|| -> Result<(), String> {
         for text in &texts {
-            if reduced.iter().any(|(original, _)| original == text) {
+            if reduced.iter().any(|(original, _)| original == text)
+                || summarizable.iter().any(|s| &s.current == text)
+            {
                 continue;
             }
             let security = is_error || security::looks_security_relevant(text);
@@ -485,10 +704,24 @@ pub fn reduce(
                 held: &mut held,
                 done: Vec::new(),
             };
-            match reduce_text(&mut block, text, policy, security)? {
-                Some(new) => reduced.push((text.clone(), new)),
+            let outcome = reduce_text(&mut block, text, policy, security)?;
+            let current = outcome.reduced.clone().unwrap_or_else(|| text.clone());
+            match (outcome.reduced, outcome.summarizable) {
+                (reduced_text, Some(mut candidate)) => {
+                    if reduced_text.is_none() {
+                        // Left as sent unless a summary comes: what was held is the summary's.
+                        candidate.held_for_summary = held.refs[before..].to_vec();
+                        candidate.held_for_cut.clear();
+                    }
+                    candidate.current = current.clone();
+                    if let Some(new) = reduced_text {
+                        reduced.push((text.clone(), new));
+                    }
+                    summarizable.push(candidate);
+                }
+                (Some(new), None) => reduced.push((text.clone(), new)),
                 // Left as it was: what was held for it goes (another block may still be reduced).
-                None => {
+                (None, None) => {
                     for reference in held.refs.split_off(before) {
                         store.remove(&reference);
                     }
@@ -501,33 +734,20 @@ pub fn reduce(
         held.undo(store);
         return Err(reason);
     }
-    if reduced.is_empty() {
+    if reduced.is_empty() && summarizable.is_empty() {
         held.undo(store);
         return Ok(None);
     }
-    let replace = |value: &mut Value| {
-        if let Some(s) = value.as_str()
-            && let Some((_, new)) = reduced.iter().find(|(original, _)| original == s)
-        {
-            *value = Value::String(new.clone());
-        }
-    };
-    if let Some(blocks) = result.get_mut("content").and_then(Value::as_array_mut) {
-        for block in blocks {
-            if block.get("type").and_then(Value::as_str) == Some("text")
-                && let Some(text) = block.get_mut("text")
-            {
-                replace(text);
-            }
-        }
+    for (original, new) in &reduced {
+        replace_text(&mut result, original, new, structured_copy);
     }
-    if structured_copy.is_some()
-        && let Some(structured) = result.get_mut("structuredContent")
-    {
-        match structured {
-            Value::Object(members) => members.values_mut().for_each(replace),
-            other => replace(other),
-        }
-    }
-    Ok(Some(result))
+    Ok(Some(Reduction {
+        result,
+        changed: !reduced.is_empty(),
+        structured_copy,
+        summarizable,
+    }))
 }
+
+#[cfg(test)]
+mod tests;

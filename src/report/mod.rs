@@ -101,6 +101,7 @@ struct Counters {
     tools: HashMap<String, ToolCounts>,
     /// loom's own tools by name: calls and what their answers cost.
     own: HashMap<String, (u64, Size)>,
+    summaries: SummaryFigures,
 }
 
 /// The session's counters. Cheap to update: one uncontended lock per call.
@@ -178,6 +179,24 @@ impl SessionStats {
         entry.1.add(answer);
     }
 
+    /// The endpoint answered a summary request (SPEC §19.7): its own token counts, spent
+    /// whether or not the summary is used.
+    pub fn model_tokens(&self, prompt_tokens: u64, completion_tokens: u64) {
+        let mut c = self.lock();
+        c.summaries.prompt_tokens += prompt_tokens;
+        c.summaries.completion_tokens += completion_tokens;
+    }
+
+    /// A text answered by a model's summary (`used`), or by the deterministic result because
+    /// no summary came or it did not fit.
+    pub fn summarized(&self, used: bool) {
+        let mut c = self.lock();
+        match used {
+            true => c.summaries.summarized += 1,
+            false => c.summaries.fell_back += 1,
+        }
+    }
+
     /// The figures as of now.
     pub fn report(&self, held: Held) -> Report {
         let c = self.lock();
@@ -246,6 +265,7 @@ impl SessionStats {
             own,
             output_saved: net,
             top_tools: top,
+            model_summaries: c.summaries.clone(),
             held,
         }
     }
@@ -266,7 +286,22 @@ pub struct Report {
     /// Output saved by interception and reduction, less what loom's own tools answered.
     pub output_saved: SignedSize,
     pub top_tools: Vec<ToolSaving>,
+    /// The model summary stage (SPEC §19.7).
+    pub model_summaries: SummaryFigures,
     pub held: Held,
+}
+
+/// What the model summary stage did in a session.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SummaryFigures {
+    /// Texts answered by a model's summary.
+    pub summarized: u64,
+    /// Texts that got the deterministic result instead (no answer, or one over the budget).
+    pub fell_back: u64,
+    /// The endpoint's own token counts (`usage`), summed.
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

@@ -258,6 +258,7 @@ mod tests {
             Outcome::PassThrough(_, why) => panic!("passed through: {why}"),
             Outcome::Reduced(v) => panic!("reduced as a document: {v}"),
             Outcome::Spliced(raw, _) => panic!("spliced: {}", raw.get()),
+            Outcome::Summarize(_) => panic!("sent to a model"),
         };
         let text = envelope.to_string();
         assert!(text.len() < 16_000, "envelope of {} bytes", text.len());

@@ -358,7 +358,10 @@ mod tests {
             &crate::config::policy::Policy::tables_only(),
         ) {
             Outcome::Replaced(value) => Some(value["structuredContent"].clone()),
-            Outcome::PassThrough(..) | Outcome::Reduced(_) | Outcome::Spliced(..) => None,
+            Outcome::PassThrough(..)
+            | Outcome::Reduced(_)
+            | Outcome::Spliced(..)
+            | Outcome::Summarize(_) => None,
         }
     }
 

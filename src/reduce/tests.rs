@@ -1,0 +1,155 @@
+//! The model summary stage's side of the reduction (SPEC §19.7): what is handed to the gateway,
+//! what a summary replaces, what is let go.
+
+use serde_json::json;
+
+use super::*;
+use crate::store::StoreSettings;
+
+fn origin() -> Origin {
+    Origin {
+        server: "logs".into(),
+        tool: "tail".into(),
+        args: json!({}),
+    }
+}
+
+fn log(lines: usize) -> String {
+    (1..=lines)
+        .map(|i| {
+            if i == 4211 {
+                format!(
+                    "2026-12-03T10:00:{:02}Z ERROR disk /var/data full (line {i})\n",
+                    i % 60
+                )
+            } else {
+                format!(
+                    "2026-12-03T10:00:{:02}Z INFO request {i} served in 12 ms\n",
+                    i % 60
+                )
+            }
+        })
+        .collect()
+}
+
+fn policy(llm_summary: bool) -> Policy {
+    Policy {
+        llm_summary,
+        ..Policy::default()
+    }
+}
+
+fn result_of(text: &str) -> String {
+    json!({"content": [{"type": "text", "text": text}]}).to_string()
+}
+
+#[test]
+fn an_over_budget_text_is_offered_with_its_cut_as_the_fallback() {
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let text = log(6000);
+    let mut reduction = reduce(&result_of(&text), &origin(), &store, &policy(true))
+        .expect("reduced")
+        .expect("something to do");
+    assert_eq!(reduction.summarizable.len(), 1);
+    let block = &reduction.summarizable[0];
+    assert_eq!(block.budget_chars(), 7000);
+    // The model reads the text before the cut, itself cut (head and tail, as a log) past the
+    // input limit.
+    let (input, cut) = block.input(120_000);
+    assert_eq!(cut.map(|c| c.total_chars), Some(text.chars().count()));
+    assert!(input.chars().count() <= 120_000);
+    assert!(input.starts_with("2026-12-03T10:00:01Z INFO request 1 served"));
+    assert!(input.trim_end().ends_with("request 6000 served in 12 ms"));
+    assert!(
+        input.contains("characters (lines"),
+        "the marker says what was left out"
+    );
+    let (whole, none) = block.input(text.chars().count());
+    assert_eq!((whole.as_ref(), none), (text.as_str(), None));
+
+    // Over the budget: no.
+    assert_eq!(block.compose(&"x".repeat(7001), "m", cut), None);
+    assert_eq!(block.compose("   ", "m", cut), None);
+    let composed = block
+        .compose(
+            "6,000 lines; ERROR at line 4211: disk /var/data full",
+            "acme/small-1",
+            cut,
+        )
+        .expect("fits");
+    let header = composed.lines().next().expect("a header");
+    assert!(
+        header.starts_with("[loom: text summarised by the model \"acme/small-1\""),
+        "{header}"
+    );
+    assert!(header.contains("loom_read(\"doc_"), "{header}");
+    let read = format!(
+        "the model read {} of its {} chars",
+        crate::common::text::thousands(input.chars().count()),
+        crate::common::text::thousands(text.chars().count())
+    );
+    assert!(header.contains(&read), "{header}");
+    assert!(composed.ends_with("\n6,000 lines; ERROR at line 4211: disk /var/data full"));
+
+    reduction.summarized(0, composed.clone());
+    let value = reduction.finish(&store).expect("changed");
+    assert_eq!(value["content"][0]["text"], composed.as_str());
+    // The original stays readable; nothing the cut alone needed is held.
+    let documents: Vec<_> = store.list();
+    assert_eq!(documents.len(), 1, "only the original: {documents:?}");
+    assert_eq!(documents[0].provenance.source, "text");
+}
+
+#[test]
+fn without_a_summary_the_cut_text_answers() {
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let text = log(6000);
+    let with = reduce(&result_of(&text), &origin(), &store, &policy(true))
+        .expect("reduced")
+        .expect("something");
+    let fallback = with.finish(&store).expect("the cut");
+    let store2 = Store::new(StoreSettings::default()).expect("store");
+    let without = reduce(&result_of(&text), &origin(), &store2, &policy(false))
+        .expect("reduced")
+        .expect("cut");
+    assert!(
+        without.summarizable.is_empty(),
+        "off unless the policy says so"
+    );
+    assert_eq!(fallback, without.finish(&store2).expect("cut"));
+}
+
+#[test]
+fn a_text_left_whole_by_the_stages_holds_its_original_only_for_the_summary() {
+    // No cut (truncate off) and nothing else to do: the result would pass through as sent.
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let text = log(3000);
+    let no_cut = Policy {
+        truncate: false,
+        ..policy(true)
+    };
+    let reduction = reduce(&result_of(&text), &origin(), &store, &no_cut)
+        .expect("reduced")
+        .expect("a summary may be made");
+    assert_eq!(
+        store.list().len(),
+        1,
+        "the original, for the summary's pointer"
+    );
+    assert_eq!(reduction.finish(&store), None, "no summary: as sent");
+    assert!(store.list().is_empty(), "and nothing held");
+}
+
+#[test]
+fn errors_and_texts_within_the_budget_are_never_offered() {
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let error = json!({"isError": true, "content": [{"type": "text", "text": log(6000)}]});
+    let reduction = reduce(&error.to_string(), &origin(), &store, &policy(true)).expect("ok");
+    assert!(reduction.is_none_or(|r| r.summarizable.is_empty()));
+    let denial = format!("Permission denied: /etc/shadow\n{}", log(3000));
+    let reduction = reduce(&result_of(&denial), &origin(), &store, &policy(true)).expect("ok");
+    assert!(reduction.is_none_or(|r| r.summarizable.is_empty()));
+    let small = log(50);
+    let reduction = reduce(&result_of(&small), &origin(), &store, &policy(true)).expect("ok");
+    assert!(reduction.is_none_or(|r| r.summarizable.is_empty()));
+}
