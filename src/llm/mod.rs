@@ -138,13 +138,22 @@ impl Summarizer {
     ) -> Result<Summary, Failure> {
         // One deadline for waiting for a slot and for the exchange itself.
         let deadline = tokio::time::Instant::now() + Duration::from_millis(self.config.timeout_ms);
+        let timeout = Duration::from_millis(self.config.timeout_ms);
         let _slot = match tokio::time::timeout_at(deadline, self.slots.acquire()).await {
-            Ok(Ok(slot)) => slot,
+            // A slot that came with less than half the time left is given back: the endpoint
+            // would be asked for work loom cannot wait for.
+            Ok(Ok(slot))
+                if deadline.saturating_duration_since(tokio::time::Instant::now())
+                    >= timeout / 2 =>
+            {
+                slot
+            }
             _ => {
                 return Err(Failure::new(
                     FailureKind::Busy,
                     format!(
-                        "{} requests in flight (llm.maxInFlight) for all of timeoutMs ({} ms)",
+                        "{} requests in flight (llm.maxInFlight) until less than half of \
+                         timeoutMs ({} ms) was left",
                         self.config.max_in_flight, self.config.timeout_ms
                     ),
                 ));

@@ -61,6 +61,18 @@ pub fn stderr_summary(r: &Report) -> String {
         r.own.reads,
         size(r.own.answers)
     );
+    let m = &r.model_summaries;
+    if m.summarized + m.fell_back > 0 {
+        let _ = writeln!(
+            out,
+            "  model summaries: {} text(s) summarised, {} got the cut text instead; the model \
+             counted {} prompt and {} completion tokens",
+            m.summarized,
+            m.fell_back,
+            thousands(m.prompt_tokens as usize),
+            thousands(m.completion_tokens as usize)
+        );
+    }
     let _ = writeln!(
         out,
         "  output saved: {} ({} of the original), after paging and queries",
@@ -132,6 +144,18 @@ pub fn markdown(r: &Report) -> String {
         r.own.reads,
         size(r.own.answers)
     );
+    let m = &r.model_summaries;
+    if m.summarized + m.fell_back > 0 {
+        let _ = writeln!(
+            out,
+            "Model summaries (`llmSummary`): {} text(s) summarised, {} answered by the cut text \
+             instead; the model's own count: {} prompt and {} completion tokens.",
+            m.summarized,
+            m.fell_back,
+            thousands(m.prompt_tokens as usize),
+            thousands(m.completion_tokens as usize)
+        );
+    }
     let _ = writeln!(
         out,
         "\n**Output saved: {}** ({} of the original), after subtracting what loom's own tools \

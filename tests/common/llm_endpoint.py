@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import select
 import socket
 import struct
 import sys
@@ -52,6 +53,9 @@ from typing import Any
 COMPLETION_PATHS = {"/v1/chat/completions", "/chat/completions"}
 
 SLOW_SECONDS = 30
+# How many `slow` requests are waiting for their answer now (a list: mutable from the handlers).
+SLOW_IN_FLIGHT = [0]
+SLOW_LOCK = threading.Lock()
 HUGE_CONTENT_BYTES = 50 * 1024 * 1024
 HUGE_CHUNK_BYTES = 64 * 1024
 LONG_CONTENT_CHARS = 100_000
@@ -216,13 +220,16 @@ class Handler(BaseHTTPRequestHandler):
             body += self.rfile.read(size)
             self.rfile.readline()  # the CRLF after each chunk
 
-    def record(self, raw_body: bytes, parsed: Any) -> None:
+    def record(self, raw_body: bytes, parsed: Any, in_flight: int = 0) -> None:
         self.recorder.record({
             "method": self.command,
             "path": self.path,
             "authorization": self.headers.get("Authorization"),
             "contentType": self.headers.get("Content-Type"),
             "body": parsed if parsed is not None else raw_body.decode("utf-8", errors="replace"),
+            # `slow` requests whose client was still waiting when this one arrived, this one
+            # included: what a bound on requests in flight is tested against.
+            "inFlight": in_flight,
         })
 
     # --- writing ---------------------------------------------------------------------------
@@ -290,9 +297,22 @@ class Handler(BaseHTTPRequestHandler):
             parsed: Any = json.loads(raw_body)
         except ValueError:
             parsed = None
-        self.record(raw_body, parsed)
         request = parsed if isinstance(parsed, dict) else {}
         model_field = request.get("model")
+        in_flight = 0
+        if model_field == "slow":
+            with SLOW_LOCK:
+                SLOW_IN_FLIGHT[0] += 1
+                in_flight = SLOW_IN_FLIGHT[0]
+        try:
+            self.record(raw_body, parsed, in_flight)
+            self.route(parsed, request, model_field)
+        finally:
+            if model_field == "slow":
+                with SLOW_LOCK:
+                    SLOW_IN_FLIGHT[0] -= 1
+
+    def route(self, parsed: Any, request: dict[str, Any], model_field: Any) -> None:
         self.log_request_line(model_field if isinstance(model_field, str) else "-")
         # A request without a model is answered like `summary`, named so in the answer.
         model = model_field if isinstance(model_field, str) else "summary"
@@ -313,6 +333,22 @@ class Handler(BaseHTTPRequestHandler):
         except DISCONNECTED:
             # The client gave up (a test's timeout, or loom refusing a body over its limit).
             self.close_connection = True
+
+    def wait_unless_gone(self, seconds: float) -> bool:
+        """Sleep `seconds`, or less if the client closes the connection first (then False): a
+        request the client gave up on no longer counts as in flight."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            readable, _, _ = select.select([self.connection], [], [], 0.05)
+            if readable:
+                try:
+                    if self.connection.recv(1, socket.MSG_PEEK) == b"":
+                        self.close_connection = True
+                        return False
+                except OSError:
+                    self.close_connection = True
+                    return False
+        return True
 
     def answer(self, model: str, messages: list[Any]) -> None:
         if model == "status-503":
@@ -340,8 +376,8 @@ class Handler(BaseHTTPRequestHandler):
         elif model == "no-choices":
             self.send_json(200, {"object": "chat.completion", "choices": []})
         else:
-            if model == "slow":
-                time.sleep(SLOW_SECONDS)
+            if model == "slow" and not self.wait_unless_gone(SLOW_SECONDS):
+                return
             # `summary`, and any model this fixture does not know, as a real provider would
             # answer a model name it serves.
             self.send_json(200, chat_completion(model, summarize(last_user_text(messages)), messages))
