@@ -7,7 +7,6 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use common::*;
 use serde_json::{Value, json};
