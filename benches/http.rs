@@ -243,7 +243,7 @@ async fn run() {
     let fixture_entry = json!({"name": "fx", "command": fixture(), "args": ["--name", "fx"]});
 
     // HTTP → loom → stdio.
-    let mut direct = Stdio1::spawn(&fixture(), &["--name", "fx"]);
+    let mut direct = Stdio1::spawn(&fixture(), &["--name", "fx"], &[]);
     let direct_samples = stdio_samples(&mut direct, "echo", json!({"text": "ping"}));
     drop(direct);
     let served = config(json!({"servers": [fixture_entry.clone()], "http": {"maxSessions": 512}}));
@@ -321,7 +321,11 @@ async fn run() {
     let mut direct = Http1::open(client.clone(), &remote_url).await;
     let direct_samples = http_samples(&mut direct, "exact", json!({})).await;
     let front = config(json!({"mcpServers": {"web": {"url": remote_url}}}));
-    let mut via = Stdio1::spawn(&loom(), &["--config", front.path().to_str().expect("utf8")]);
+    let mut via = Stdio1::spawn(
+        &loom(),
+        &["--config", front.path().to_str().expect("utf8")],
+        &[],
+    );
     let via_samples = stdio_samples(&mut via, "web_exact", json!({}));
     show(
         "stdio → loom → HTTP (python fixture `exact`)",

@@ -178,6 +178,7 @@ fn loom_with(config: &Value) -> (StdioClient, tempfile::NamedTempFile) {
     let peer = StdioClient::spawn(
         std::path::Path::new(env!("CARGO_BIN_EXE_loom")),
         &["--config", &path],
+        &[],
     );
     (peer, file)
 }

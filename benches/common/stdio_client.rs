@@ -15,10 +15,11 @@ pub struct StdioClient {
 }
 
 impl StdioClient {
-    /// Start `program args` and initialize it.
-    pub fn spawn(program: &Path, args: &[&str]) -> Self {
+    /// Start `program args`, with `envs` added to its environment, and initialize it.
+    pub fn spawn(program: &Path, args: &[&str], envs: &[(&str, &str)]) -> Self {
         let mut child = Command::new(program)
             .args(args)
+            .envs(envs.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -1446,3 +1446,19 @@ fn protocol_says_how_a_started_server_is_opened() {
         problems(r#"{"mcpServers": {"r": {"url": "https://x/mcp", "protocol": "2026-07-28"}}}"#);
     assert_problem(&all, "mcpServers.r.protocol", &["servers loom starts"]);
 }
+
+#[test]
+fn the_llm_examples_load() {
+    for name in ["config.llm.json", "config.llm-any-endpoint.json"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples")
+            .join(name);
+        let text = std::fs::read_to_string(&path).expect("the example");
+        let config = match parse_str(&text, name, &test_env()) {
+            Ok(config) => config,
+            Err(e) => panic!("{name}: {e}"),
+        };
+        assert!(config.llm.is_some(), "{name}");
+        assert!(config.warnings.is_empty(), "{name}: {:#?}", config.warnings);
+    }
+}
