@@ -691,10 +691,14 @@ impl Checker<'_> {
                         "llm.baseUrl",
                         format!(
                             "both `provider` ({}) and `baseUrl` are set; the explicit `baseUrl` \
-                             wins ({}), `provider` only names the key's variable {}",
+                             wins ({}){}",
                             preset.name,
                             super::mask_url(url),
-                            preset.key_var
+                            if fields.get("apiKey").is_some() {
+                                String::from(" and `provider` is not used")
+                            } else {
+                                format!("; the key still comes from {}", preset.key_var)
+                            }
                         ),
                     );
                 }
