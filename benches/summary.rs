@@ -1,4 +1,4 @@
-//! What the model summary stage (SPEC §19.7, issue 30) adds to a call, besides the model's own
+//! What the model summary stage (SPEC §19.9, issue 30) adds to a call, besides the model's own
 //! time: a `tools/call` whose result is a 6,000-line log (~330 KB) through a real loom process in
 //! front of the fixture, fixed-count runs with p50/p99, three ways:
 //!

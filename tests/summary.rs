@@ -1,4 +1,4 @@
-//! The model summary stage end to end (SPEC §19.7): a real loom, the fixture server, and an
+//! The model summary stage end to end (SPEC §19.9): a real loom, the fixture server, and an
 //! OpenAI-compatible endpoint process (`tests/common/llm_endpoint.py`) that answers, fails in
 //! every way an endpoint can, and records what it was sent.
 
@@ -208,7 +208,7 @@ fn a_long_log_is_summarised_with_a_pointer_to_its_whole_original() {
     );
     assert!(figures["completionTokens"].as_u64().expect("tokens") > 0);
 
-    let everything = format!("{}{}", loom.stderr_text(), stats);
+    let everything = format!("{}{}{text}", loom.stderr_text(), stats);
     assert!(!everything.contains(KEY), "the key leaked");
 }
 
@@ -231,12 +231,15 @@ fn every_way_the_endpoint_fails_answers_the_cut_text_and_warns_once() {
         ("malformed", "malformed answer", "not JSON"),
         ("html", "wrong content type", "text/html"),
         ("huge", "answer too large", "bytes"),
+        ("huge-chunked", "answer too large", "bytes"),
+        ("echo-key", "malformed answer", "repeats the API key"),
+        ("echo-key-error", "error status", "HTTP 400"),
         ("reset", "endpoint unreachable", ""),
         ("empty", "empty answer", ""),
         ("null-content", "empty answer", ""),
         ("no-choices", "malformed answer", "choices[0]"),
         ("cutoff", "summary cut off", "finish_reason"),
-        ("long", "summary over budget", "the budget is 7000"),
+        ("long", "summary over budget", "the budget of 7,000 chars"),
         ("slow", "timeout", "timeoutMs (1500 ms)"),
     ];
     for (model, kind, detail) in cases {
@@ -266,6 +269,11 @@ fn every_way_the_endpoint_fails_answers_the_cut_text_and_warns_once() {
         );
         assert!(warned[0].contains(detail), "{model}: {}", warned[0]);
         assert!(!stderr.contains(KEY), "{model}: the key leaked");
+        // Not even a part of it (a message cut at 200 characters would split it).
+        assert!(
+            !stderr.contains(&KEY[..10]),
+            "{model}: part of the key leaked"
+        );
         let stats: Value =
             serde_json::from_str(&text_of(&loom.call_tool("loom_stats", json!({})))).expect("json");
         assert_eq!(stats["modelSummaries"]["fellBack"], 2, "{model}: {stats:#}");
@@ -331,7 +339,7 @@ fn four_at_once(max_in_flight: u64) -> (usize, u64, String) {
     let (_dir, mut loom) = loom_with_llm(
         &endpoint.base_url(),
         "slow",
-        json!({"timeoutMs": 1500, "maxInFlight": max_in_flight}),
+        json!({"timeoutMs": 3000, "maxInFlight": max_in_flight}),
     );
     let result = json!({"content": [{"type": "text", "text": service_log(3000)}]}).to_string();
     let ids: Vec<i64> = (0..4)

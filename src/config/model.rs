@@ -73,7 +73,7 @@ pub struct Config {
     pub report: ReportConfig,
     /// `loom serve --http` (SPEC §22).
     pub http: HttpConfig,
-    /// The model summary stage's endpoint (SPEC §19.7); off when `None`.
+    /// The model summary stage's endpoint (SPEC §19.9); off when `None`.
     pub llm: Option<LlmConfig>,
     pub format: ConfigFormat,
     /// What is allowed but probably not meant (a literal key, `provider` beside `baseUrl`):
@@ -219,7 +219,7 @@ pub enum KeySource {
     Literal,
 }
 
-/// Key `llm`: the OpenAI-compatible endpoint of the model summary stage (SPEC §19.7).
+/// Key `llm`: the OpenAI-compatible endpoint of the model summary stage (SPEC §19.9).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmConfig {
     /// The preset named, if any.

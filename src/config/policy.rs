@@ -19,7 +19,7 @@ pub struct Policy {
     /// Keep the tables of results that pass through whole as datasets too (SPEC §8.4).
     pub keep_small_tables: bool,
     /// Text still over the budget after the deterministic stages goes to the `llm` endpoint
-    /// for a summary before the cut (SPEC §19.7).
+    /// for a summary before the cut (SPEC §19.9).
     pub llm_summary: bool,
     /// The tool has an MCP Apps view (`_meta.ui.resourceUri`): its `structuredContent` feeds the
     /// view and reaches the host as the server sent it; only `content` may be replaced (SPEC
@@ -61,7 +61,11 @@ impl Policy {
 
     /// Whether any reduction stage is on.
     pub fn reduces(&self) -> bool {
-        self.strip_base64 || self.html_to_markdown || self.json_summary || self.truncate
+        self.strip_base64
+            || self.html_to_markdown
+            || self.json_summary
+            || self.truncate
+            || self.llm_summary
     }
 
     /// The budget in characters.

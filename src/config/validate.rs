@@ -330,7 +330,7 @@ fn json_string_end(s: &str) -> Option<usize> {
 struct Checker<'e> {
     env: &'e dyn Fn(&str) -> Option<String>,
     problems: Vec<Problem>,
-    /// Allowed, but probably not what the user meant (SPEC §19.7's literal key, say).
+    /// Allowed, but probably not what the user meant (SPEC §19.9's literal key, say).
     warnings: Vec<Problem>,
     /// Set while reading a disabled server: a variable it references may legitimately be unset.
     keep_missing_vars: bool,
@@ -653,7 +653,7 @@ impl Checker<'_> {
         patch
     }
 
-    /// The `llm` block (SPEC §19.7): where the model summary stage sends text, with which key.
+    /// The `llm` block (SPEC §19.9): where the model summary stage sends text, with which key.
     fn llm_block(&mut self, value: &Json) -> Option<LlmConfig> {
         let entries = self.object(value, LLM)?;
         let fields = self.fields(entries, LLM, LLM_KEYS, Unknown::Reject);

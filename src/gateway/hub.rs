@@ -43,7 +43,7 @@ pub struct Hub {
     /// requests (they carry a level each; servers of the `initialize` era take one for the
     /// connection).
     log_levels: Mutex<Vec<Option<u8>>>,
-    /// The model summary stage's endpoint (SPEC §19.7), when `llm` is configured.
+    /// The model summary stage's endpoint (SPEC §19.9), when `llm` is configured.
     pub(super) summarizer: Option<Arc<crate::llm::Summarizer>>,
 }
 

@@ -378,37 +378,59 @@ impl Gateway {
         )))
     }
 
-    /// The model summary stage (SPEC §19.7): each over-budget text to the endpoint, its summary
+    /// The model summary stage (SPEC §19.9): each over-budget text to the endpoint, its summary
     /// in place of the cut text when one comes within the budget; the cut text otherwise.
-    async fn summarize(&self, mut pending: crate::intercept::ToSummarize) -> Outcome {
+    async fn summarize(&self, pending: crate::intercept::ToSummarize) -> Outcome {
         let Some(summarizer) = self.hub.summarizer.clone() else {
             return crate::intercept::summarized(pending, &self.store);
         };
-        let asks: Vec<_> = pending
-            .reduction
-            .summarizable
-            .iter()
-            .map(|block| {
-                let (input, cut) = block.input(summarizer.max_input_chars());
-                (input.into_owned(), cut, block.budget_chars())
-            })
-            .collect();
+        // Never worse than no proxy: were the stage to panic, the server's bytes answer.
+        let original = pending.raw.clone();
+        let answered = std::panic::AssertUnwindSafe(self.summarize_with(pending, &summarizer));
+        match futures::FutureExt::catch_unwind(answered).await {
+            Ok(Some(outcome)) => outcome,
+            _ => {
+                tracing::error!("the model summary stage panicked; passed through unchanged");
+                Outcome::PassThrough(original, "failed")
+            }
+        }
+    }
+
+    async fn summarize_with(
+        &self,
+        pending: crate::intercept::ToSummarize,
+        summarizer: &crate::llm::Summarizer,
+    ) -> Option<Outcome> {
+        // Cutting a long text for the model is linear work: off the I/O thread.
+        let max_input = summarizer.max_input_chars();
+        let prepared = tokio::task::spawn_blocking(move || {
+            let mut pending = pending;
+            let asks: Vec<_> = pending
+                .reduction
+                .summarizable
+                .iter_mut()
+                .map(|block| {
+                    let (input, cut) = block.take_input(max_input);
+                    (input, cut, block.budget_chars())
+                })
+                .collect();
+            (pending, asks)
+        })
+        .await;
+        let (mut pending, asks) = prepared.ok()?;
         let answers = futures::future::join_all(
             asks.iter()
                 .map(|(input, cut, budget)| summarizer.summarize(input, *cut, *budget)),
         )
         .await;
-        for (index, ((_, cut, budget), answer)) in asks.iter().zip(answers).enumerate() {
+        drop(asks);
+        for (index, answer) in answers.into_iter().enumerate() {
             let failure = match answer {
                 Ok(summary) => {
-                    let composed = pending.reduction.summarizable[index].compose(
-                        &summary.text,
-                        summarizer.model(),
-                        *cut,
-                    );
                     self.stats
                         .model_tokens(summary.prompt_tokens, summary.completion_tokens);
-                    match composed {
+                    let block = &pending.reduction.summarizable[index];
+                    match block.compose(&summary.text, summarizer.model()) {
                         Some(composed) => {
                             pending.reduction.summarized(index, composed);
                             self.stats.summarized(true);
@@ -417,18 +439,24 @@ impl Gateway {
                         None => crate::llm::Failure::new(
                             crate::llm::FailureKind::OverBudget,
                             format!(
-                                "the summary has {} chars, the budget is {budget}",
-                                summary.text.trim().chars().count()
+                                "the summary has {} chars; with its header it must fit the budget \
+                                 of {} chars and be shorter than the original",
+                                crate::common::text::thousands(summary.text.trim().chars().count()),
+                                crate::common::text::thousands(block.budget_chars())
                             ),
                         ),
                     }
                 }
-                Err(failure) => failure,
+                Err(failure) => {
+                    self.stats
+                        .model_tokens(failure.prompt_tokens, failure.completion_tokens);
+                    failure
+                }
             };
             self.stats.summarized(false);
             summarizer.failed(&failure);
         }
-        crate::intercept::summarized(pending, &self.store)
+        Some(crate::intercept::summarized(pending, &self.store))
     }
 
     /// One of loom's own tools answered: its answer counts against the session's saving.

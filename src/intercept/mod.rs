@@ -143,7 +143,7 @@ pub enum Outcome {
     /// The result of a tool with a view (SPEC §8.5): the server's bytes with only `content`
     /// replaced by what loom built (an envelope's text, or the reduced text).
     Spliced(Box<RawValue>, Built),
-    /// Reduced, with text still over the budget that the policy sends to a model (SPEC §19.7):
+    /// Reduced, with text still over the budget that the policy sends to a model (SPEC §19.9):
     /// the gateway asks for the summaries, then [`summarized`] decides.
     Summarize(Box<ToSummarize>),
 }

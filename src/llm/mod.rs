@@ -1,4 +1,4 @@
-//! The model summary stage's client (SPEC §19.7): one OpenAI-compatible `chat/completions`
+//! The model summary stage's client (SPEC §19.9): one OpenAI-compatible `chat/completions`
 //! request per text that the deterministic stages left over the budget, with a factual summary
 //! back — or a [`Failure`], after which the deterministic result answers.
 //!
@@ -9,6 +9,7 @@
 //! endpoint says back before it is logged.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -24,6 +25,8 @@ use crate::reduce::InputCut;
 const ANSWER_SLACK_BYTES: usize = 64 * 1024;
 /// How long the connection may take to open; the rest of `timeoutMs` is for the answer.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// `max_tokens` never asks for more.
+const MAX_COMPLETION_TOKENS: usize = 8192;
 /// The most of an endpoint's error body a warning quotes.
 const QUOTED_ERROR_CHARS: usize = 200;
 
@@ -82,6 +85,9 @@ pub struct Failure {
     pub kind: FailureKind,
     /// What happened, safe to log (no key, no text of the result).
     pub detail: String,
+    /// What the endpoint counted for an answer that could not be used (`usage`): spent anyway.
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
 }
 
 impl Failure {
@@ -89,7 +95,15 @@ impl Failure {
         Failure {
             kind,
             detail: detail.into(),
+            prompt_tokens: 0,
+            completion_tokens: 0,
         }
+    }
+
+    fn with_usage(mut self, (prompt, completion): (u64, u64)) -> Self {
+        self.prompt_tokens = prompt;
+        self.completion_tokens = completion;
+        self
     }
 }
 
@@ -101,6 +115,28 @@ pub struct Summarizer {
     slots: Semaphore,
     /// Failure kinds already warned about: the log says each once, not once per call.
     warned: Mutex<HashSet<FailureKind>>,
+    /// Requests holding or waiting for a slot.
+    waiting: AtomicUsize,
+}
+
+/// One request counted in [`Summarizer::waiting`] until dropped.
+struct Waiting<'a> {
+    count: &'a AtomicUsize,
+    /// Requests counted before this one.
+    ahead: usize,
+}
+
+impl<'a> Waiting<'a> {
+    fn enter(count: &'a AtomicUsize) -> Self {
+        let ahead = count.fetch_add(1, Ordering::SeqCst);
+        Waiting { count, ahead }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Summarizer {
@@ -118,6 +154,7 @@ impl Summarizer {
             config,
             http,
             warned: Mutex::new(HashSet::new()),
+            waiting: AtomicUsize::new(0),
         })
     }
 
@@ -139,7 +176,25 @@ impl Summarizer {
         // One deadline for waiting for a slot and for the exchange itself.
         let deadline = tokio::time::Instant::now() + Duration::from_millis(self.config.timeout_ms);
         let timeout = Duration::from_millis(self.config.timeout_ms);
-        let _slot = match tokio::time::timeout_at(deadline, self.slots.acquire()).await {
+        // A waiter behind a whole round of others could not get a slot with half its time
+        // left: past `maxInFlight` waiting, give up at once (and hold no text meanwhile).
+        let busy = || {
+            Failure::new(
+                FailureKind::Busy,
+                format!(
+                    "{} requests in flight (llm.maxInFlight) until less than half of \
+                     timeoutMs ({} ms) was left",
+                    self.config.max_in_flight, self.config.timeout_ms
+                ),
+            )
+        };
+        let queued = Waiting::enter(&self.waiting);
+        if queued.ahead >= self.config.max_in_flight * 2 {
+            return Err(busy());
+        }
+        let slot = tokio::time::timeout_at(deadline, self.slots.acquire()).await;
+        drop(queued);
+        let _slot = match slot {
             // A slot that came with less than half the time left is given back: the endpoint
             // would be asked for work loom cannot wait for.
             Ok(Ok(slot))
@@ -148,16 +203,7 @@ impl Summarizer {
             {
                 slot
             }
-            _ => {
-                return Err(Failure::new(
-                    FailureKind::Busy,
-                    format!(
-                        "{} requests in flight (llm.maxInFlight) until less than half of \
-                         timeoutMs ({} ms) was left",
-                        self.config.max_in_flight, self.config.timeout_ms
-                    ),
-                ));
-            }
+            _ => return Err(busy()),
         };
         match tokio::time::timeout_at(deadline, self.exchange(input, cut, budget_chars)).await {
             Ok(answer) => answer,
@@ -219,8 +265,8 @@ impl Summarizer {
                 FailureKind::Status,
                 format!(
                     "HTTP {status}{}",
-                    error_message(&said)
-                        .map(|m| format!(": {}", self.scrub(&m)))
+                    error_message(&self.scrub(&said))
+                        .map(|m| format!(": {m}"))
                         .unwrap_or_default()
                 ),
             ));
@@ -244,7 +290,18 @@ impl Summarizer {
                 ),
             ));
         }
-        parse_answer(&bytes)
+        let summary = parse_answer(&bytes)?;
+        // An endpoint (or a proxy before it) that repeats the request's headers would put the
+        // key in the result.
+        let key = self.config.api_key.expose();
+        if !key.is_empty() && summary.text.contains(key) {
+            return Err(Failure::new(
+                FailureKind::Malformed,
+                "the answer repeats the API key; not used",
+            )
+            .with_usage((summary.prompt_tokens, summary.completion_tokens)));
+        }
+        Ok(summary)
     }
 
     /// Log a failure: a warning the first time its kind happens, debug after that.
@@ -283,7 +340,9 @@ impl Summarizer {
 fn request_body(model: &str, input: &str, cut: Option<InputCut>, budget_chars: usize) -> Value {
     // Tokens are not characters: the limit leaves the model room to finish within the budget
     // (about four characters a token), and the prompt asks for less than the budget.
-    let max_tokens = budget_chars / 3 + 64;
+    // Capped at 8,192, the most some providers accept (DeepSeek); a budget that large is past
+    // what a summary needs anyway.
+    let max_tokens = (budget_chars / 3 + 64).min(MAX_COMPLETION_TOKENS);
     let target = budget_chars * 9 / 10;
     let shortened = match cut {
         Some(cut) => format!(
@@ -388,18 +447,6 @@ fn parse_answer(bytes: &[u8]) -> Result<Summary, Failure> {
             ));
         }
     };
-    if choice.get("finish_reason").and_then(Value::as_str) == Some("length") {
-        return Err(Failure::new(
-            FailureKind::CutOff,
-            "the model reached its token limit (finish_reason \"length\"): the summary is incomplete",
-        ));
-    }
-    if text.is_empty() {
-        return Err(Failure::new(
-            FailureKind::Empty,
-            "`choices[0].message.content` is empty",
-        ));
-    }
     let usage = |key: &str| {
         answer
             .get("usage")
@@ -407,10 +454,24 @@ fn parse_answer(bytes: &[u8]) -> Result<Summary, Failure> {
             .and_then(Value::as_u64)
             .unwrap_or(0)
     };
+    let tokens = (usage("prompt_tokens"), usage("completion_tokens"));
+    if choice.get("finish_reason").and_then(Value::as_str) == Some("length") {
+        return Err(Failure::new(
+            FailureKind::CutOff,
+            "the model reached its token limit (finish_reason \"length\"): the summary is incomplete",
+        )
+        .with_usage(tokens));
+    }
+    if text.is_empty() {
+        return Err(
+            Failure::new(FailureKind::Empty, "`choices[0].message.content` is empty")
+                .with_usage(tokens),
+        );
+    }
     Ok(Summary {
         text,
-        prompt_tokens: usage("prompt_tokens"),
-        completion_tokens: usage("completion_tokens"),
+        prompt_tokens: tokens.0,
+        completion_tokens: tokens.1,
     })
 }
 

@@ -6,7 +6,7 @@
 //! Markdown main content ([`html`]), JSON documents summarised by structure ([`json`]), and the
 //! budget cut ([`budget`]). Where the policy says so (`llmSummary`), a text still over the budget
 //! before the cut is also handed back as a [`Summarizable`]: the gateway may put a model's
-//! summary in place of the cut text (SPEC §19.7). Results that look security-relevant ([`security`]) skip the
+//! summary in place of the cut text (SPEC §19.9). Results that look security-relevant ([`security`]) skip the
 //! reductions and are only cut above a hard limit. Never worse than no proxy: any failure leaves
 //! the block (or the whole result) as the server sent it.
 
@@ -33,6 +33,9 @@ pub const MIN_REDUCED_CHARS: usize = 1_000;
 /// A security-relevant block is passed whole up to this many characters, then cut (head and
 /// tail kept, with the marker).
 pub const SECURITY_HARD_LIMIT_CHARS: usize = 50_000;
+/// At most this many text blocks of one result go to the model (SPEC §19.9); later ones get
+/// the cut.
+pub const MAX_SUMMARIES_PER_RESULT: usize = 4;
 /// A base64 run shorter than this stays in the text (see [`binary`]).
 pub const MIN_BASE64_RUN: usize = binary::DEFAULT_MIN_RUN;
 
@@ -198,7 +201,7 @@ impl TextOutcome {
     }
 }
 
-/// A text block a model may summarise (SPEC §19.7): what the deterministic stages left, still
+/// A text block a model may summarise (SPEC §19.9): what the deterministic stages left, still
 /// over the budget, and what its header line needs.
 #[derive(Debug)]
 pub struct Summarizable {
@@ -219,6 +222,8 @@ pub struct Summarizable {
     /// Held only for the cut text (the reduced text its marker reads): let go when the summary
     /// replaces it.
     held_for_cut: Vec<String>,
+    /// How [`Summarizable::take_input`] shortened the text, for the header.
+    input_cut: Option<InputCut>,
     used: bool,
 }
 
@@ -232,8 +237,10 @@ pub struct InputCut {
 impl Summarizable {
     /// The text for the model, within `max_chars`: a longer text keeps what its cut would
     /// keep (a log its head and tail, a page its head), with a marker where text was left out.
-    pub fn input(&self, max_chars: usize) -> (std::borrow::Cow<'_, str>, Option<InputCut>) {
-        let total_chars = self.text.chars().count();
+    /// Taken out of the block: nothing but the input is held while the endpoint answers.
+    pub fn take_input(&mut self, max_chars: usize) -> (String, Option<InputCut>) {
+        let text = std::mem::take(&mut self.text);
+        let total_chars = text.chars().count();
         let marker = |omitted: &budget::Omitted| {
             format!(
                 "[… {} characters (lines {}–{}) left out here …]",
@@ -242,19 +249,21 @@ impl Summarizable {
                 omitted.last_line
             )
         };
-        match budget::cut_to_budget(&self.text, max_chars, self.keep, &marker) {
-            None => (std::borrow::Cow::Borrowed(&self.text), None),
+        let (input, cut) = match budget::cut_to_budget(&text, max_chars, self.keep, &marker) {
+            None => (text, None),
             Some(cut) => {
                 let sent_chars = cut.chars().count();
                 (
-                    std::borrow::Cow::Owned(cut),
+                    cut,
                     Some(InputCut {
                         sent_chars,
                         total_chars,
                     }),
                 )
             }
-        }
+        };
+        self.input_cut = cut;
+        (input, cut)
     }
 
     /// The budget the summary must fit, in characters.
@@ -263,15 +272,16 @@ impl Summarizable {
     }
 
     /// The block's text with `summary` (made by `model`): the header line says it is a model's
-    /// summary and where the whole original is. `None` when the summary is over the budget.
-    pub fn compose(&self, summary: &str, model: &str, cut: Option<InputCut>) -> Option<String> {
+    /// summary and where the whole original is. `None` when the summary is empty, over the
+    /// budget, or would make the block no shorter than the original.
+    pub fn compose(&self, summary: &str, model: &str) -> Option<String> {
         let summary = summary.trim();
         let summary_chars = summary.chars().count();
         if summary.is_empty() || summary_chars > self.budget_chars {
             return None;
         }
         let mut done = self.done.clone();
-        if let Some(cut) = cut {
+        if let Some(cut) = self.input_cut {
             done.push(format!(
                 "the model read {} of its {} chars",
                 thousands(cut.sent_chars),
@@ -284,14 +294,16 @@ impl Summarizable {
             format!("; {}", done.join("; "))
         };
         let model = serde_json::to_string(model).unwrap_or_default();
-        Some(format!(
+        let composed = format!(
             "[loom: {} summarised by the model {model}, {} → {} chars{stages}; a summary can miss \
              details: the whole original is loom_read(\"{}\")]\n{summary}",
             self.kind.as_str(),
             thousands(self.original_chars),
             thousands(summary_chars),
             self.original_ref,
-        ))
+        );
+        // Never longer than what the server sent (the rule of the deterministic stages).
+        (composed.chars().count() < self.original_chars).then_some(composed)
     }
 }
 
@@ -503,6 +515,7 @@ fn reduce_text(
         current: String::new(),
         held_for_summary: Vec::new(),
         held_for_cut: block.held.refs[held_before_cut..].to_vec(),
+        input_cut: None,
         used: false,
     });
     let reduced = (|| {
@@ -576,7 +589,7 @@ pub struct Reduction {
     changed: bool,
     /// `structuredContent` copies the text blocks: a block's replacement goes there too.
     structured_copy: bool,
-    /// Blocks a model may summarise (SPEC §19.7), in the result's order.
+    /// Blocks a model may summarise (SPEC §19.9), in the result's order.
     pub summarizable: Vec<Summarizable>,
 }
 
@@ -586,10 +599,9 @@ impl Reduction {
         let Some(block) = self.summarizable.get_mut(index) else {
             return;
         };
-        replace_text(
+        replace_texts(
             &mut self.result,
-            &block.current,
-            &composed,
+            &[(block.current.as_str(), composed.as_str())],
             self.structured_copy,
         );
         block.used = true;
@@ -613,12 +625,14 @@ impl Reduction {
     }
 }
 
-/// Every copy of `from` in the result's text blocks (and in a `structuredContent` that copies
-/// them) becomes `to`.
-fn replace_text(result: &mut Value, from: &str, to: &str, structured_copy: bool) {
+/// Every text block (and every member of a `structuredContent` that copies them) equal to a
+/// `from` becomes its `to`, in one pass: a replacement is never replaced again.
+fn replace_texts(result: &mut Value, pairs: &[(&str, &str)], structured_copy: bool) {
     let replace = |value: &mut Value| {
-        if value.as_str() == Some(from) {
-            *value = Value::String(to.to_string());
+        if let Some(s) = value.as_str()
+            && let Some((_, to)) = pairs.iter().find(|(from, _)| *from == s)
+        {
+            *value = Value::String((*to).to_string());
         }
     };
     if let Some(blocks) = result.get_mut("content").and_then(Value::as_array_mut) {
@@ -706,12 +720,20 @@ pub fn reduce(
             };
             let outcome = reduce_text(&mut block, text, policy, security)?;
             let current = outcome.reduced.clone().unwrap_or_else(|| text.clone());
-            match (outcome.reduced, outcome.summarizable) {
+            // What one result can cost at the endpoint is bounded too.
+            let candidate = outcome
+                .summarizable
+                .filter(|_| summarizable.len() < MAX_SUMMARIES_PER_RESULT);
+            match (outcome.reduced, candidate) {
                 (reduced_text, Some(mut candidate)) => {
                     if reduced_text.is_none() {
-                        // Left as sent unless a summary comes: what was held is the summary's.
+                        // Left as sent unless a summary comes: what the cut held goes now, the
+                        // rest (the original, for the summary's pointer) is the summary's.
+                        for reference in candidate.held_for_cut.drain(..) {
+                            store.remove(&reference);
+                            held.refs.retain(|r| r != &reference);
+                        }
                         candidate.held_for_summary = held.refs[before..].to_vec();
-                        candidate.held_for_cut.clear();
                     }
                     candidate.current = current.clone();
                     if let Some(new) = reduced_text {
@@ -738,9 +760,11 @@ pub fn reduce(
         held.undo(store);
         return Ok(None);
     }
-    for (original, new) in &reduced {
-        replace_text(&mut result, original, new, structured_copy);
-    }
+    let pairs: Vec<(&str, &str)> = reduced
+        .iter()
+        .map(|(original, new)| (original.as_str(), new.as_str()))
+        .collect();
+    replace_texts(&mut result, &pairs, structured_copy);
     Ok(Some(Reduction {
         result,
         changed: !reduced.is_empty(),

@@ -1,4 +1,4 @@
-//! The model summary stage's side of the reduction (SPEC §19.7): what is handed to the gateway,
+//! The model summary stage's side of the reduction (SPEC §19.9): what is handed to the gateway,
 //! what a summary replaces, what is let go.
 
 use serde_json::json;
@@ -51,11 +51,11 @@ fn an_over_budget_text_is_offered_with_its_cut_as_the_fallback() {
         .expect("reduced")
         .expect("something to do");
     assert_eq!(reduction.summarizable.len(), 1);
-    let block = &reduction.summarizable[0];
+    let block = &mut reduction.summarizable[0];
     assert_eq!(block.budget_chars(), 7000);
     // The model reads the text before the cut, itself cut (head and tail, as a log) past the
     // input limit.
-    let (input, cut) = block.input(120_000);
+    let (input, cut) = block.take_input(120_000);
     assert_eq!(cut.map(|c| c.total_chars), Some(text.chars().count()));
     assert!(input.chars().count() <= 120_000);
     assert!(input.starts_with("2026-12-03T10:00:01Z INFO request 1 served"));
@@ -64,17 +64,14 @@ fn an_over_budget_text_is_offered_with_its_cut_as_the_fallback() {
         input.contains("characters (lines"),
         "the marker says what was left out"
     );
-    let (whole, none) = block.input(text.chars().count());
-    assert_eq!((whole.as_ref(), none), (text.as_str(), None));
 
     // Over the budget: no.
-    assert_eq!(block.compose(&"x".repeat(7001), "m", cut), None);
-    assert_eq!(block.compose("   ", "m", cut), None);
+    assert_eq!(block.compose(&"x".repeat(7001), "m"), None);
+    assert_eq!(block.compose("   ", "m"), None);
     let composed = block
         .compose(
             "6,000 lines; ERROR at line 4211: disk /var/data full",
             "acme/small-1",
-            cut,
         )
         .expect("fits");
     let header = composed.lines().next().expect("a header");
@@ -138,6 +135,62 @@ fn a_text_left_whole_by_the_stages_holds_its_original_only_for_the_summary() {
     );
     assert_eq!(reduction.finish(&store), None, "no summary: as sent");
     assert!(store.list().is_empty(), "and nothing held");
+
+    // With a summary: the original stays, for its pointer.
+    let mut reduction = reduce(&result_of(&text), &origin(), &store, &no_cut)
+        .expect("reduced")
+        .expect("a summary may be made");
+    let (input, cut) = reduction.summarizable[0].take_input(1_000_000);
+    assert_eq!(
+        (input, cut),
+        (text.clone(), None),
+        "short enough: sent whole"
+    );
+    let composed = reduction.summarizable[0]
+        .compose("3,000 lines, all INFO", "m")
+        .expect("fits");
+    reduction.summarized(0, composed.clone());
+    let value = reduction.finish(&store).expect("changed");
+    assert_eq!(value["content"][0]["text"], composed.as_str());
+    assert_eq!(store.list().len(), 1, "the original");
+}
+
+#[test]
+fn a_summary_never_makes_a_block_longer_than_it_was() {
+    // Just over the budget, left as sent by the cut rule (the header would eat the saving).
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let text: String = log(200).chars().take(7_050).collect();
+    let reduction = reduce(&result_of(&text), &origin(), &store, &policy(true))
+        .expect("reduced")
+        .expect("a summary may be made");
+    let block = &reduction.summarizable[0];
+    assert_eq!(
+        block.compose(&"s".repeat(6_990), "m"),
+        None,
+        "longer with its header"
+    );
+    assert!(block.compose("200 lines of INFO", "m").is_some());
+}
+
+#[test]
+fn at_most_four_blocks_of_one_result_go_to_the_model() {
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let blocks: Vec<_> = (0..6)
+        .map(|i| json!({"type": "text", "text": format!("block {i}\n{}", log(3000))}))
+        .collect();
+    let raw = json!({"content": blocks}).to_string();
+    let reduction = reduce(&raw, &origin(), &store, &policy(true))
+        .expect("reduced")
+        .expect("something");
+    assert_eq!(reduction.summarizable.len(), MAX_SUMMARIES_PER_RESULT);
+    let value = reduction.finish(&store).expect("the cuts");
+    let cut = value["content"].as_array().expect("blocks");
+    assert_eq!(cut.len(), 6);
+    assert!(cut.iter().all(|b| {
+        b["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("[loom: text reduced"))
+    }));
 }
 
 #[test]

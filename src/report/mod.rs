@@ -179,12 +179,16 @@ impl SessionStats {
         entry.1.add(answer);
     }
 
-    /// The endpoint answered a summary request (SPEC §19.7): its own token counts, spent
+    /// The endpoint answered a summary request (SPEC §19.9): its own token counts, spent
     /// whether or not the summary is used.
     pub fn model_tokens(&self, prompt_tokens: u64, completion_tokens: u64) {
         let mut c = self.lock();
-        c.summaries.prompt_tokens += prompt_tokens;
-        c.summaries.completion_tokens += completion_tokens;
+        // The endpoint's numbers: summed without trusting them not to overflow.
+        c.summaries.prompt_tokens = c.summaries.prompt_tokens.saturating_add(prompt_tokens);
+        c.summaries.completion_tokens = c
+            .summaries
+            .completion_tokens
+            .saturating_add(completion_tokens);
     }
 
     /// A text answered by a model's summary (`used`), or by the deterministic result because
@@ -286,7 +290,7 @@ pub struct Report {
     /// Output saved by interception and reduction, less what loom's own tools answered.
     pub output_saved: SignedSize,
     pub top_tools: Vec<ToolSaving>,
-    /// The model summary stage (SPEC §19.7).
+    /// The model summary stage (SPEC §19.9).
     pub model_summaries: SummaryFigures,
     pub held: Held,
 }

@@ -20,6 +20,9 @@ Serves `POST /v1/chat/completions` (and `POST /chat/completions`, for base URLs 
     malformed     200 application/json, JSON cut off in the middle
     html          200 text/html, an error page
     huge          200, a 50 MiB chat.completion streamed in chunks, with Content-Length
+    huge-chunked  the same without Content-Length (Transfer-Encoding: chunked)
+    echo-key      200, a summary that repeats the request's Authorization header
+    echo-key-error 400 whose error message repeats it, straddling character 200
     reset         reads the request, then resets the TCP connection without answering
     empty         200, content ""
     null-content  200, content null
@@ -245,24 +248,37 @@ class Handler(BaseHTTPRequestHandler):
     def send_json(self, status: int, value: Any) -> None:
         self.send_body(status, json.dumps(value).encode(), "application/json")
 
-    def send_huge(self, model: str, messages: list[Any]) -> None:
+    def send_huge(self, model: str, messages: list[Any], chunked: bool = False) -> None:
         """A valid chat.completion whose content is 50 MiB of `x`, written in chunks so the
-        fixture never holds it in memory: tests check that loom stops reading at its limit."""
+        fixture never holds it in memory: tests check that loom stops reading at its limit —
+        announced by Content-Length, or (`chunked`) only found out while reading."""
         marker = "@@CONTENT@@"
         template = json.dumps(chat_completion(model, marker, messages))
         prefix, suffix = (part.encode() for part in template.split(marker, 1))
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(prefix) + HUGE_CONTENT_BYTES + len(suffix)))
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", str(len(prefix) + HUGE_CONTENT_BYTES + len(suffix)))
         self.end_headers()
-        self.wfile.write(prefix)
+
+        def write(data: bytes) -> None:
+            if chunked:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            else:
+                self.wfile.write(data)
+
+        write(prefix)
         chunk = b"x" * HUGE_CHUNK_BYTES
         remaining = HUGE_CONTENT_BYTES
         while remaining > 0:
             piece = chunk if remaining >= len(chunk) else chunk[:remaining]
-            self.wfile.write(piece)
+            write(piece)
             remaining -= len(piece)
-        self.wfile.write(suffix)
+        write(suffix)
+        if chunked:
+            self.wfile.write(b"0\r\n\r\n")
 
     def reset_connection(self) -> None:
         """Close with a TCP RST instead of a FIN: SO_LINGER on with a zero timeout makes the
@@ -363,6 +379,16 @@ class Handler(BaseHTTPRequestHandler):
             self.send_body(200, HTML_ERROR_PAGE, "text/html; charset=utf-8")
         elif model == "huge":
             self.send_huge(model, messages)
+        elif model == "huge-chunked":
+            self.send_huge(model, messages, chunked=True)
+        elif model == "echo-key":
+            heard = self.headers.get("Authorization") or ""
+            self.send_json(200, chat_completion(model, f"Summary. Request headers: Authorization: {heard}", messages))
+        elif model == "echo-key-error":
+            # The key starts at character 190 of the message, so a cut at 200 would split it.
+            heard = self.headers.get("Authorization") or ""
+            message = "e" * (190 - len("Bearer ")) + heard + " was not accepted"
+            self.send_body(400, openai_error(message, "invalid_request_error"), "application/json")
         elif model == "reset":
             self.reset_connection()
         elif model == "empty":
