@@ -4,9 +4,10 @@
 //!
 //! Needs `.ci/venv` (the Python side), `.ci/node/node_modules` (the servers), and for the data
 //! plane clients `.ci/venv1` (the 1.x SDK) and `.ci/inspector/node_modules` (the Inspector CLI and
-//! its Node 22), all made by `.ci/setup-interop`. Without them the test fails under CI (`CI` set)
-//! and otherwise passes with a loud notice that nothing ran. `LOOM_PYTHON` picks another
-//! interpreter (it needs the packages of tests/interop/requirements.txt).
+//! its Node 22), and `.ci/venv-litellm` (LiteLLM's proxy, for the model summary stage), all made by
+//! `.ci/setup-interop`. Without them the test fails under CI (`CI` set) and otherwise passes with a
+//! loud notice that nothing ran. `LOOM_PYTHON` picks another interpreter (it needs the packages of
+//! tests/interop/requirements.txt).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -14,8 +15,8 @@ use std::process::{Command, Stdio};
 
 const SETUP_HINT: &str = "run `bash .ci/run` (everything CI runs) or `.ci/setup-interop` \
      (needs python3 with venv, node and npm; installs into .ci/venv, .ci/venv1, \
-     .ci/node/node_modules, .ci/inspector/node_modules and .ci/browser/node_modules, and \
-     Debian's chromium)";
+     .ci/venv-litellm, .ci/node/node_modules, .ci/inspector/node_modules and \
+     .ci/browser/node_modules, and Debian's chromium)";
 
 /// Files the suite needs besides the Python packages.
 const SERVERS: &[&str] = &[
@@ -32,6 +33,9 @@ const SERVERS: &[&str] = &[
     ".ci/browser/node_modules/.bin/esbuild",
     "/usr/bin/chromium",
     ".ci/venv1/bin/mcp-server-sqlite",
+    // LiteLLM's proxy, the OpenAI-compatible endpoint of the model summary stage
+    // (test_llm_summary.py; its own venv, tests/interop/requirements-litellm.txt).
+    ".ci/venv-litellm/bin/litellm",
 ];
 
 /// The interpreter with the Python SDK's 1.x line (tests/interop/requirements-1x.txt).

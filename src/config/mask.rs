@@ -419,7 +419,7 @@ fn describe_llm(llm: Option<&super::LlmConfig>) -> String {
     };
     let key = match &llm.key_source {
         super::KeySource::PresetVariable(var) => format!("{MASK} (from {var})"),
-        super::KeySource::Variables => format!("{MASK} (from apiKey's variables)"),
+        super::KeySource::Variables(names) => format!("{MASK} (from {})", names.join(", ")),
         super::KeySource::Literal => format!("{MASK} (written in the file)"),
     };
     format!(

@@ -213,8 +213,8 @@ impl std::fmt::Debug for Secret {
 pub enum KeySource {
     /// The preset's variable (no `apiKey` given).
     PresetVariable(&'static str),
-    /// `apiKey` with `${VAR}` references.
-    Variables,
+    /// `apiKey` with `${VAR}` references: their names.
+    Variables(Vec<String>),
     /// `apiKey` written into the file (allowed, warned).
     Literal,
 }

@@ -1169,6 +1169,15 @@ fn the_llm_block_as_context_firewall_documents_it() {
     assert_eq!(llm.endpoint(), "http://127.0.0.1:4000/v1/chat/completions");
     assert_eq!(llm.api_key.expose(), "sk-llm-fromTheEnvironment");
     assert_eq!(
+        llm.key_source,
+        KeySource::Variables(vec!["LLM_API_KEY".into()])
+    );
+    assert!(
+        config
+            .describe_masked()
+            .contains("key *** (from LLM_API_KEY)")
+    );
+    assert_eq!(
         (llm.timeout_ms, llm.max_input_chars, llm.max_in_flight),
         (500, 400_000, 2)
     );

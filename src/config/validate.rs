@@ -165,6 +165,24 @@ const STDIO_ONLY_KEYS: &[&str] = &[
     "protocol",
 ];
 
+/// The names a string's `${NAME}` / `${NAME:-default}` references use, in order, once each.
+fn referenced_variables(value: &Json) -> Vec<String> {
+    let Json::String(raw) = value else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = Vec::new();
+    for piece in raw.split("${").skip(1) {
+        let name: String = piece
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !name.is_empty() && !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
 /// A path one level below `parent`: `parent.key`, or `parent["odd key"]` when the key would not
 /// read unambiguously after a dot.
 pub(crate) fn child(parent: &str, key: &str) -> String {
@@ -731,7 +749,7 @@ impl Checker<'_> {
                 let source = if written {
                     KeySource::Literal
                 } else {
-                    KeySource::Variables
+                    KeySource::Variables(referenced_variables(v))
                 };
                 (key, source)
             }),

@@ -93,7 +93,7 @@ fn config(key: &str) -> LlmConfig {
         provider: None,
         base_url: "http://127.0.0.1:9/v1".into(),
         api_key: crate::config::Secret::new(key.into()),
-        key_source: crate::config::KeySource::Variables,
+        key_source: crate::config::KeySource::Variables(vec!["K".into()]),
         model: "m".into(),
         timeout_ms: 2000,
         max_input_chars: 120_000,

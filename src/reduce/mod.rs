@@ -230,6 +230,7 @@ pub struct Summarizable {
 /// How [`Summarizable::input`] shortened the text for the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InputCut {
+    /// The text's own characters sent (the marker where text was left out not counted).
     pub sent_chars: usize,
     pub total_chars: usize,
 }
@@ -241,7 +242,11 @@ impl Summarizable {
     pub fn take_input(&mut self, max_chars: usize) -> (String, Option<InputCut>) {
         let text = std::mem::take(&mut self.text);
         let total_chars = text.chars().count();
+        // What was left out, so the header counts the text's own characters the model read
+        // (the marker is loom's, not the text's).
+        let left_out = std::cell::Cell::new(0usize);
         let marker = |omitted: &budget::Omitted| {
+            left_out.set(omitted.length);
             format!(
                 "[… {} characters (lines {}–{}) left out here …]",
                 thousands(omitted.length),
@@ -251,16 +256,13 @@ impl Summarizable {
         };
         let (input, cut) = match budget::cut_to_budget(&text, max_chars, self.keep, &marker) {
             None => (text, None),
-            Some(cut) => {
-                let sent_chars = cut.chars().count();
-                (
-                    cut,
-                    Some(InputCut {
-                        sent_chars,
-                        total_chars,
-                    }),
-                )
-            }
+            Some(cut) => (
+                cut,
+                Some(InputCut {
+                    sent_chars: total_chars.saturating_sub(left_out.get()),
+                    total_chars,
+                }),
+            ),
         };
         self.input_cut = cut;
         (input, cut)

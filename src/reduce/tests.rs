@@ -80,9 +80,15 @@ fn an_over_budget_text_is_offered_with_its_cut_as_the_fallback() {
         "{header}"
     );
     assert!(header.contains("loom_read(\"doc_"), "{header}");
+    // The text's own characters: the head and the tail around loom's marker line.
+    let marker_at = input.find("[… ").expect("a marker");
+    let tail_at = marker_at + input[marker_at..].find('\n').expect("a line") + 1;
+    let own = input[..marker_at].chars().count() + input[tail_at..].chars().count();
+    assert!(text.starts_with(&input[..marker_at]) && text.ends_with(&input[tail_at..]));
+    assert_eq!(cut.map(|c| c.sent_chars), Some(own));
     let read = format!(
         "the model read {} of its {} chars",
-        crate::common::text::thousands(input.chars().count()),
+        crate::common::text::thousands(own),
         crate::common::text::thousands(text.chars().count())
     );
     assert!(header.contains(&read), "{header}");
