@@ -12,7 +12,7 @@ const LAYERS: &[&[&str]] = &[
     &["demo", "http"],
     &["gateway"],
     &["tools"],
-    &["report", "snapshot", "export", "intercept"],
+    &["report", "snapshot", "export", "llm", "intercept"],
     &["reduce", "envelope"],
     &["hints", "redact"],
     &["store", "downstream"],

@@ -639,3 +639,28 @@ async def test_an_answer_over_the_budget_answers_the_cut_text(lm, litellm):
     }, figures
     warned = failures(loom.stderr())
     assert len(warned) == 1 and " WARN " in warned[0] and "(summary over budget)" in warned[0], warned
+
+
+# --------------------------------------------------------------------------------------------
+# e. The MCP Inspector CLI, in each of its protocol eras
+
+
+@pytest.mark.parametrize("era", ["legacy", "auto", "modern"])
+def test_the_inspector_gets_the_summary(litellm, lm, era):
+    """The Inspector validates every result it is sent; it starts loom with a minimal environment
+    of its own, so here the key is written into the config (loom accepts it with a warning)."""
+    from test_dataplane_inspector import INSPECTOR_CLI, NODE22, Inspector
+
+    for path in (NODE22, INSPECTOR_CLI):
+        if not path.is_file():
+            pytest.fail(f"{path} is missing: run .ci/setup-interop")
+    with_llm(lm, litellm.base_url)
+    lm.options["llm"]["apiKey"] = KEY
+    inspector = Inspector(lm, era)
+    result = inspector.call(f"{FS}_read_text_file", {"path": str(lm.fs_root / "service.log")})
+    shown = only_text(result, f"service.log through loom ({era})")
+    found = summary_header(shown)
+    assert found["model"] == MODEL and _number(found["before"]) == len(LOG), shown[:400]
+    assert shown.partition("\n")[2] == MOCK_SUMMARY
+    assert result.get("structuredContent") == {"content": shown}
+    assert KEY not in json.dumps(result)
