@@ -165,8 +165,47 @@ fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
     (at(0.5), at(0.99))
 }
 
+/// loom's side of one summary request alone, in this process: the 120,000-character input
+/// written as JSON, sent to the local endpoint, the answer read and checked.
+fn exchange_alone(port: u16) -> (f64, f64) {
+    let config = loom::config::LlmConfig {
+        provider: None,
+        base_url: format!("http://127.0.0.1:{port}/v1"),
+        api_key: loom::config::Secret::new("sk-bench".into()),
+        key_source: loom::config::KeySource::Literal,
+        model: "bench".into(),
+        timeout_ms: 20_000,
+        max_input_chars: 120_000,
+        max_in_flight: 4,
+    };
+    let summarizer = loom::llm::Summarizer::new(config).expect("client");
+    let input: String = service_log(6000).chars().take(120_000).collect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut samples = Vec::with_capacity(N);
+    runtime.block_on(async {
+        for i in 0..WARM + N {
+            let started = Instant::now();
+            let summary = summarizer.summarize(&input, None, 7000).await;
+            let took = started.elapsed();
+            assert!(summary.is_ok(), "{summary:?}");
+            if i >= WARM {
+                samples.push(took);
+            }
+        }
+    });
+    percentiles(samples)
+}
+
 fn main() {
     let endpoint = local_endpoint();
+    let (alone_p50, alone_p99) = exchange_alone(endpoint);
+    println!(
+        "one exchange alone (120,000 chars to the local endpoint and back): p50 {alone_p50:.3} ms \
+         p99 {alone_p99:.3} ms"
+    );
     let (cut, cut_header) = run(None);
     let (summary, summary_header) = run(Some(endpoint));
     let (refused, refused_header) = run(Some(closed_port()));
