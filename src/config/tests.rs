@@ -1471,3 +1471,19 @@ fn the_llm_examples_load() {
         assert!(config.warnings.is_empty(), "{name}: {:#?}", config.warnings);
     }
 }
+
+#[test]
+fn a_context_firewall_file_with_its_llm_block_switches_as_it_is() {
+    // The seed's own example, in Context Firewall's layout.
+    let config = ok(r#"{
+        "downstreams": {"fs": {"command": "npx", "args": ["-y", "server-filesystem", "/tmp"]}},
+        "llm": {"provider": "openrouter", "model": "your-model-name"},
+        "compression": {"default": {"maxOutputTokens": 2000, "llmSummary": true}}
+    }"#);
+    assert_eq!(config.format, ConfigFormat::ContextFirewall);
+    let llm = config.llm.as_ref().expect("llm");
+    assert_eq!(llm.model, "your-model-name");
+    assert_eq!(llm.base_url, "https://openrouter.ai/api/v1");
+    assert!(config.compression.resolve("fs", "read_file").llm_summary);
+    assert!(config.warnings.is_empty(), "{:#?}", config.warnings);
+}
