@@ -382,3 +382,31 @@ fn requests_in_flight_are_bounded_and_late_slots_are_not_used() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_call_cancelled_while_its_summary_is_awaited_leaves_nothing_held() {
+    let endpoint = Endpoint::start();
+    let (_dir, mut loom) = loom_with_llm(&endpoint.base_url(), "slow", json!({}));
+    let result = json!({"content": [{"type": "text", "text": service_log(3000)}]}).to_string();
+    let id = loom.request(
+        "tools/call",
+        json!({"name": "fx_raw", "arguments": {"json": result}}),
+    );
+    eventually("the summary is asked for", || {
+        !endpoint.requests().is_empty()
+    });
+    loom.notify(
+        "notifications/cancelled",
+        json!({"requestId": id, "reason": "the user pressed stop"}),
+    );
+    // The store as the session sees it: the original and the cut were never sent, so they go.
+    eventually("the cancelled call's documents are let go", || {
+        let stats: Value =
+            serde_json::from_str(&text_of(&loom.call_tool("loom_stats", json!({})))).expect("json");
+        stats["held"]["documents"] == 0
+    });
+    // And the endpoint's request was dropped with it.
+    eventually("the endpoint sees the request go", || {
+        endpoint.requests().len() == 1
+    });
+}

@@ -511,7 +511,13 @@ async fn run_modern(
                 },
                 relay.arguments.as_ref(),
             );
-            match gateway.decide(raw, origin).await {
+            // Cancelled while the result is decided (a model summary can take seconds): no
+            // answer, and what the decision held is let go with it.
+            let decided = tokio::select! {
+                decided = gateway.decide(raw, origin) => decided,
+                _ = cancelled.cancelled() => return,
+            };
+            match decided {
                 _ if cancelled.is_cancelled() => return,
                 Decided::PassThrough(raw, keep) => {
                     let raw = relay.era.shape_raw(raw, false);
@@ -656,8 +662,13 @@ async fn run(
                     },
                     relay.arguments.as_ref(),
                 );
-                match gateway.decide(raw.to_owned(), origin).await {
-                    // Cancelled while the result was being decided: no answer.
+                // Cancelled while the result is decided (a model summary can take seconds):
+                // no answer, and what the decision held is let go with it.
+                let decided = tokio::select! {
+                    decided = gateway.decide(raw.to_owned(), origin) => decided,
+                    _ = cancelled.cancelled() => return,
+                };
+                match decided {
                     _ if cancelled.is_cancelled() => return,
                     Decided::PassThrough(raw, keep) => {
                         let raw = relay.era.shape_raw(raw, false);

@@ -418,12 +418,21 @@ impl Gateway {
         })
         .await;
         let (mut pending, asks) = prepared.ok()?;
+        // A call dropped while the endpoint answers (the client cancelled it) never sends its
+        // result: what the reduction holds for it goes then.
+        let abandoned = LetGoUnlessDone {
+            store: &self.store,
+            refs: pending.reduction.held().to_vec(),
+            done: false,
+        };
         let answers = futures::future::join_all(
             asks.iter()
                 .map(|(input, cut, budget)| summarizer.summarize(input, *cut, *budget)),
         )
         .await;
         drop(asks);
+        let mut abandoned = abandoned;
+        abandoned.done = true;
         for (index, answer) in answers.into_iter().enumerate() {
             let failure = match answer {
                 Ok(summary) => {
@@ -987,4 +996,21 @@ struct ListsChanged {
     tools: bool,
     resources: bool,
     prompts: bool,
+}
+
+/// Store entries let go when dropped, unless `done` was set first.
+struct LetGoUnlessDone<'a> {
+    store: &'a crate::store::Store,
+    refs: Vec<String>,
+    done: bool,
+}
+
+impl Drop for LetGoUnlessDone<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            for reference in &self.refs {
+                self.store.remove(reference);
+            }
+        }
+    }
 }

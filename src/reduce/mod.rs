@@ -593,9 +593,17 @@ pub struct Reduction {
     structured_copy: bool,
     /// Blocks a model may summarise (SPEC §19.9), in the result's order.
     pub summarizable: Vec<Summarizable>,
+    /// Everything the reduction holds in the store (documents, blobs, datasets).
+    held: Vec<String>,
 }
 
 impl Reduction {
+    /// Everything this reduction put in the store: what to let go if its result is never sent
+    /// (the call was cancelled while a summary was awaited).
+    pub fn held(&self) -> &[String] {
+        &self.held
+    }
+
     /// Block `index`'s text becomes `composed` (from [`Summarizable::compose`]).
     pub fn summarized(&mut self, index: usize, composed: String) {
         let Some(block) = self.summarizable.get_mut(index) else {
@@ -772,6 +780,7 @@ pub fn reduce(
         changed: !reduced.is_empty(),
         structured_copy,
         summarizable,
+        held: held.refs,
     }))
 }
 
