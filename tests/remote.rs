@@ -5,7 +5,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 
 use common::*;
@@ -27,27 +27,10 @@ impl Remote {
     }
 
     fn start_on(port: u16, args: &[&str]) -> Remote {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/common/http_fixture.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .arg("--port")
-            .arg(port.to_string())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("python3 runs the HTTP fixture");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut first = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut first)
-            .expect("the fixture says where it listens");
-        let port = first
-            .trim()
-            .strip_prefix("listening on ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line: {first:?}"));
+        let port_arg = port.to_string();
+        let mut fixture_args = vec!["--port", port_arg.as_str()];
+        fixture_args.extend_from_slice(args);
+        let (mut child, port) = start_python_fixture("http_fixture.py", &fixture_args, true);
         let log = Arc::new(Mutex::new(String::new()));
         let sink = log.clone();
         let stderr = child.stderr.take().expect("stderr");

@@ -4,9 +4,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 
 use common::*;
 use serde_json::{Value, json};
@@ -26,25 +25,12 @@ impl Endpoint {
     fn start() -> Endpoint {
         let dir = tempfile::tempdir().expect("tempdir");
         let record = dir.path().join("requests.jsonl");
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/common/llm_endpoint.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .args(["--key", KEY, "--record"])
-            .arg(&record)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("python3 runs the endpoint");
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut first)
-            .expect("the endpoint says where it listens");
-        let port = first
-            .trim()
-            .strip_prefix("listening on ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected first line: {first:?}"));
+        let record_arg = record.to_str().expect("utf8");
+        let (child, port) = start_python_fixture(
+            "llm_endpoint.py",
+            &["--key", KEY, "--record", record_arg],
+            false,
+        );
         Endpoint {
             child,
             port,

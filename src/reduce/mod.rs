@@ -471,8 +471,11 @@ fn reduce_text(
     // answers whenever the summary does not come.
     let mut text_out = current.into_owned();
     let over_budget = text_out.chars().count() > budget_chars;
-    let stages_done = block.done.clone();
     let summary_text = (policy.llm_summary && over_budget).then(|| text_out.clone());
+    let stages_done = match summary_text {
+        Some(_) => block.done.clone(),
+        None => Vec::new(),
+    };
     let held_before_cut = block.held.refs.len();
 
     // Stage 5: the budget cut, over the text as it now is. When an earlier stage changed it,
@@ -729,7 +732,6 @@ pub fn reduce(
                 done: Vec::new(),
             };
             let outcome = reduce_text(&mut block, text, policy, security)?;
-            let current = outcome.reduced.clone().unwrap_or_else(|| text.clone());
             // What one result can cost at the endpoint is bounded too.
             let candidate = outcome
                 .summarizable
@@ -745,7 +747,7 @@ pub fn reduce(
                         }
                         candidate.held_for_summary = held.refs[before..].to_vec();
                     }
-                    candidate.current = current.clone();
+                    candidate.current = reduced_text.clone().unwrap_or_else(|| text.clone());
                     if let Some(new) = reduced_text {
                         reduced.push((text.clone(), new));
                     }

@@ -362,3 +362,39 @@ pub fn assert_not_error(line: &Line) {
         line.raw
     );
 }
+
+/// Start one of the Python fixture servers (`tests/common/<script>`, standard library only) with
+/// `args`, and wait until it prints `listening on PORT`: the process and its port. Its stderr is
+/// piped when `keep_stderr`, else dropped.
+pub fn start_python_fixture(
+    script: &str,
+    args: &[&str],
+    keep_stderr: bool,
+) -> (std::process::Child, u16) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/common")
+        .join(script);
+    let mut child = Command::new("python3")
+        .arg(&path)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(if keep_stderr {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .spawn()
+        .unwrap_or_else(|e| panic!("python3 runs {script}: {e}"));
+    let stdout = child.stdout.take().expect("stdout");
+    let mut first = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut first)
+        .expect("the fixture says where it listens");
+    let port = first
+        .trim()
+        .strip_prefix("listening on ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{script}: unexpected first line: {first:?}"));
+    (child, port)
+}
