@@ -198,6 +198,81 @@ fn a_long_log_is_summarised_with_a_pointer_to_its_whole_original() {
     assert!(!everything.contains(KEY), "the key leaked");
 }
 
+/// The token-limit members of each request the endpoint got, in order.
+fn limits_sent(endpoint: &Endpoint) -> Vec<(String, u64)> {
+    endpoint
+        .requests()
+        .iter()
+        .flat_map(|request| {
+            let body = request["body"].as_object().expect("a JSON body").clone();
+            body.into_iter()
+                .filter(|(member, _)| member.starts_with("max_"))
+                .map(|(member, value)| (member, value.as_u64().expect("a number")))
+        })
+        .collect()
+}
+
+#[test]
+fn the_token_limit_follows_what_the_endpoint_takes() {
+    // A reasoning model behind a plain baseUrl refuses `max_tokens` by name: asked once more
+    // with `max_completion_tokens` (room to reason included), and that way from then on.
+    let endpoint = Endpoint::start();
+    let (_dir, mut loom) = loom_with_llm(&endpoint.base_url(), "reasoning", json!({}));
+    let log = service_log(3000);
+    for _ in 0..2 {
+        let text = text_of(&call_with_text(&mut loom, &log));
+        assert!(
+            text.starts_with("[loom: text summarised by the model \"reasoning\""),
+            "{text:.300}"
+        );
+        assert!(text.contains("ERROR disk /var/data full"), "{text:.600}");
+    }
+    let summary_room = 7000 / 3 + 64;
+    let with_reasoning = summary_room + 4096;
+    assert_eq!(
+        limits_sent(&endpoint),
+        [
+            ("max_tokens".to_string(), summary_room),
+            ("max_completion_tokens".to_string(), with_reasoning),
+            ("max_completion_tokens".to_string(), with_reasoning),
+        ]
+    );
+    let stderr = loom.stderr_text();
+    assert_eq!(
+        stderr
+            .matches("the model endpoint refuses `max_tokens`")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    assert!(!stderr.contains("model summary failed"), "{stderr}");
+    let stats: Value =
+        serde_json::from_str(&text_of(&loom.call_tool("loom_stats", json!({})))).expect("json");
+    assert_eq!(stats["modelSummaries"]["summarized"], 2, "{stats:#}");
+    assert_eq!(stats["modelSummaries"]["fellBack"], 0, "{stats:#}");
+
+    // `provider: openai` starts with `max_completion_tokens`; an endpoint that predates it
+    // gets `max_tokens` once it says so.
+    let endpoint = Endpoint::start();
+    let (_dir, mut loom) = loom_with_llm(
+        &endpoint.base_url(),
+        "legacy-limit",
+        json!({"provider": "openai"}),
+    );
+    for _ in 0..2 {
+        let text = text_of(&call_with_text(&mut loom, &log));
+        assert!(text.contains("summarised by the model"), "{text:.300}");
+    }
+    assert_eq!(
+        limits_sent(&endpoint),
+        [
+            ("max_completion_tokens".to_string(), with_reasoning),
+            ("max_tokens".to_string(), summary_room),
+            ("max_tokens".to_string(), summary_room),
+        ]
+    );
+}
+
 #[test]
 fn every_way_the_endpoint_fails_answers_the_cut_text_and_warns_once() {
     let endpoint = Endpoint::start();

@@ -52,6 +52,7 @@ fn the_request_carries_the_text_and_the_instructions_only() {
             total_chars: 900,
         }),
         7000,
+        TokenLimit::MaxTokens,
     );
     assert_eq!(body["model"], "m-1");
     assert_eq!(body["stream"], false);
@@ -119,4 +120,77 @@ async fn a_closed_port_is_unreachable_not_an_error_of_the_call() {
         .await
         .expect_err("nothing listens on port 9");
     assert_eq!(failure.kind, FailureKind::Unreachable, "{}", failure.detail);
+}
+
+#[test]
+fn the_token_limit_leaves_a_reasoning_model_room_to_think() {
+    let with = |limit| request_body("m", "text", None, 7000, limit);
+    let members = |body: &Value| -> Vec<String> {
+        body.as_object().expect("object").keys().cloned().collect()
+    };
+    let plain = with(TokenLimit::MaxTokens);
+    assert_eq!(
+        members(&plain),
+        ["model", "messages", "max_tokens", "stream"]
+    );
+    assert_eq!(plain["max_tokens"], 7000 / 3 + 64);
+    let reasoning = with(TokenLimit::MaxCompletionTokens);
+    assert_eq!(
+        members(&reasoning),
+        ["model", "messages", "max_completion_tokens", "stream"]
+    );
+    assert_eq!(
+        reasoning["max_completion_tokens"],
+        7000 / 3 + 64 + REASONING_ALLOWANCE_TOKENS
+    );
+    // A budget past what any summary needs is capped.
+    assert_eq!(
+        TokenLimit::MaxTokens.tokens(1_000_000),
+        MAX_COMPLETION_TOKENS
+    );
+    assert_eq!(
+        TokenLimit::for_provider(Some("openai")),
+        TokenLimit::MaxCompletionTokens
+    );
+    assert_eq!(
+        TokenLimit::for_provider(Some("deepseek")),
+        TokenLimit::MaxTokens
+    );
+    assert_eq!(TokenLimit::for_provider(None), TokenLimit::MaxTokens);
+}
+
+#[test]
+fn only_a_refusal_of_the_member_itself_switches_the_token_limit() {
+    let openai = r#"{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}"#;
+    assert!(refuses_member(openai, "max_tokens"));
+    // The same body does not refuse what it recommends (`error.param` names the one at fault).
+    assert!(!refuses_member(openai, "max_completion_tokens"));
+    let azure =
+        r#"{"error":{"message":"Unrecognized request argument supplied: max_completion_tokens"}}"#;
+    assert!(refuses_member(azure, "max_completion_tokens"));
+    assert!(!refuses_member(azure, "max_tokens"));
+    let pydantic = r#"{"detail":[{"type":"extra_forbidden","loc":["body","max_completion_tokens"],"msg":"Extra inputs are not permitted"}]}"#;
+    assert!(refuses_member(pydantic, "max_completion_tokens"));
+    // A value the endpoint does not take is not a refusal of the member: no second request.
+    let too_many = r#"{"error":{"message":"max_tokens is too large: 9000. This model supports at most 4096 completion tokens.","param":"max_tokens"}}"#;
+    assert!(!refuses_member(too_many, "max_tokens"));
+    let context = r#"{"error":{"message":"This model's maximum context length is 8192 tokens"}}"#;
+    assert!(!refuses_member(context, "max_tokens"));
+}
+
+#[test]
+fn a_limit_spent_on_reasoning_says_so() {
+    let answer = br#"{"choices":[{"message":{"content":""},"finish_reason":"length"}],
+        "usage":{"prompt_tokens":900,"completion_tokens":2400,
+                 "completion_tokens_details":{"reasoning_tokens":2400}}}"#;
+    let failure = parse_answer(answer).expect_err("cut off");
+    assert_eq!(failure.kind, FailureKind::CutOff);
+    assert!(
+        failure
+            .detail
+            .contains("2400 of its 2400 tokens spent reasoning"),
+        "{}",
+        failure.detail
+    );
+    assert_eq!(failure.completion_tokens, 2400);
 }

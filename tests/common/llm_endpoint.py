@@ -29,6 +29,11 @@ Serves `POST /v1/chat/completions` (and `POST /chat/completions`, for base URLs 
     long          200, content of 100,000 characters
     cutoff        200, like `summary` but finish_reason "length"
     no-choices    200, {"object":"chat.completion","choices":[]}
+    reasoning     as OpenAI's reasoning models: 400 to `max_tokens` (OpenAI's own error body);
+                  `max_completion_tokens` counts 3,000 tokens of reasoning before the summary,
+                  and a limit too small for both answers content "" with finish_reason "length"
+    legacy-limit  as servers that predate `max_completion_tokens`: 400 to it (Azure's error
+                  text), a summary otherwise
 
 `--port 0` (the default) picks a free port on 127.0.0.1. `--record PATH` appends one JSON line
 per request to PATH — {"method", "path", "authorization", "contentType", "body"}, the body
@@ -79,10 +84,13 @@ HTML_ERROR_PAGE = (
 # bytes are not.
 MALFORMED_BODY = b'{"choices": [ {"message": '
 
+# What the `reasoning` model spends thinking before it writes its summary.
+REASONING_TOKENS = 3000
 
-def openai_error(message: str, error_type: str, code: str | None = None) -> bytes:
+
+def openai_error(message: str, error_type: str, code: str | None = None, param: str | None = None) -> bytes:
     """An error body in the shape OpenAI uses, which clients parse for `error.message`."""
-    error: dict[str, Any] = {"message": message, "type": error_type}
+    error: dict[str, Any] = {"message": message, "type": error_type, "param": param}
     if code is not None:
         error["code"] = code
     return json.dumps({"error": error}).encode()
@@ -345,7 +353,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         messages = request.get("messages") if isinstance(request.get("messages"), list) else []
         try:
-            self.answer(model, messages)
+            self.answer(model, messages, request)
         except DISCONNECTED:
             # The client gave up (a test's timeout, or loom refusing a body over its limit).
             self.close_connection = True
@@ -366,7 +374,7 @@ class Handler(BaseHTTPRequestHandler):
                     return False
         return True
 
-    def answer(self, model: str, messages: list[Any]) -> None:
+    def answer(self, model: str, messages: list[Any], request: dict[str, Any]) -> None:
         if model == "status-503":
             self.send_body(503, openai_error("the model is overloaded, try again later", "server_error", "overloaded"),
                            "application/json")
@@ -401,12 +409,39 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, chat_completion(model, summarize(last_user_text(messages)), messages, "length"))
         elif model == "no-choices":
             self.send_json(200, {"object": "chat.completion", "choices": []})
+        elif model == "reasoning":
+            self.answer_reasoning(model, messages, request)
+        elif model == "legacy-limit" and "max_completion_tokens" in request:
+            self.send_body(400, openai_error("Unrecognized request argument supplied: max_completion_tokens",
+                                             "invalid_request_error"), "application/json")
         else:
             if model == "slow" and not self.wait_unless_gone(SLOW_SECONDS):
                 return
             # `summary`, and any model this fixture does not know, as a real provider would
             # answer a model name it serves.
             self.send_json(200, chat_completion(model, summarize(last_user_text(messages)), messages))
+
+    def answer_reasoning(self, model: str, messages: list[Any], request: dict[str, Any]) -> None:
+        if "max_tokens" in request:
+            self.send_body(400, openai_error(
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead.",
+                "invalid_request_error", "unsupported_parameter", "max_tokens"), "application/json")
+            return
+        content = summarize(last_user_text(messages))
+        limit = request.get("max_completion_tokens")
+        if isinstance(limit, int) and limit < REASONING_TOKENS + len(content) // 4:
+            # The whole limit went to reasoning: nothing written, as such a model answers.
+            answer = chat_completion(model, "", messages, "length")
+            spent = min(limit, REASONING_TOKENS)
+        else:
+            answer = chat_completion(model, content, messages)
+            spent = REASONING_TOKENS
+        usage = answer["usage"]
+        usage["completion_tokens"] += spent
+        usage["total_tokens"] += spent
+        usage["completion_tokens_details"] = {"reasoning_tokens": spent}
+        self.send_json(200, answer)
 
 
 def main() -> None:

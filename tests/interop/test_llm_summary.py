@@ -6,10 +6,11 @@ tests/interop/requirements-litellm.txt) serving a mock model offline.
                                    --HTTP---> LiteLLM proxy, model "loom-mock" (mock_response)
 
 One LiteLLM proxy serves the whole module (it takes 7-20 s to start; loom starts are cheap). Its
-config has three models: `loom-mock` answers MOCK_SUMMARY to anything (with LiteLLM's own
+config has four models: `loom-mock` answers MOCK_SUMMARY to anything (with LiteLLM's own
 `usage`), `loom-wordy` answers more than the budget, and `loom-relay` passes the request on to our
 fixture endpoint (tests/common/llm_endpoint.py), whose answer is made from the text it was sent, so
-the log is shown to travel loom → LiteLLM → model and back.
+the log is shown to travel loom → LiteLLM → model and back; `loom-reasoning` passes it on to the
+fixture's `reasoning` model, which refuses `max_tokens` as OpenAI's reasoning models do.
 
 - Every client mode (SDK 2.x `auto`, `2026-07-28`, `legacy` and SDK 1.x; over stdio and over
   `loom serve --http`): the log read through loom is the model's summary under the header that
@@ -22,6 +23,9 @@ the log is shown to travel loom → LiteLLM → model and back.
   endpoint was listening.
 - The key is in nothing loom wrote or answered: results, its log at debug level, the report file,
   the snapshot, `loom check`.
+- A reasoning model behind LiteLLM: its refusal of `max_tokens`, in LiteLLM's words, makes loom
+  ask once more with `max_completion_tokens`, and that way from then on; `provider: "openai"`
+  asks that way from the start, and LiteLLM takes it.
 - A key LiteLLM refuses (it answers 400 "No connected db." for a key that is not its master key),
   and an answer over the budget: the call succeeds with exactly the cut text loom gives without the
   stage, and one warning is logged.
@@ -73,6 +77,7 @@ MOCK_SUMMARY = (
 )
 # An answer over the budget (7,000 characters): loom must not use it.
 WORDY_MODEL = "loom-wordy"
+REASONING_MODEL = "loom-reasoning"
 WORDY_SUMMARY = "The service answered GET /api/items with 200. " * 180
 
 # A deterministic service log: 6,000 lines (~450,000 characters, far over maxInputChars 120,000)
@@ -194,8 +199,8 @@ class LiteLLMProxy:
 
 @pytest.fixture(scope="module")
 def litellm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiteLLMProxy]:
-    """One LiteLLM proxy for the module, offline, with the models `loom-mock`, `loom-wordy` and
-    `loom-relay` (and the fixture endpoint behind the last)."""
+    """One LiteLLM proxy for the module, offline, with the models `loom-mock`, `loom-wordy`,
+    `loom-relay` and `loom-reasoning` (and the fixture endpoint behind the last two)."""
     if not LITELLM.is_file():
         why = f"{LITELLM.relative_to(REPO_ROOT)} is missing: run .ci/setup-interop (tests/interop/requirements-litellm.txt)"
         if _in_ci():
@@ -209,6 +214,7 @@ def litellm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiteLLMProxy]:
             {"model_name": MODEL, "litellm_params": {"model": f"openai/{MODEL}", "api_key": "unused", "mock_response": MOCK_SUMMARY}},
             {"model_name": WORDY_MODEL, "litellm_params": {"model": f"openai/{WORDY_MODEL}", "api_key": "unused", "mock_response": WORDY_SUMMARY}},
             {"model_name": RELAY_MODEL, "litellm_params": {"model": "openai/summary", "api_base": relay.base_url, "api_key": RELAY_KEY}},
+            {"model_name": REASONING_MODEL, "litellm_params": {"model": "openai/reasoning", "api_base": relay.base_url, "api_key": RELAY_KEY}},
         ],
         "general_settings": {"master_key": KEY},
     }
@@ -450,6 +456,42 @@ async def test_the_text_reaches_the_model_through_litellm(lm, litellm):
     assert (int(marker[2]), int(marker[3])) == (head.count("\n") + 1, LOG_LINES - tail.count("\n")), marker[0]
     assert len(head) > 2 * len(tail), "about three quarters head"
     assert "read_text_file" not in json.dumps(messages) and str(lm.fs_root) not in json.dumps(messages), "no tool or argument goes out"
+
+
+def _limits(requests: list[dict[str, Any]]) -> list[list[str]]:
+    return [[member for member in request["body"] if member.startswith("max_")] for request in requests]
+
+
+async def test_a_reasoning_model_behind_litellm_is_asked_with_max_completion_tokens(lm, litellm):
+    """The fixture's `reasoning` model refuses `max_tokens` with OpenAI's error; LiteLLM hands
+    the refusal back in its own words, loom asks once more with `max_completion_tokens` (room to
+    reason included) and asks that way from then on. With `provider: "openai"` loom starts with
+    it, and LiteLLM takes it (SPEC §19.9)."""
+    path = str(lm.fs_root / "service.log")
+    before = len(litellm.relay.requests())
+    with_llm(lm, litellm.base_url, REASONING_MODEL)
+    async with through_loom(lm, "stdio", "sdk2-auto") as loom:
+        for call in (1, 2):
+            shown = only_text(await loom.client.call(f"{FS}_read_text_file", {"path": path}), f"reasoning, call {call}")
+            assert "text summarised by the model" in shown.partition("\n")[0], (shown[:200], [{k: v for k, v in r["body"].items() if k != "messages"} for r in litellm.relay.requests()[before:]])
+            assert summary_header(shown)["model"] == REASONING_MODEL, shown[:300]
+            assert shown.partition("\n")[2].startswith("Summary (fixture): "), shown[:300]
+        figures = (await stats(loom.client))["modelSummaries"]
+    assert figures["summarized"] == 2 and figures["fellBack"] == 0, figures
+    assert figures["completionTokens"] > 2 * 3000, "the reasoning tokens LiteLLM passed on are counted"
+    assert _limits(litellm.relay.requests()[before:]) == [["max_tokens"], ["max_completion_tokens"], ["max_completion_tokens"]]
+    stderr = loom.stderr()
+    assert stderr.count("the model endpoint refuses `max_tokens`") == 1, stderr[-2000:]
+    assert not failures(stderr), failures(stderr)
+
+    before = len(litellm.relay.requests())
+    with_llm(lm, litellm.base_url, REASONING_MODEL)
+    lm.options["llm"]["provider"] = "openai"
+    async with through_loom(lm, "stdio", "sdk2-legacy") as loom:
+        shown = only_text(await loom.client.call(f"{FS}_read_text_file", {"path": path}), "provider openai")
+        assert summary_header(shown)["model"] == REASONING_MODEL, shown[:300]
+    assert _limits(litellm.relay.requests()[before:]) == [["max_completion_tokens"]]
+    assert "refuses" not in loom.stderr() and not failures(loom.stderr())
 
 
 # --------------------------------------------------------------------------------------------
