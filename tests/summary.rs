@@ -106,6 +106,15 @@ fn call_with_text(loom: &mut RawClient, text: &str) -> Line {
     loom.call_tool("fx_raw", json!({"json": result.to_string()}))
 }
 
+/// loom's log once it has `needle`: the log is read from a pipe by another thread, so a line
+/// written before an answer may still be on its way when the answer is read.
+fn stderr_with(loom: &RawClient, needle: &str) -> String {
+    eventually(&format!("loom logs {needle:?}"), || {
+        loom.stderr_text().contains(needle)
+    });
+    loom.stderr_text()
+}
+
 fn text_of(line: &Line) -> String {
     assert_not_error(line);
     first_text(line)
@@ -237,7 +246,7 @@ fn the_token_limit_follows_what_the_endpoint_takes() {
             ("max_completion_tokens".to_string(), with_reasoning),
         ]
     );
-    let stderr = loom.stderr_text();
+    let stderr = stderr_with(&loom, "the model endpoint refuses `max_tokens`");
     assert_eq!(
         stderr
             .matches("the model endpoint refuses `max_tokens`")
@@ -270,6 +279,60 @@ fn the_token_limit_follows_what_the_endpoint_takes() {
             ("max_tokens".to_string(), summary_room),
             ("max_tokens".to_string(), summary_room),
         ]
+    );
+
+    // An older model that writes at most 4,096 tokens finds the room to reason too large:
+    // asked once more without it, and without it from then on.
+    let endpoint = Endpoint::start();
+    let (_dir, mut loom) = loom_with_llm(
+        &endpoint.base_url(),
+        "small-output",
+        json!({"provider": "openai"}),
+    );
+    for _ in 0..2 {
+        let text = text_of(&call_with_text(&mut loom, &log));
+        assert!(text.contains("summarised by the model"), "{text:.300}");
+    }
+    assert_eq!(
+        limits_sent(&endpoint),
+        [
+            ("max_completion_tokens".to_string(), with_reasoning),
+            ("max_completion_tokens".to_string(), summary_room),
+            ("max_completion_tokens".to_string(), summary_room),
+        ]
+    );
+    let stderr = stderr_with(&loom, "loom leaves out the room to reason from now on");
+    assert_eq!(
+        stderr
+            .matches("loom leaves out the room to reason from now on")
+            .count(),
+        1,
+        "{stderr}"
+    );
+
+    // An endpoint that refuses both members: each call asks twice and falls back, and no
+    // switch is remembered (it would flap).
+    let endpoint = Endpoint::start();
+    let (_dir, mut loom) = loom_with_llm(&endpoint.base_url(), "refuses-both", json!({}));
+    for _ in 0..2 {
+        let text = text_of(&call_with_text(&mut loom, &log));
+        assert!(text.starts_with("[loom: text reduced"), "{text:.300}");
+    }
+    assert_eq!(
+        limits_sent(&endpoint),
+        [
+            ("max_tokens".to_string(), summary_room),
+            ("max_completion_tokens".to_string(), with_reasoning),
+            ("max_tokens".to_string(), summary_room),
+            ("max_completion_tokens".to_string(), with_reasoning),
+        ]
+    );
+    let stderr = stderr_with(&loom, "model summary failed");
+    assert!(!stderr.contains("from now on"), "{stderr}");
+    assert_eq!(
+        stderr.matches("model summary failed").count(),
+        1,
+        "{stderr}"
     );
 }
 
@@ -312,7 +375,7 @@ fn every_way_the_endpoint_fails_answers_the_cut_text_and_warns_once() {
             let expected = cut.replace("doc_1", &format!("doc_{call}"));
             assert_eq!(text, expected, "{model}: the cut text answers");
         }
-        let stderr = loom.stderr_text();
+        let stderr = stderr_with(&loom, "model summary failed");
         let warned: Vec<&str> = stderr
             .lines()
             .filter(|l| l.contains("model summary failed"))
@@ -361,8 +424,7 @@ fn a_wrong_key_and_a_closed_port_fall_back_too() {
     loom.initialize();
     let text = text_of(&call_with_text(&mut loom, &log));
     assert!(text.starts_with("[loom: text reduced"), "{text:.200}");
-    let stderr = loom.stderr_text();
-    assert!(stderr.contains("(error status): HTTP 401"), "{stderr}");
+    let stderr = stderr_with(&loom, "(error status): HTTP 401");
     assert!(!stderr.contains("sk-wrong-one"));
 
     // Nothing listens: the call still answers, at once.
@@ -374,7 +436,7 @@ fn a_wrong_key_and_a_closed_port_fall_back_too() {
         loom_with_llm(&format!("http://127.0.0.1:{port}/v1"), "summary", json!({}));
     let text = text_of(&call_with_text(&mut loom, &log));
     assert!(text.starts_with("[loom: text reduced"), "{text:.200}");
-    assert!(loom.stderr_text().contains("(endpoint unreachable)"));
+    stderr_with(&loom, "(endpoint unreachable)");
 }
 
 #[test]
@@ -394,8 +456,8 @@ fn errors_denials_and_texts_within_the_budget_are_never_sent() {
 }
 
 /// Four calls at once through a loom whose endpoint never answers in time: what the endpoint
-/// saw, as (requests, the most in flight at once), and loom's log.
-fn four_at_once(max_in_flight: u64) -> (usize, u64, String) {
+/// saw, as (requests, the most in flight at once), and loom's log once it has each of `logged`.
+fn four_at_once(max_in_flight: u64, logged: &[&str]) -> (usize, u64, String) {
     let endpoint = Endpoint::start();
     let (_dir, mut loom) = loom_with_llm(
         &endpoint.base_url(),
@@ -424,50 +486,61 @@ fn four_at_once(max_in_flight: u64) -> (usize, u64, String) {
         .filter_map(|r| r["inFlight"].as_u64())
         .max()
         .unwrap_or(0);
+    for needle in logged {
+        stderr_with(&loom, needle);
+    }
     (requests.len(), most, loom.stderr_text())
 }
 
 #[test]
 fn requests_in_flight_are_bounded_and_late_slots_are_not_used() {
-    let (sent, most, stderr) = four_at_once(4);
+    let (sent, most, stderr) = four_at_once(4, &["(timeout)"]);
     assert_eq!((sent, most), (4, 4), "unbounded enough, all four overlap");
     assert!(!stderr.contains("(all slots busy)"), "{stderr}");
 
     // Two slots: two requests time out holding them; the other two would get them with no
     // time left, and give up instead of sending.
-    let (sent, most, stderr) = four_at_once(2);
-    assert_eq!((sent, most), (2, 2));
-    assert!(stderr.contains("(timeout)"), "{stderr}");
-    assert!(
-        stderr.contains("(all slots busy): 2 requests in flight (llm.maxInFlight)"),
-        "{stderr}"
+    let (sent, most, _) = four_at_once(
+        2,
+        &[
+            "(timeout)",
+            "(all slots busy): 2 requests in flight (llm.maxInFlight)",
+        ],
     );
+    assert_eq!((sent, most), (2, 2));
 }
 
 #[test]
 fn a_call_cancelled_while_its_summary_is_awaited_leaves_nothing_held() {
-    let endpoint = Endpoint::start();
-    let (_dir, mut loom) = loom_with_llm(&endpoint.base_url(), "slow", json!({}));
     let result = json!({"content": [{"type": "text", "text": service_log(3000)}]}).to_string();
-    let id = loom.request(
-        "tools/call",
-        json!({"name": "fx_raw", "arguments": {"json": result}}),
-    );
-    eventually("the summary is asked for", || {
-        !endpoint.requests().is_empty()
-    });
-    loom.notify(
-        "notifications/cancelled",
-        json!({"requestId": id, "reason": "the user pressed stop"}),
-    );
-    // The store as the session sees it: the original and the cut were never sent, so they go.
-    eventually("the cancelled call's documents are let go", || {
-        let stats: Value =
-            serde_json::from_str(&text_of(&loom.call_tool("loom_stats", json!({})))).expect("json");
-        stats["held"]["documents"] == 0
-    });
-    // And the endpoint's request was dropped with it.
-    eventually("the endpoint sees the request go", || {
-        endpoint.requests().len() == 1
-    });
+    // A plain call takes the direct lane; one through loom_call takes rmcp's path.
+    let direct = json!({"name": "fx_raw", "arguments": {"json": result}});
+    let through_rmcp = json!({"name": "loom_call", "arguments": {"tool": "fx_raw", "arguments": {"json": result}}});
+    for (lane, params) in [("direct", direct), ("rmcp", through_rmcp)] {
+        let endpoint = Endpoint::start();
+        let (_dir, mut loom) = loom_with_llm(&endpoint.base_url(), "slow", json!({}));
+        let id = loom.request("tools/call", params);
+        eventually(&format!("{lane}: the summary is asked for"), || {
+            !endpoint.requests().is_empty()
+        });
+        loom.notify(
+            "notifications/cancelled",
+            json!({"requestId": id, "reason": "the user pressed stop"}),
+        );
+        // The store as the session sees it: the original and the cut were never sent, so
+        // they go (before the 30 s the slow model takes, and the 20 s of timeoutMs).
+        eventually(
+            &format!("{lane}: the cancelled call's documents are let go"),
+            || {
+                let stats: Value =
+                    serde_json::from_str(&text_of(&loom.call_tool("loom_stats", json!({}))))
+                        .expect("json");
+                stats["held"]["documents"] == 0
+            },
+        );
+        // And the endpoint's request was dropped with it.
+        eventually(&format!("{lane}: the endpoint sees the request go"), || {
+            endpoint.requests().len() == 1
+        });
+    }
 }

@@ -273,7 +273,19 @@ impl Gateway {
         origin: Origin,
         context: &rmcp::service::RequestContext<rmcp::service::RoleServer>,
     ) -> rmcp::model::ServerResult {
-        match self.decide(raw, origin).await {
+        // Cancelled while the result is decided (a model summary can take seconds): the
+        // decision is dropped, and with it the request to the model and what the reduction
+        // held. rmcp drops the answer to a request its client cancelled; the token is also
+        // cancelled when loom's service stops, and then this error may still go out.
+        let decided = tokio::select! {
+            decided = self.decide(raw, origin) => decided,
+            () = context.ct.cancelled() => {
+                return rmcp::model::ServerResult::CallToolResult(crate::tools::error_result(
+                    "loom: the call was cancelled (by the client, or loom is stopping)",
+                ));
+            }
+        };
+        match decided {
             Decided::PassThrough(raw, _keep) => {
                 self.pass_on(forward::Forwarded::Raw(raw), context, false)
             }

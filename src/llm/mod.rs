@@ -1,6 +1,7 @@
-//! The model summary stage's client (SPEC §19.9): one OpenAI-compatible `chat/completions`
-//! request per text that the deterministic stages left over the budget, with a factual summary
-//! back — or a [`Failure`], after which the deterministic result answers.
+//! The model summary stage's client (SPEC §19.9): an OpenAI-compatible `chat/completions`
+//! request for each text that the deterministic stages left over the budget, with a factual
+//! summary back — or a [`Failure`], after which the deterministic result answers. (A request
+//! whose token limit the endpoint refuses is asked again, at most twice, within the same time.)
 //!
 //! Bounded whatever the endpoint does: `maxInFlight` requests at once across every session, the
 //! whole exchange (waiting for a slot included) within `timeoutMs`, the answer read up to a
@@ -149,45 +150,133 @@ impl TokenLimit {
     /// the prompt asking for less than the budget; at most 8,192, the most some providers take
     /// for `max_tokens`, DeepSeek's among them), plus room to reason where the limit counts
     /// reasoning too.
-    fn tokens(self, budget_chars: usize) -> usize {
+    fn tokens(self, budget_chars: usize, reasoning_room: bool) -> usize {
         let summary = (budget_chars / 3 + 64).min(MAX_COMPLETION_TOKENS);
         match self {
-            TokenLimit::MaxTokens => summary,
-            TokenLimit::MaxCompletionTokens => summary + REASONING_ALLOWANCE_TOKENS,
+            TokenLimit::MaxCompletionTokens if reasoning_room => {
+                summary + REASONING_ALLOWANCE_TOKENS
+            }
+            _ => summary,
         }
     }
 }
 
-/// Whether an error body refuses the request member `member` itself (rather than its value):
-/// it names the member and says it is not supported / not known. OpenAI: `Unsupported
-/// parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens'
-/// instead.`; Azure: `Unrecognized request argument supplied: max_completion_tokens`; servers
-/// validating with pydantic: `Extra inputs are not permitted` at `["body",
-/// "max_completion_tokens"]`.
-fn refuses_member(body: &str, member: &str) -> bool {
-    // OpenAI names the member at fault in `error.param`: a body about another one (its refusal
-    // of `max_tokens` recommends `max_completion_tokens`) is not about this one.
-    let param = serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| v.pointer("/error/param")?.as_str().map(str::to_string));
-    if param.is_some_and(|param| param != member) {
-        return false;
+/// What an error status says about the token limit sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LimitComplaint {
+    /// The member itself is refused: OpenAI's `Unsupported parameter: 'max_tokens' is not
+    /// supported with this model. Use 'max_completion_tokens' instead.` (`param: "max_tokens"`),
+    /// Azure's `Unrecognized request argument supplied: max_completion_tokens`, pydantic's
+    /// `Extra inputs are not permitted` at `["body", "max_completion_tokens"]`.
+    Member,
+    /// The value is more than the model writes: `max_tokens is too large: 12288. This model
+    /// supports at most 4096 completion tokens`.
+    TooLarge,
+}
+
+const REFUSAL_MARKERS: &[&str] = &[
+    "unsupported",
+    "not supported",
+    "does not support",
+    "unrecognized",
+    "unrecognised",
+    "unknown",
+    "unexpected",
+    "extra",
+    "not permitted",
+    "not allowed",
+];
+const TOO_LARGE_MARKERS: &[&str] = &[
+    "too large",
+    "at most",
+    "exceeds",
+    "maximum",
+    "must be less",
+    "less than or equal",
+];
+
+/// What `body` (an error answer) says about the token limit `member`, if anything: read from
+/// the error's own statements only, never from the request a validator echoes back (`input`:
+/// the tool output is in it, and may say anything).
+fn limit_complaint(body: &str, member: &str) -> Option<LimitComplaint> {
+    let parsed = serde_json::from_str::<Value>(body).ok();
+    // OpenAI names the member at fault in `error.param`: its refusal of `max_tokens`
+    // recommends `max_completion_tokens`, and is not about that one.
+    let param = parsed
+        .as_ref()
+        .and_then(|v| v.pointer("/error/param")?.as_str());
+    let statements: Vec<String> = match &parsed {
+        Some(value) => error_statements(value),
+        // A plain-text error is one statement.
+        None => vec![body.chars().take(2000).collect()],
     }
-    let body = body.to_ascii_lowercase();
+    .into_iter()
+    .map(|statement| statement.to_ascii_lowercase())
+    .collect();
+    let says = |statement: &str, markers: &[&str]| markers.iter().any(|m| statement.contains(m));
     // `max_tokens` is not inside `max_completion_tokens`, so neither name matches the other.
-    body.contains(member)
-        && [
-            "unsupported",
-            "not supported",
-            "unrecognized",
-            "unrecognised",
-            "unknown",
-            "extra",
-            "not permitted",
-            "not allowed",
-        ]
+    if param.is_none_or(|param| param == member)
+        && statements
+            .iter()
+            .any(|s| s.contains(member) && says(s, REFUSAL_MARKERS))
+    {
+        return Some(LimitComplaint::Member);
+    }
+    let about_the_limit = |s: &str| {
+        s.contains("max_tokens")
+            || s.contains("max_completion_tokens")
+            || s.contains("completion tokens")
+    };
+    statements
         .iter()
-        .any(|marker| body.contains(marker))
+        .any(|s| about_the_limit(s) && says(s, TOO_LARGE_MARKERS))
+        .then_some(LimitComplaint::TooLarge)
+}
+
+/// The statements of a JSON error body, each with what it names: `error` (a string, or its
+/// `param`, `code` and `message`), a top-level `message`, and `detail` (a string, or each
+/// entry's `loc`, `type` and `msg`, as pydantic writes them).
+fn error_statements(value: &Value) -> Vec<String> {
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_string();
+    let mut statements = Vec::new();
+    match value.get("error") {
+        Some(Value::String(error)) => statements.push(error.clone()),
+        Some(error) => statements.push(format!(
+            "{} {} {}",
+            text(error.get("param")),
+            text(error.get("code")),
+            text(error.get("message"))
+        )),
+        None => {}
+    }
+    if let Some(message) = value.get("message").and_then(Value::as_str) {
+        statements.push(message.to_string());
+    }
+    match value.get("detail") {
+        Some(Value::String(detail)) => statements.push(detail.clone()),
+        Some(Value::Array(entries)) => {
+            for entry in entries {
+                let location: Vec<String> = entry
+                    .get("loc")
+                    .and_then(Value::as_array)
+                    .map(|parts| {
+                        parts
+                            .iter()
+                            .map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                statements.push(format!(
+                    "{} {} {}",
+                    location.join("."),
+                    text(entry.get("type")),
+                    text(entry.get("msg"))
+                ));
+            }
+        }
+        _ => {}
+    }
+    statements
 }
 
 /// Why one request gave no summary.
@@ -195,13 +284,18 @@ enum Refused {
     /// The endpoint refused the token limit's member by name: worth asking once more with
     /// the other one.
     Member(Failure),
+    /// The endpoint found the token limit too large: worth asking once more without the room
+    /// to reason.
+    TooLarge(Failure),
     Other(Failure),
 }
 
 impl Refused {
     fn into_failure(self) -> Failure {
         match self {
-            Refused::Member(failure) | Refused::Other(failure) => failure,
+            Refused::Member(failure) | Refused::TooLarge(failure) | Refused::Other(failure) => {
+                failure
+            }
         }
     }
 }
@@ -221,9 +315,9 @@ pub struct Summarizer {
     /// Whether the next request limits its answer with `max_completion_tokens` (else
     /// `max_tokens`); flipped, for every later request, when the endpoint refuses one by name.
     completion_tokens: AtomicBool,
-    /// Whether a switch of the token limit was logged at info level (later ones go to debug:
-    /// an endpoint that refuses both members would otherwise log one per call).
-    switch_logged: AtomicBool,
+    /// Whether `max_completion_tokens` carries room to reason; dropped, for every later
+    /// request, when the endpoint finds the limit too large and takes it without.
+    reasoning_room: AtomicBool,
     /// Failure kinds already warned about: the log says each once, not once per call.
     warned: Mutex<HashSet<FailureKind>>,
     /// Requests holding or waiting for a slot.
@@ -265,7 +359,7 @@ impl Summarizer {
             completion_tokens: AtomicBool::new(
                 TokenLimit::for_provider(config.provider) == TokenLimit::MaxCompletionTokens,
             ),
-            switch_logged: AtomicBool::new(false),
+            reasoning_room: AtomicBool::new(true),
             config,
             http,
             warned: Mutex::new(HashSet::new()),
@@ -338,46 +432,71 @@ impl Summarizer {
         }
     }
 
-    /// One request, and a second with the other token limit when the endpoint refuses the
-    /// first one's by name (both within the caller's deadline).
+    /// One request; asked again with the other token limit's member when the endpoint refuses
+    /// the first one's by name, and without the room to reason when it finds the limit too
+    /// large (at most three requests, all within the caller's deadline). What worked is
+    /// remembered for later requests — unless the retry was refused the same way.
     async fn exchange(
         &self,
         input: &str,
         cut: Option<InputCut>,
         budget_chars: usize,
     ) -> Result<Summary, Failure> {
-        let limit = self.token_limit();
-        match self.request(input, cut, budget_chars, limit).await {
-            Err(Refused::Member(failure)) => {
-                let other = limit.other();
-                // Another request may have switched already; switching back would flap.
-                if self
-                    .completion_tokens
-                    .compare_exchange(
-                        limit == TokenLimit::MaxCompletionTokens,
-                        other == TokenLimit::MaxCompletionTokens,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok()
-                {
-                    let said = format!(
-                        "the model endpoint refuses `{}` ({}); loom asks with `{}` from now on",
-                        limit.member(),
-                        failure.detail,
-                        other.member()
-                    );
-                    if self.switch_logged.swap(true, Ordering::Relaxed) {
-                        tracing::debug!("{said}");
-                    } else {
-                        tracing::info!("{said}");
-                    }
+        let first = self.token_limit();
+        let mut limit = first;
+        let mut room = self.reasoning_room.load(Ordering::Relaxed);
+        let mut switched: Option<String> = None;
+        let mut room_dropped: Option<String> = None;
+        loop {
+            let answer = self.request(input, cut, budget_chars, limit, room).await;
+            match answer {
+                Err(Refused::Member(failure)) if switched.is_none() => {
+                    switched = Some(failure.detail);
+                    limit = limit.other();
                 }
-                self.request(input, cut, budget_chars, other)
-                    .await
-                    .map_err(Refused::into_failure)
+                Err(Refused::TooLarge(failure))
+                    if limit == TokenLimit::MaxCompletionTokens
+                        && room
+                        && room_dropped.is_none() =>
+                {
+                    room_dropped = Some(failure.detail);
+                    room = false;
+                }
+                answer => {
+                    if let Some(detail) = switched
+                        && !matches!(answer, Err(Refused::Member(_)))
+                    {
+                        self.remember_limit(first, limit, &detail);
+                    }
+                    if let Some(detail) = room_dropped
+                        && !matches!(answer, Err(Refused::TooLarge(_)))
+                        && self.reasoning_room.swap(false, Ordering::Relaxed)
+                    {
+                        tracing::info!(
+                            "the model endpoint finds the token limit too large ({detail}); \
+                             loom leaves out the room to reason from now on"
+                        );
+                    }
+                    return answer.map_err(Refused::into_failure);
+                }
             }
-            answer => answer.map_err(Refused::into_failure),
+        }
+    }
+
+    /// `from` was refused and `to` was not: later requests use `to`.
+    fn remember_limit(&self, from: TokenLimit, to: TokenLimit, detail: &str) {
+        let uses = |limit| limit == TokenLimit::MaxCompletionTokens;
+        // Another request may have switched already.
+        if self
+            .completion_tokens
+            .compare_exchange(uses(from), uses(to), Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            tracing::info!(
+                "the model endpoint refuses `{}` ({detail}); loom asks with `{}` from now on",
+                from.member(),
+                to.member()
+            );
         }
     }
 
@@ -387,8 +506,16 @@ impl Summarizer {
         cut: Option<InputCut>,
         budget_chars: usize,
         limit: TokenLimit,
+        reasoning_room: bool,
     ) -> Result<Summary, Refused> {
-        let body = request_body(&self.config.model, input, cut, budget_chars, limit);
+        let body = request_body(
+            &self.config.model,
+            input,
+            cut,
+            budget_chars,
+            limit.tokens(budget_chars, reasoning_room),
+            limit,
+        );
         let mut bearer = reqwest::header::HeaderValue::from_str(&format!(
             "Bearer {}",
             self.config.api_key.expose()
@@ -438,12 +565,14 @@ impl Summarizer {
                         .unwrap_or_default()
                 ),
             );
-            let refused =
-                matches!(status.as_u16(), 400 | 422) && refuses_member(&said, limit.member());
-            return Err(if refused {
-                Refused::Member(failure)
-            } else {
-                Refused::Other(failure)
+            let complaint = match status.as_u16() {
+                400 | 422 => limit_complaint(&said, limit.member()),
+                _ => None,
+            };
+            return Err(match complaint {
+                Some(LimitComplaint::Member) => Refused::Member(failure),
+                Some(LimitComplaint::TooLarge) => Refused::TooLarge(failure),
+                None => Refused::Other(failure),
             });
         }
         let media = content_type
@@ -519,6 +648,7 @@ fn request_body(
     input: &str,
     cut: Option<InputCut>,
     budget_chars: usize,
+    tokens: usize,
     limit: TokenLimit,
 ) -> Value {
     let target = budget_chars * 9 / 10;
@@ -551,7 +681,7 @@ fn request_body(
             {"role": "user", "content": input},
         ],
     });
-    body[limit.member()] = json!(limit.tokens(budget_chars));
+    body[limit.member()] = json!(tokens);
     body["stream"] = json!(false);
     body
 }

@@ -52,6 +52,7 @@ fn the_request_carries_the_text_and_the_instructions_only() {
             total_chars: 900,
         }),
         7000,
+        TokenLimit::MaxTokens.tokens(7000, true),
         TokenLimit::MaxTokens,
     );
     assert_eq!(body["model"], "m-1");
@@ -124,7 +125,8 @@ async fn a_closed_port_is_unreachable_not_an_error_of_the_call() {
 
 #[test]
 fn the_token_limit_leaves_a_reasoning_model_room_to_think() {
-    let with = |limit| request_body("m", "text", None, 7000, limit);
+    let with =
+        |limit: TokenLimit| request_body("m", "text", None, 7000, limit.tokens(7000, true), limit);
     let members = |body: &Value| -> Vec<String> {
         body.as_object().expect("object").keys().cloned().collect()
     };
@@ -143,9 +145,14 @@ fn the_token_limit_leaves_a_reasoning_model_room_to_think() {
         reasoning["max_completion_tokens"],
         7000 / 3 + 64 + REASONING_ALLOWANCE_TOKENS
     );
+    // Without the room (an endpoint found the limit too large), the summary's tokens only.
+    assert_eq!(
+        TokenLimit::MaxCompletionTokens.tokens(7000, false),
+        7000 / 3 + 64
+    );
     // A budget past what any summary needs is capped.
     assert_eq!(
-        TokenLimit::MaxTokens.tokens(1_000_000),
+        TokenLimit::MaxTokens.tokens(1_000_000, true),
         MAX_COMPLETION_TOKENS
     );
     assert_eq!(
@@ -160,22 +167,46 @@ fn the_token_limit_leaves_a_reasoning_model_room_to_think() {
 }
 
 #[test]
-fn only_a_refusal_of_the_member_itself_switches_the_token_limit() {
+fn what_an_error_says_about_the_token_limit() {
+    use LimitComplaint::{Member, TooLarge};
     let openai = r#"{"error":{"message":"Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}"#;
-    assert!(refuses_member(openai, "max_tokens"));
+    assert_eq!(limit_complaint(openai, "max_tokens"), Some(Member));
     // The same body does not refuse what it recommends (`error.param` names the one at fault).
-    assert!(!refuses_member(openai, "max_completion_tokens"));
+    assert_eq!(limit_complaint(openai, "max_completion_tokens"), None);
+    // As LiteLLM hands it back.
+    let litellm = r#"{"error":{"message":"litellm.BadRequestError: OpenAIException - Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.","type":"invalid_request_error","param":"max_tokens","code":"400"}}"#;
+    assert_eq!(limit_complaint(litellm, "max_tokens"), Some(Member));
     let azure =
         r#"{"error":{"message":"Unrecognized request argument supplied: max_completion_tokens"}}"#;
-    assert!(refuses_member(azure, "max_completion_tokens"));
-    assert!(!refuses_member(azure, "max_tokens"));
-    let pydantic = r#"{"detail":[{"type":"extra_forbidden","loc":["body","max_completion_tokens"],"msg":"Extra inputs are not permitted"}]}"#;
-    assert!(refuses_member(pydantic, "max_completion_tokens"));
-    // A value the endpoint does not take is not a refusal of the member: no second request.
-    let too_many = r#"{"error":{"message":"max_tokens is too large: 9000. This model supports at most 4096 completion tokens.","param":"max_tokens"}}"#;
-    assert!(!refuses_member(too_many, "max_tokens"));
-    let context = r#"{"error":{"message":"This model's maximum context length is 8192 tokens"}}"#;
-    assert!(!refuses_member(context, "max_tokens"));
+    assert_eq!(
+        limit_complaint(azure, "max_completion_tokens"),
+        Some(Member)
+    );
+    assert_eq!(limit_complaint(azure, "max_tokens"), None);
+    let pydantic = r#"{"detail":[{"type":"extra_forbidden","loc":["body","max_completion_tokens"],"msg":"Extra inputs are not permitted","input":4000}]}"#;
+    assert_eq!(
+        limit_complaint(pydantic, "max_completion_tokens"),
+        Some(Member)
+    );
+    let plain_text = "Unrecognized request argument supplied: max_completion_tokens";
+    assert_eq!(
+        limit_complaint(plain_text, "max_completion_tokens"),
+        Some(Member)
+    );
+    // A value more than the model writes: worth asking without the room to reason.
+    let too_many = r#"{"error":{"message":"max_tokens is too large: 12288. This model supports at most 4096 completion tokens, whereas you provided 12288.","type":"invalid_request_error","param":"max_tokens","code":null}}"#;
+    assert_eq!(limit_complaint(too_many, "max_tokens"), Some(TooLarge));
+    assert_eq!(
+        limit_complaint(too_many, "max_completion_tokens"),
+        Some(TooLarge)
+    );
+    // Neither: the context is full, or a validator complains about something else while it
+    // echoes the request (the tool output in it says "unknown" and "not allowed").
+    let context = r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (8000 in the messages, 1000 in the completion)."}}"#;
+    assert_eq!(limit_complaint(context, "max_tokens"), None);
+    let echoed = r#"{"detail":[{"type":"missing","loc":["body","model"],"msg":"Field required","input":{"messages":[{"role":"user","content":"unknown host; extra retries not allowed; too large at most"}],"max_tokens":2397}}]}"#;
+    assert_eq!(limit_complaint(echoed, "max_tokens"), None);
+    assert_eq!(limit_complaint("<html>502</html>", "max_tokens"), None);
 }
 
 #[test]

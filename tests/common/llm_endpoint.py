@@ -34,6 +34,9 @@ Serves `POST /v1/chat/completions` (and `POST /chat/completions`, for base URLs 
                   and a limit too small for both answers content "" with finish_reason "length"
     legacy-limit  as servers that predate `max_completion_tokens`: 400 to it (Azure's error
                   text), a summary otherwise
+    small-output  as OpenAI's older models, which write at most 4,096 tokens: 400 to a larger
+                  `max_tokens` or `max_completion_tokens` (OpenAI's "too large" error)
+    refuses-both  400 to either member, named as OpenAI names an unsupported parameter
 
 `--port 0` (the default) picks a free port on 127.0.0.1. `--record PATH` appends one JSON line
 per request to PATH — {"method", "path", "authorization", "contentType", "body"}, the body
@@ -86,6 +89,9 @@ MALFORMED_BODY = b'{"choices": [ {"message": '
 
 # What the `reasoning` model spends thinking before it writes its summary.
 REASONING_TOKENS = 3000
+# The most the `small-output` model writes.
+SMALL_OUTPUT_TOKENS = 4096
+TOKEN_LIMITS = ("max_tokens", "max_completion_tokens")
 
 
 def openai_error(message: str, error_type: str, code: str | None = None, param: str | None = None) -> bytes:
@@ -411,6 +417,18 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(200, {"object": "chat.completion", "choices": []})
         elif model == "reasoning":
             self.answer_reasoning(model, messages, request)
+        elif model == "small-output" and any(
+                isinstance(request.get(m), int) and request[m] > SMALL_OUTPUT_TOKENS for m in TOKEN_LIMITS):
+            asked = max(request.get(m) or 0 for m in TOKEN_LIMITS)
+            self.send_body(400, openai_error(
+                f"max_tokens is too large: {asked}. This model supports at most {SMALL_OUTPUT_TOKENS} "
+                f"completion tokens, whereas you provided {asked}.", "invalid_request_error", None, "max_tokens"),
+                "application/json")
+        elif model == "refuses-both" and any(m in request for m in TOKEN_LIMITS):
+            member = next(m for m in TOKEN_LIMITS if m in request)
+            self.send_body(400, openai_error(
+                f"Unsupported parameter: '{member}' is not supported with this model.",
+                "invalid_request_error", "unsupported_parameter", member), "application/json")
         elif model == "legacy-limit" and "max_completion_tokens" in request:
             self.send_body(400, openai_error("Unrecognized request argument supplied: max_completion_tokens",
                                              "invalid_request_error"), "application/json")
