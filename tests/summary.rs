@@ -223,117 +223,111 @@ fn limits_sent(endpoint: &Endpoint) -> Vec<(String, u64)> {
 
 #[test]
 fn the_token_limit_follows_what_the_endpoint_takes() {
-    // A reasoning model behind a plain baseUrl refuses `max_tokens` by name: asked once more
-    // with `max_completion_tokens` (room to reason included), and that way from then on.
-    let endpoint = Endpoint::start();
-    let (_dir, mut loom) = loom_with_llm(&endpoint.base_url(), "reasoning", json!({}));
+    const SUMMARY: u64 = 7000 / 3 + 64;
+    const REASONING: u64 = SUMMARY + 4096;
+    const PLAIN: &str = "max_tokens";
+    const COMPLETION: &str = "max_completion_tokens";
     let log = service_log(3000);
-    for _ in 0..2 {
-        let text = text_of(&call_with_text(&mut loom, &log));
-        assert!(
-            text.starts_with("[loom: text summarised by the model \"reasoning\""),
-            "{text:.300}"
+    // (model, llm keys, summarised?, the limits sent over two calls, the one line logged)
+    type Case = (
+        &'static str,
+        Value,
+        bool,
+        &'static [(&'static str, u64)],
+        &'static str,
+    );
+    let cases: [Case; 4] = [
+        // A reasoning model behind a plain baseUrl refuses `max_tokens` by name: asked once
+        // more with `max_completion_tokens` (room to reason included), and so from then on.
+        (
+            "reasoning",
+            json!({}),
+            true,
+            &[
+                (PLAIN, SUMMARY),
+                (COMPLETION, REASONING),
+                (COMPLETION, REASONING),
+            ],
+            "the model endpoint refuses `max_tokens`",
+        ),
+        // `provider: openai` starts with `max_completion_tokens`; an endpoint that predates
+        // it gets `max_tokens` once it says so.
+        (
+            "legacy-limit",
+            json!({"provider": "openai"}),
+            true,
+            &[(COMPLETION, REASONING), (PLAIN, SUMMARY), (PLAIN, SUMMARY)],
+            "the model endpoint refuses `max_completion_tokens`",
+        ),
+        // An older model that writes at most 4,096 tokens finds the room to reason too
+        // large: asked once more without it, and without it from then on.
+        (
+            "small-output",
+            json!({"provider": "openai"}),
+            true,
+            &[
+                (COMPLETION, REASONING),
+                (COMPLETION, SUMMARY),
+                (COMPLETION, SUMMARY),
+            ],
+            "loom leaves out the room to reason from now on",
+        ),
+        // An endpoint that refuses both members: each call asks twice and falls back, and no
+        // switch is remembered (it would flap).
+        (
+            "refuses-both",
+            json!({}),
+            false,
+            &[
+                (PLAIN, SUMMARY),
+                (COMPLETION, REASONING),
+                (PLAIN, SUMMARY),
+                (COMPLETION, REASONING),
+            ],
+            "model summary failed (error status)",
+        ),
+    ];
+    for (model, llm, summarised, limits, logged) in cases {
+        let endpoint = Endpoint::start();
+        let (_dir, mut loom) = loom_with_llm(&endpoint.base_url(), model, llm);
+        for _ in 0..2 {
+            let text = text_of(&call_with_text(&mut loom, &log));
+            let header = text.lines().next().unwrap_or("");
+            if summarised {
+                let expected = format!("[loom: text summarised by the model \"{model}\"");
+                assert!(header.starts_with(&expected), "{model}: {header}");
+                assert!(text.contains("ERROR disk /var/data full"), "{text:.600}");
+            } else {
+                assert!(
+                    header.starts_with("[loom: text reduced"),
+                    "{model}: {header}"
+                );
+            }
+        }
+        let sent: Vec<(String, u64)> = limits
+            .iter()
+            .map(|(member, tokens)| (member.to_string(), *tokens))
+            .collect();
+        assert_eq!(limits_sent(&endpoint), sent, "{model}");
+        let stderr = stderr_with(&loom, logged);
+        assert_eq!(stderr.matches(logged).count(), 1, "{model}: {stderr}");
+        assert_eq!(
+            stderr.contains("from now on"),
+            summarised,
+            "{model}: a switch is remembered only when it worked: {stderr}"
         );
-        assert!(text.contains("ERROR disk /var/data full"), "{text:.600}");
+        let stats: Value =
+            serde_json::from_str(&text_of(&loom.call_tool("loom_stats", json!({})))).expect("json");
+        let (summarized, fell_back) = if summarised { (2, 0) } else { (0, 2) };
+        assert_eq!(
+            stats["modelSummaries"]["summarized"], summarized,
+            "{model}: {stats:#}"
+        );
+        assert_eq!(
+            stats["modelSummaries"]["fellBack"], fell_back,
+            "{model}: {stats:#}"
+        );
     }
-    let summary_room = 7000 / 3 + 64;
-    let with_reasoning = summary_room + 4096;
-    assert_eq!(
-        limits_sent(&endpoint),
-        [
-            ("max_tokens".to_string(), summary_room),
-            ("max_completion_tokens".to_string(), with_reasoning),
-            ("max_completion_tokens".to_string(), with_reasoning),
-        ]
-    );
-    let stderr = stderr_with(&loom, "the model endpoint refuses `max_tokens`");
-    assert_eq!(
-        stderr
-            .matches("the model endpoint refuses `max_tokens`")
-            .count(),
-        1,
-        "{stderr}"
-    );
-    assert!(!stderr.contains("model summary failed"), "{stderr}");
-    let stats: Value =
-        serde_json::from_str(&text_of(&loom.call_tool("loom_stats", json!({})))).expect("json");
-    assert_eq!(stats["modelSummaries"]["summarized"], 2, "{stats:#}");
-    assert_eq!(stats["modelSummaries"]["fellBack"], 0, "{stats:#}");
-
-    // `provider: openai` starts with `max_completion_tokens`; an endpoint that predates it
-    // gets `max_tokens` once it says so.
-    let endpoint = Endpoint::start();
-    let (_dir, mut loom) = loom_with_llm(
-        &endpoint.base_url(),
-        "legacy-limit",
-        json!({"provider": "openai"}),
-    );
-    for _ in 0..2 {
-        let text = text_of(&call_with_text(&mut loom, &log));
-        assert!(text.contains("summarised by the model"), "{text:.300}");
-    }
-    assert_eq!(
-        limits_sent(&endpoint),
-        [
-            ("max_completion_tokens".to_string(), with_reasoning),
-            ("max_tokens".to_string(), summary_room),
-            ("max_tokens".to_string(), summary_room),
-        ]
-    );
-
-    // An older model that writes at most 4,096 tokens finds the room to reason too large:
-    // asked once more without it, and without it from then on.
-    let endpoint = Endpoint::start();
-    let (_dir, mut loom) = loom_with_llm(
-        &endpoint.base_url(),
-        "small-output",
-        json!({"provider": "openai"}),
-    );
-    for _ in 0..2 {
-        let text = text_of(&call_with_text(&mut loom, &log));
-        assert!(text.contains("summarised by the model"), "{text:.300}");
-    }
-    assert_eq!(
-        limits_sent(&endpoint),
-        [
-            ("max_completion_tokens".to_string(), with_reasoning),
-            ("max_completion_tokens".to_string(), summary_room),
-            ("max_completion_tokens".to_string(), summary_room),
-        ]
-    );
-    let stderr = stderr_with(&loom, "loom leaves out the room to reason from now on");
-    assert_eq!(
-        stderr
-            .matches("loom leaves out the room to reason from now on")
-            .count(),
-        1,
-        "{stderr}"
-    );
-
-    // An endpoint that refuses both members: each call asks twice and falls back, and no
-    // switch is remembered (it would flap).
-    let endpoint = Endpoint::start();
-    let (_dir, mut loom) = loom_with_llm(&endpoint.base_url(), "refuses-both", json!({}));
-    for _ in 0..2 {
-        let text = text_of(&call_with_text(&mut loom, &log));
-        assert!(text.starts_with("[loom: text reduced"), "{text:.300}");
-    }
-    assert_eq!(
-        limits_sent(&endpoint),
-        [
-            ("max_tokens".to_string(), summary_room),
-            ("max_completion_tokens".to_string(), with_reasoning),
-            ("max_tokens".to_string(), summary_room),
-            ("max_completion_tokens".to_string(), with_reasoning),
-        ]
-    );
-    let stderr = stderr_with(&loom, "model summary failed");
-    assert!(!stderr.contains("from now on"), "{stderr}");
-    assert_eq!(
-        stderr.matches("model summary failed").count(),
-        1,
-        "{stderr}"
-    );
 }
 
 #[test]
