@@ -368,6 +368,39 @@ mod hostile_input {
     }
 
     #[test]
+    fn numbers_keep_their_exact_value() {
+        // Doubles written with all their digits, as computed values are: serde_json's default
+        // parser reads about one in six of these one unit off in the last place (-467994906.20534164
+        // as -467994906.2053416), and the summary would show a value the document does not
+        // have. `float_roundtrip` reads them exactly.
+        let values = [
+            "-467994906.20534164",
+            "215492859907334.66",
+            "32504232141700.918",
+            "2.9867642218664106e-10",
+            "9.429956218848283e-6",
+        ];
+        let text = format!(
+            "{{\"readings\": [{}], \"notes\": \"{}\"}}",
+            values.join(", "),
+            "n".repeat(2000)
+        );
+        let (s, out, ..) = run(&text, &opts());
+        let summary = s.expect("a summary").json;
+        for value in values {
+            assert!(summary.contains(value), "{value} not in {summary:.300}");
+        }
+        let readings: Vec<f64> = out["readings"]
+            .as_array()
+            .expect("kept whole")
+            .iter()
+            .map(|v| v.as_f64().expect("a number"))
+            .collect();
+        let exact: Vec<f64> = values.iter().map(|v| v.parse().expect("f64")).collect();
+        assert_eq!(readings, exact);
+    }
+
+    #[test]
     fn no_document_ref_means_plain_markers() {
         let text = json!({"list": (0..100).map(|i| format!("item number {i}")).collect::<Vec<_>>(), "s": "q".repeat(500)}).to_string();
         let s = summarize(&text, &JsonOptions::default(), &mut |_, _| None).unwrap();
