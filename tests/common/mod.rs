@@ -57,6 +57,8 @@ pub struct RawClient {
     /// Lines read but not yet claimed (notifications, requests, other responses).
     pending: VecDeque<Line>,
     pub stderr: Arc<Mutex<String>>,
+    /// Signalled when the child's stderr reaches its end: all of it is in `stderr`.
+    stderr_closed: Receiver<()>,
     next_id: i64,
 }
 
@@ -99,6 +101,7 @@ impl RawClient {
         });
         let log = Arc::new(Mutex::new(String::new()));
         let sink = log.clone();
+        let (closed_tx, closed_rx) = channel();
         thread::spawn(move || {
             let reader = BufReader::new(stderr);
             for line in reader.lines().map_while(Result::ok) {
@@ -109,6 +112,7 @@ impl RawClient {
                 log.push_str(&line);
                 log.push('\n');
             }
+            let _ = closed_tx.send(());
         });
         Self {
             stdin: child.stdin.take(),
@@ -116,6 +120,7 @@ impl RawClient {
             lines: rx,
             pending: VecDeque::new(),
             stderr: log,
+            stderr_closed: closed_rx,
             next_id: 1,
         }
     }
@@ -272,6 +277,10 @@ impl RawClient {
         let deadline = Instant::now() + PATIENCE;
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
+                // What it wrote last (the session report, say) may still be in the pipe. A
+                // server that outlived it holding the same stderr would keep it open: wait a
+                // little, not for ever.
+                let _ = self.stderr_closed.recv_timeout(Duration::from_secs(5));
                 return status;
             }
             if Instant::now() > deadline {
