@@ -1,7 +1,7 @@
 //! A real S3-compatible server (moto, from `.ci/venv-data`, made by `.ci/setup-data`) on
 //! loopback, one per test binary, plus the few raw S3 calls the tests need (make a bucket, delete
-//! an object). Without the venv a test fails under CI (`CI` set) and otherwise is skipped with a
-//! loud notice.
+//! an object). Without the venv a test fails when every test is required (`.ci/test` sets
+//! `LOOM_STRICT_TESTS=1`; `CI` set counts too) and otherwise is skipped with a loud notice.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 
-pub const SETUP_HINT: &str =
-    "run `bash .ci/run` (everything CI runs) or `bash .ci/setup-data` (installs .ci/venv-data)";
+pub const SETUP_HINT: &str = "run `bash .ci/test` (README's test command: installs everything and runs every test) or \
+     `bash .ci/setup-data` (installs .ci/venv-data)";
 
 /// Credentials moto accepts; the secret is distinctive so tests can look for leaks.
 pub const ACCESS_KEY: &str = "AKIALOOMTESTKEY";
@@ -24,8 +24,12 @@ pub struct Moto {
     _child: Mutex<Child>,
 }
 
+/// Whether every test must run: under `.ci/test` (`LOOM_STRICT_TESTS=1`) or CI (`CI` set).
 pub fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0")
+    let set = |name: &str| {
+        std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "false" && v != "0")
+    };
+    set("LOOM_STRICT_TESTS") || set("CI")
 }
 
 pub fn data_python() -> PathBuf {
