@@ -7,7 +7,9 @@
 //! * A string that looks like a secret wherever it appears (a `Bearer …` or `Basic …`
 //!   credential, a JWT, a PEM private key, a GitHub, GitLab, Slack, Stripe, npm, PyPI, Google
 //!   or AWS key, an `sk-…` key) is replaced too; a URL's password (`postgres://user:pw@host`)
-//!   is replaced inside the URL, which is kept.
+//!   is replaced inside the URL, which is kept; so are the values of a URL's query parameters
+//!   named like credentials (`?token=…`, `?api_key=…`, `?sig=…`) or shaped like one, and the
+//!   value of a `Cookie:` / `Set-Cookie:` header line.
 //! * Other strings are cut at 200 characters.
 
 use serde_json::{Map, Value};
@@ -101,14 +103,99 @@ fn without_url_password(text: &str) -> Option<String> {
     (!secret_value(&checked)).then_some(kept)
 }
 
+/// Query parameter names that carry a credential beyond [`secret_key`]'s: signed URLs' `sig`
+/// and `X-Amz-Signature`-style members are caught by it, `?key=` by `loom check`'s words.
+fn secret_query_name(name: &str) -> bool {
+    secret_key(name) || crate::config::is_sensitive_name(name) || name.eq_ignore_ascii_case("sig")
+}
+
+/// `text` with the values of its URLs' credential query parameters and of its `Cookie:` /
+/// `Set-Cookie:` header lines replaced; the rest of the text as it was.
+fn without_query_and_cookie_secrets(text: &str) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    let mut out: Cow<'_, str> = Cow::Borrowed(text);
+    if text.contains("://") && text.contains('?') {
+        out = Cow::Owned(mask_query_values(&out));
+    }
+    if out.to_ascii_lowercase().contains("cookie:") {
+        out = Cow::Owned(mask_cookie_lines(&out));
+    }
+    out
+}
+
+/// Every `name=value` of a URL's query (from `?` to `#` or the URL's end: whitespace, a quote
+/// or an angle bracket) whose name or value says credential gets `[redacted]` as its value.
+fn mask_query_values(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(scheme) = rest.find("://") {
+        let end_of_url = rest[scheme..]
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '`'))
+            .map_or(rest.len(), |n| scheme + n);
+        let url = &rest[..end_of_url];
+        match url[scheme..].find('?') {
+            Some(q) => {
+                let query_start = scheme + q + 1;
+                let query_end = url[query_start..]
+                    .find('#')
+                    .map_or(url.len(), |n| query_start + n);
+                out.push_str(&url[..query_start]);
+                let pairs: Vec<String> = url[query_start..query_end]
+                    .split('&')
+                    .map(|pair| match pair.split_once('=') {
+                        Some((name, value)) if secret_query_name(name) || secret_value(value) => {
+                            format!("{name}={REDACTED}")
+                        }
+                        _ => pair.to_string(),
+                    })
+                    .collect();
+                out.push_str(&pairs.join("&"));
+                out.push_str(&url[query_end..]);
+            }
+            None => out.push_str(url),
+        }
+        rest = &rest[end_of_url..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A `Cookie:` or `Set-Cookie:` header line keeps its name; its value, to the end of the line,
+/// becomes `[redacted]`.
+fn mask_cookie_lines(text: &str) -> String {
+    text.split_inclusive('\n')
+        .map(|line| {
+            let lower = line.to_ascii_lowercase();
+            match lower.find("cookie:") {
+                Some(at) => {
+                    let value_start = at + "cookie:".len();
+                    let ending = if line.ends_with("\r\n") {
+                        "\r\n"
+                    } else if line.ends_with('\n') {
+                        "\n"
+                    } else {
+                        ""
+                    };
+                    format!("{} {REDACTED}{ending}", &line[..value_start])
+                }
+                None => line.to_string(),
+            }
+        })
+        .collect()
+}
+
 fn redact_value(value: &Value) -> Value {
     match value {
-        Value::String(s) if secret_value(s) => Value::String(
-            without_url_password(s)
-                .map(|kept| crate::common::text::cut(&kept, MAX_STRING_CHARS))
-                .unwrap_or_else(|| REDACTED.into()),
-        ),
-        Value::String(s) => Value::String(crate::common::text::cut(s, MAX_STRING_CHARS)),
+        Value::String(s) => {
+            let s = without_query_and_cookie_secrets(s);
+            Value::String(if secret_value(&s) {
+                without_url_password(&s)
+                    .map(|kept| crate::common::text::cut(&kept, MAX_STRING_CHARS))
+                    .unwrap_or_else(|| REDACTED.into())
+            } else {
+                crate::common::text::cut(&s, MAX_STRING_CHARS)
+            })
+        }
         Value::Array(items) => Value::Array(items.iter().map(redact_value).collect()),
         Value::Object(map) => Value::Object(redact_object(map)),
         other => other.clone(),
@@ -219,6 +306,37 @@ mod tests {
         let mixed =
             json!({"m": "postgres://a:b@h/x with ghp_abcdefghijklmnopqrstuvwxyz0123456789"});
         assert_eq!(arguments(mixed.as_object())["m"], REDACTED);
+    }
+
+    #[test]
+    fn url_query_credentials_and_cookies_are_redacted() {
+        let args = json!({
+            "url": "https://api.example.com/v1/items?page=2&access_token=abc123&q=x#top",
+            "signed": "see https://b.s3.example.com/o?X-Amz-Signature=f00d&X-Amz-Expires=60 now",
+            "google": "https://maps.example.com/api?key=AIzaLikeValue&city=Paris",
+            "plain": "https://example.com/search?q=rust&page=1",
+            "request": "GET / HTTP/1.1\r\nHost: a\r\nCookie: sid=s3cr3t; theme=dark\r\nAccept: */*",
+            "note": "set-cookie: id=42",
+        });
+        let out = arguments(args.as_object());
+        assert_eq!(
+            out["url"],
+            "https://api.example.com/v1/items?page=2&access_token=[redacted]&q=x#top"
+        );
+        assert_eq!(
+            out["signed"],
+            "see https://b.s3.example.com/o?X-Amz-Signature=[redacted]&X-Amz-Expires=60 now"
+        );
+        assert_eq!(
+            out["google"],
+            "https://maps.example.com/api?key=[redacted]&city=Paris"
+        );
+        assert_eq!(out["plain"], "https://example.com/search?q=rust&page=1");
+        assert_eq!(
+            out["request"],
+            "GET / HTTP/1.1\r\nHost: a\r\nCookie: [redacted]\r\nAccept: */*"
+        );
+        assert_eq!(out["note"], "set-cookie: [redacted]");
     }
 
     #[test]

@@ -538,6 +538,35 @@ fn bombs() -> Vec<Bomb> {
             ),
             Error(&[VALUE_BOUND]),
         ),
+        q(
+            "GROUP BY CUBE of 14 expressions (16,384 grouping sets)",
+            format!(
+                "SELECT count(*) AS n FROM {U} GROUP BY CUBE({})",
+                list(14, ", ", |i| format!("id % {}", i + 2))
+            ),
+            Error(&[REFUSED]),
+        ),
+        q(
+            "GROUPING SETS crossed with ROLLUP (8 × 11 sets)",
+            format!(
+                "SELECT count(*) AS n FROM {U} GROUP BY CUBE(id % 2, id % 3, id % 5), ROLLUP({})",
+                list(10, ", ", |i| format!("id % {}", i + 7))
+            ),
+            Error(&[REFUSED]),
+        ),
+        q(
+            "GROUP BY CUBE of 4 expressions (allowed)",
+            format!("SELECT count(*) AS n FROM {U} GROUP BY CUBE(id % 2, id % 3, id % 5, id % 7)"),
+            SuccessOr(&[]),
+        ),
+        q(
+            "array_has_all of a 4.2 M-element list against itself",
+            format!(
+                "SELECT array_has_all(l, l) AS b FROM \
+                 (SELECT array_agg(a.id + b.order_id) AS l FROM {U} a, {O} b) s"
+            ),
+            Error(&[VALUE_BOUND]),
+        ),
     ]
 }
 

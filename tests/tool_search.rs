@@ -203,11 +203,19 @@ fn assert_ours_is_best(scores: &[(&str, (f64, f64)); 3]) {
 }
 
 /// Queries written after the scorer was tuned on `queries.json` and never tuned against: the
-/// honest estimate. Only the comparison is asserted.
+/// honest estimate, the figure README gives beside the tuned one. The floor is what it scores
+/// today (13 of 16 at 5); a change to the scorer must not lower it (the goal is 0.90).
 #[test]
 fn bm25f_holds_up_on_queries_written_after_tuning() {
     let tools = load_tools();
-    assert_ours_is_best(&compare("holdout.json", &tools));
+    let scores = compare("holdout.json", &tools);
+    let ours = scores[0].1;
+    assert!(
+        ours.1 >= 0.8,
+        "held-out recall@5 {:.3} is under 0.8",
+        ours.1
+    );
+    assert_ours_is_best(&scores);
 }
 
 /// What `categories` says about each real server (printed for review), and "did you mean" on the

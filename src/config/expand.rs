@@ -21,7 +21,15 @@ pub(crate) enum ExpandError {
     BadName {
         reference: String,
     },
+    /// A default nested inside more than `MAX_NESTING` others (`at` as in `Unterminated`).
+    TooDeep {
+        at: usize,
+    },
 }
+
+/// How deep `${A:-${B:-…}}` defaults may nest. Real configs use one or two levels; the bound keeps
+/// a hostile file from exhausting the stack of the recursive parser and evaluator.
+pub(crate) const MAX_NESTING: usize = 16;
 
 impl fmt::Display for ExpandError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -38,6 +46,11 @@ impl fmt::Display for ExpandError {
                 f,
                 "invalid variable reference `{reference}`: expected `${{NAME}}` or `${{NAME:-default}}`, \
                  where NAME is letters, digits and `_`, not starting with a digit"
+            ),
+            ExpandError::TooDeep { at } => write!(
+                f,
+                "variable defaults nest more than {MAX_NESTING} deep at character {at}: \
+                 write at most {MAX_NESTING} levels of `${{NAME:-${{…}}}}`"
             ),
         }
     }
@@ -65,7 +78,11 @@ pub(crate) fn expand(
     if !input.contains('$') {
         return Ok(input.to_owned());
     }
-    let mut parser = Parser { s: input, pos: 0 };
+    let mut parser = Parser {
+        s: input,
+        pos: 0,
+        depth: 0,
+    };
     let pieces = parser.sequence(false).map_err(|e| vec![e])?;
     let mut out = String::with_capacity(input.len());
     let mut errors = Vec::new();
@@ -107,6 +124,8 @@ struct Parser<'a> {
     s: &'a str,
     /// Byte offset; only ever moved across ASCII bytes, so it stays on a char boundary.
     pos: usize,
+    /// How many `:-` defaults enclose the current position.
+    depth: usize,
 }
 
 impl<'a> Parser<'a> {
@@ -179,8 +198,16 @@ impl<'a> Parser<'a> {
                 })
             }
             Some(b':') if bytes.get(end + 1) == Some(&b'-') => {
+                if self.depth >= MAX_NESTING {
+                    return Err(ExpandError::TooDeep {
+                        at: s[..start].chars().count() + 1,
+                    });
+                }
                 self.pos = end + 2;
-                let default = self.sequence(true)?;
+                self.depth += 1;
+                let default = self.sequence(true);
+                self.depth -= 1;
+                let default = default?;
                 if bytes.get(self.pos) != Some(&b'}') {
                     return Err(unterminated());
                 }
@@ -227,6 +254,21 @@ mod tests {
     fn run(input: &str) -> Result<String, Vec<ExpandError>> {
         let env = env_of(&[("HOME", "/home/u"), ("EMPTY", ""), ("TOKEN", "t$k${X}")]);
         expand(input, &env, false)
+    }
+
+    #[test]
+    fn nested_defaults_are_bounded_before_they_exhaust_the_stack() {
+        let nested = |levels: usize| format!("{}x{}", "${A:-".repeat(levels), "}".repeat(levels));
+        assert_eq!(run(&nested(MAX_NESTING)).unwrap(), "x");
+        let error = run(&nested(MAX_NESTING + 1)).unwrap_err();
+        let at = MAX_NESTING * "${A:-".len() + 1;
+        assert_eq!(error, vec![ExpandError::TooDeep { at }]);
+        assert!(error[0].to_string().contains("nest more than 16 deep"));
+        // What crashed loom at start before the bound: 100,000 levels.
+        assert!(matches!(
+            run(&nested(100_000)).unwrap_err()[0],
+            ExpandError::TooDeep { .. }
+        ));
     }
 
     #[test]

@@ -49,7 +49,8 @@ const SECRET_PREFIXES: &[&str] = &[
     "ya29.",
 ];
 
-fn is_sensitive_name(name: &str) -> bool {
+/// Whether a flag, variable or query parameter name names a credential (`token`, `api_key`, …).
+pub fn is_sensitive_name(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     SENSITIVE_WORDS.iter().any(|w| lower.contains(w))
 }

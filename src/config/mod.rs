@@ -22,7 +22,9 @@ mod validate;
 use std::path::{Path, PathBuf};
 
 pub use error::{ConfigError, FILE_PATH, Problem, ROOT_PATH};
-pub use mask::{MASK, looks_like_secret, mask_arg, mask_args, mask_url, url_userinfo};
+pub use mask::{
+    MASK, is_sensitive_name, looks_like_secret, mask_arg, mask_args, mask_url, url_userinfo,
+};
 pub use model::{
     Config, ConfigFormat, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_LLM_MAX_IN_FLIGHT,
     DEFAULT_LLM_MAX_INPUT_CHARS, DEFAULT_LLM_TIMEOUT_MS, DEFAULT_MAX_JOINED_TOOLS,

@@ -7,7 +7,7 @@
 //! may contain `resource_link` blocks naming the server's own URIs, which must stay readable.
 //! A URI is routed to the server that listed it, or whose template matches it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use rmcp::model::{Prompt, Resource, ResourceTemplate};
@@ -42,7 +42,7 @@ pub struct ExposedCatalog {
     tool_routes: HashMap<String, Route>,
     prompt_routes: HashMap<String, Route>,
     resource_owners: HashMap<String, usize>,
-    template_owners: Vec<(usize, String)>,
+    template_owners: Vec<(usize, UriTemplate)>,
     /// Exposed tools whose `execution.taskSupport` is `"required"`.
     task_required: std::collections::HashSet<String>,
     /// The same tools by server index and their own name (a view calls them by it, §8.5).
@@ -86,9 +86,19 @@ fn rename_view(tool: &mut ToolDef, uri: &str) {
 }
 
 /// How loom exposes `uri` of server `server` when an earlier server uses the same `ui://` URI:
-/// `ui://<server>/<the rest>`.
-fn renamed_ui(server: &str, uri: &str) -> String {
-    format!("ui://{server}/{}", uri.trim_start_matches("ui://"))
+/// `ui://<server>/<the rest>`, or `ui://<server>-<n>/<the rest>` (n = 2, 3, …) when that is a URI
+/// some server uses or an earlier rename took, so that no view is ever shown another's page.
+/// The name chosen is added to `taken`.
+fn renamed_ui(server: &str, uri: &str, taken: &mut HashSet<String>) -> String {
+    let rest = uri.trim_start_matches("ui://");
+    let mut candidate = format!("ui://{server}/{rest}");
+    let mut n = 2u64;
+    while taken.contains(&candidate) {
+        candidate = format!("ui://{server}-{n}/{rest}");
+        n += 1;
+    }
+    taken.insert(candidate.clone());
+    candidate
 }
 
 /// The `ui://` page an MCP Apps tool is shown with: `_meta.ui.resourceUri`, or the older flat
@@ -111,11 +121,18 @@ impl ExposedCatalog {
         // loom's own view is loom's: a server using its URI is renamed like a later server.
         ui_first.insert(crate::common::tools::VIEW_URI, usize::MAX);
         let mut ui_rename: HashMap<(usize, String), String> = HashMap::new();
+        // Every URI a server uses as it is: a rename must be none of them.
+        let mut ui_taken: HashSet<String> = servers
+            .iter()
+            .flat_map(|server| ui_uris_of(&server.catalog))
+            .map(str::to_string)
+            .collect();
+        ui_taken.insert(crate::common::tools::VIEW_URI.to_string());
         for server in servers {
             for uri in ui_uris_of(&server.catalog) {
                 match ui_first.get(uri) {
                     Some(first) if *first != server.index => {
-                        let exposed = renamed_ui(server.name, uri);
+                        let exposed = renamed_ui(server.name, uri, &mut ui_taken);
                         out.ui_renamed
                             .insert(exposed.clone(), (server.index, uri.to_string()));
                         ui_rename.insert((server.index, uri.to_string()), exposed);
@@ -210,7 +227,7 @@ impl ExposedCatalog {
             }
             for template in &server.catalog.templates {
                 out.template_owners
-                    .push((server.index, template.uri_template.clone()));
+                    .push((server.index, UriTemplate::new(&template.uri_template)));
                 out.templates.push(template.clone());
             }
         }
@@ -300,7 +317,7 @@ impl ExposedCatalog {
         }
         self.template_owners
             .iter()
-            .find(|(_, template)| template_matches(template, uri))
+            .find(|(_, template)| template.matches(uri))
             .map(|(owner, _)| *owner)
     }
 
@@ -312,57 +329,63 @@ impl ExposedCatalog {
     }
 }
 
-/// Does `uri` fit the RFC 6570 template `template`? Literal parts must match exactly; each
-/// `{…}` expression matches one or more characters (a simple expression stops at `/`, the
-/// reserved forms `{+x}` and `{#x}` may span them).
-pub fn template_matches(template: &str, uri: &str) -> bool {
-    enum Part<'a> {
-        Literal(&'a str),
-        Var { spans_slashes: bool },
-    }
-    let mut parts = Vec::new();
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        if open > 0 {
-            parts.push(Part::Literal(&rest[..open]));
+/// An RFC 6570 template as loom routes by it: literal parts must match exactly; each `{…}`
+/// expression matches one or more characters (a simple expression stops at `/`, the reserved
+/// forms `{+x}` and `{#x}` may span them). Compiled once to an anchored regular expression, whose
+/// matching is linear in the URI: a backtracking match of a template with several `{+x}` against
+/// a long URI took time exponential in the number of expressions.
+#[derive(Debug, Clone)]
+pub struct UriTemplate {
+    /// `None` for a template loom cannot read (an unclosed `{`, or too large to compile): it
+    /// matches nothing.
+    pattern: Option<regex::Regex>,
+}
+
+/// Compiled size a template's expression may take; a server's template is not ours to trust.
+const TEMPLATE_REGEX_BYTES: usize = 1 << 20;
+
+impl UriTemplate {
+    pub fn new(template: &str) -> Self {
+        let mut pattern = String::from("^");
+        let mut rest = template;
+        while let Some(open) = rest.find('{') {
+            pattern.push_str(&regex::escape(&rest[..open]));
+            let Some(close) = rest[open..].find('}') else {
+                return UriTemplate { pattern: None };
+            };
+            let expression = &rest[open + 1..open + close];
+            pattern.push_str(
+                if expression.starts_with('+') || expression.starts_with('#') {
+                    "(?s:.+)"
+                } else {
+                    "[^/]+"
+                },
+            );
+            rest = &rest[open + close + 1..];
         }
-        let Some(close) = rest[open..].find('}') else {
-            return false;
-        };
-        let expression = &rest[open + 1..open + close];
-        parts.push(Part::Var {
-            spans_slashes: expression.starts_with('+') || expression.starts_with('#'),
-        });
-        rest = &rest[open + close + 1..];
-    }
-    if !rest.is_empty() {
-        parts.push(Part::Literal(rest));
+        pattern.push_str(&regex::escape(rest));
+        pattern.push('$');
+        let pattern = regex::RegexBuilder::new(&pattern)
+            .size_limit(TEMPLATE_REGEX_BYTES)
+            .dfa_size_limit(TEMPLATE_REGEX_BYTES)
+            .build()
+            .ok();
+        UriTemplate { pattern }
     }
 
-    fn walk(parts: &[Part<'_>], uri: &str) -> bool {
-        match parts.split_first() {
-            None => uri.is_empty(),
-            Some((Part::Literal(lit), tail)) => {
-                uri.strip_prefix(lit).is_some_and(|rest| walk(tail, rest))
-            }
-            Some((Part::Var { spans_slashes }, tail)) => {
-                let limit = if *spans_slashes {
-                    uri.len()
-                } else {
-                    uri.find('/').unwrap_or(uri.len())
-                };
-                (1..=limit)
-                    .filter(|end| uri.is_char_boundary(*end))
-                    .any(|end| walk(tail, &uri[end..]))
-            }
-        }
+    /// Does `uri` fit the template?
+    pub fn matches(&self, uri: &str) -> bool {
+        self.pattern.as_ref().is_some_and(|p| p.is_match(uri))
     }
-    walk(&parts, uri)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn template_matches(template: &str, uri: &str) -> bool {
+        UriTemplate::new(template).matches(uri)
+    }
 
     #[test]
     fn templates_match_simple_and_reserved_expressions() {
@@ -388,6 +411,66 @@ mod tests {
             "repo://a/b/c"
         ));
         assert!(!template_matches("broken://{x", "broken://y"));
+        // Literal parts are literal, regex characters included.
+        assert!(template_matches("q://a.b/{x}?v=(1)", "q://a.b/y?v=(1)"));
+        assert!(!template_matches("q://a.b/{x}", "q://aXb/y"));
+        assert!(template_matches("doc://{#frag}", "doc://a/b\nc"));
+        assert!(template_matches("u://{x}é/{+rest}", "u://ü€é/a/b"));
+    }
+
+    #[test]
+    fn a_template_of_many_reserved_expressions_matches_in_linear_time() {
+        // Backtracking tried every way to split the URI among the twelve expressions before
+        // failing on the last literal: C(100,000, 12) ways. Bounded work answers at once.
+        let template = format!("bomb://{}!", "{+x}-".repeat(12));
+        let uri = format!("bomb://{}", "-".repeat(100_000));
+        let compiled = UriTemplate::new(&template);
+        assert!(!compiled.matches(&uri));
+        assert!(compiled.matches(&format!("{uri}!")));
+    }
+
+    fn view_tool(name: &str, uri: &str) -> ToolDef {
+        serde_json::json!({"name": name, "inputSchema": {"type": "object"},
+            "_meta": {"ui": {"resourceUri": uri}}})
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_renamed_view_never_takes_a_uri_another_server_uses() {
+        // b's `ui://x/page` clashes with a's and would become `ui://b/x/page`, which is c's own
+        // view: c's tool would load b's page. b gets a name nobody uses instead.
+        let listing: Vec<ServerListing<'_>> = [
+            ("a", "ui://x/page"),
+            ("b", "ui://x/page"),
+            ("c", "ui://b/x/page"),
+            ("b-2", "ui://b-2/x/page"),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(index, (name, uri))| ServerListing {
+            index,
+            name,
+            catalog: Arc::new(Catalog {
+                tools: vec![view_tool("show", uri)],
+                ..Catalog::default()
+            }),
+        })
+        .collect();
+        let exposed = ExposedCatalog::build(&listing, 64, &[]);
+        let views: Vec<&str> = exposed.tools.iter().filter_map(view_of).collect();
+        assert_eq!(
+            views,
+            [
+                "ui://x/page",
+                "ui://b-3/x/page",
+                "ui://b/x/page",
+                "ui://b-2/x/page"
+            ]
+        );
+        assert_eq!(exposed.original_uri("ui://b-3/x/page"), Some("ui://x/page"));
+        assert_eq!(exposed.original_uri("ui://b/x/page"), None);
     }
 
     fn tool(name: &str) -> ToolDef {

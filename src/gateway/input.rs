@@ -84,6 +84,8 @@ struct Waiting {
     pending: Pending,
     /// The questions put to the client in this round, by the key it answers under.
     asked: Vec<(String, Ask)>,
+    /// When the one expiry timer of this state fires ([`expire_later`]).
+    expires_at: tokio::time::Instant,
 }
 
 /// Every call of a session that waits for input, by `requestState`.
@@ -376,10 +378,16 @@ impl Gateway {
             return Err(unknown_state());
         };
         if let Err(error) = check_retry(&waiting, responses, &call) {
-            // Not this call's retry: the call keeps waiting for the one that is (and its
-            // expiry is armed again, in case the first one fired meanwhile).
-            self.suspended.lock().insert(state.to_string(), waiting);
-            expire_later(Arc::downgrade(&self.suspended.table), state.to_string());
+            // Not this call's retry: the call keeps waiting for the one that is, under the
+            // timer it already has. Nothing more is kept for a refusal (a new timer per refused
+            // retry held memory for 600 s each). Past its time the timer may have fired while
+            // the state was out of the table: it is given up here instead.
+            let mut waiting = waiting;
+            if tokio::time::Instant::now() >= waiting.expires_at {
+                waiting.pending.cancel(EXPIRED);
+            } else {
+                self.suspended.lock().insert(state.to_string(), waiting);
+            }
             return Err(error);
         }
         let Waiting { pending, asked, .. } = waiting;
@@ -609,6 +617,7 @@ impl Gateway {
                     call: call.clone(),
                     pending: into(pending),
                     asked,
+                    expires_at: tokio::time::Instant::now() + INPUT_WAIT,
                 },
             );
         }
@@ -619,6 +628,8 @@ impl Gateway {
 
 /// After [`INPUT_WAIT`], a call still waiting under `state` is given up: the server's requests
 /// get an error (their answer channels close) and the call is cancelled downstream.
+const EXPIRED: &str = "loom's client did not answer the server's request within 600 s";
+
 fn expire_later(table: Weak<Mutex<HashMap<String, Waiting>>>, state: String) {
     tokio::spawn(async move {
         tokio::time::sleep(INPUT_WAIT).await;
@@ -628,9 +639,7 @@ fn expire_later(table: Weak<Mutex<HashMap<String, Waiting>>>, state: String) {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&state);
         if let Some(mut waiting) = waiting {
-            waiting
-                .pending
-                .cancel("loom's client did not answer the server's request within 600 s");
+            waiting.pending.cancel(EXPIRED);
         }
     });
 }

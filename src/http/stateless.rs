@@ -224,6 +224,16 @@ pub struct Headers<'a> {
 /// the tool or prompt name, resource URI or task id. A mismatch is -32020 (HTTP 400), in words
 /// that name the header.
 pub fn check_headers(body: &str, headers: &Headers<'_>) -> Result<(), String> {
+    // A member named twice is read as its first by one parser and its last by another: the
+    // header could agree with one while the request is served by the other (a protocol version
+    // passed the check and the request was served as another revision).
+    if let Some(name) = duplicate_member(body) {
+        return Err(format!(
+            "the request names the member `{}` twice in one object; name each member once (the \
+             standard headers must agree with the body)",
+            crate::common::text::cut(&name, 100)
+        ));
+    }
     let Ok(envelope) = serde_json::from_str::<Envelope<'_>>(body) else {
         // The body's own problems are reported by the session in JSON-RPC's words.
         return Ok(());
@@ -283,6 +293,71 @@ pub fn check_headers(body: &str, headers: &Headers<'_>) -> Result<(), String> {
         _ => {}
     }
     Ok(())
+}
+
+/// The first member name that appears twice in one object of the JSON text `body`, at any
+/// depth (`None` when every object names each member once, or when `body` is not JSON).
+fn duplicate_member(body: &str) -> Option<String> {
+    use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Visitor};
+    use std::cell::RefCell;
+    use std::collections::HashSet;
+
+    /// Walks one value; the first duplicate found is written to `found` and ends the walk.
+    #[derive(Clone, Copy)]
+    struct Walk<'f>(&'f RefCell<Option<String>>);
+
+    impl<'de> DeserializeSeed<'de> for Walk<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Walk<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq.next_element_seed(self)?.is_some() {}
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut seen: HashSet<Cow<'de, str>> = HashSet::new();
+            while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                if seen.contains(&key) {
+                    *self.0.borrow_mut() = Some(key.into_owned());
+                    return Err(A::Error::custom("duplicate member"));
+                }
+                map.next_value_seed(self)?;
+                seen.insert(key);
+            }
+            Ok(())
+        }
+    }
+
+    let found = RefCell::new(None);
+    let mut reader = serde_json::Deserializer::from_str(body);
+    let _ = Walk(&found).deserialize(&mut reader);
+    found.into_inner()
 }
 
 /// One `x-mcp-header` annotation of a tool's `inputSchema`: the argument's path of `properties`
@@ -547,6 +622,22 @@ mod tests {
             name: None,
         };
         assert!(check_headers(body, &no_header).is_err());
+
+        // The protocol version named twice: the header agrees with the first, a reader that
+        // keeps the last would serve another revision.
+        let twice = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a_b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}"#;
+        assert!(check_headers(twice, &ok).is_err_and(|e| {
+            e.contains("names the member `io.modelcontextprotocol/protocolVersion` twice")
+        }));
+        let method_twice = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"tools/list","params":{"name":"a_b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert!(check_headers(method_twice, &ok).is_err_and(|e| e.contains("`method` twice")));
+        let argument_twice = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a_b","arguments":{"q":[{"x":1,"x":2}]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert!(check_headers(argument_twice, &ok).is_err_and(|e| e.contains("`x` twice")));
+        // The same name in different objects is fine; escapes are compared decoded.
+        let apart = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a_b","arguments":{"name":{"name":1},"a\u0062":1,"ab2":2},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert!(check_headers(apart, &ok).is_ok());
+        let escaped_twice = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a_b","arguments":{"ab":1,"a\u0062":2},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert!(check_headers(escaped_twice, &ok).is_err_and(|e| e.contains("`ab` twice")));
     }
 
     #[test]

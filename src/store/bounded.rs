@@ -67,6 +67,11 @@ enum Growth {
     /// `levenshtein(a, b)`: no bigger value, but work of `len(a) × len(b)` in one step that no
     /// timeout interrupts (two 200 KB strings held an engine thread for a minute).
     Pairwise,
+    /// `array_has_all(a, b)`, `array_has_any(a, b)`: each element of one list is looked for in
+    /// the other by a scan, `count(a) × count(b)` steps in one step that no timeout interrupts
+    /// (10 M elements held an engine thread for a minute past the query's timeout).
+    /// `array_has_any` with a constant side is a hash lookup, linear, and not bounded.
+    PairwiseElements,
 }
 
 /// The functions bounded here, by name (aliases follow their function).
@@ -102,6 +107,8 @@ const BOUNDED: &[(&str, Growth)] = &[
     ("array_replace_all", Growth::ReplaceElements),
     ("to_char", Growth::Format),
     ("levenshtein", Growth::Pairwise),
+    ("array_has_all", Growth::PairwiseElements),
+    ("array_has_any", Growth::PairwiseElements),
 ];
 
 /// The most `len(a) × len(b)` steps one call of a pairwise function ([`Growth::Pairwise`]) may
@@ -451,7 +458,7 @@ impl Bounded {
                 None => Vec::new(),
             },
             // Work, not size: checked in `check`.
-            Growth::Pairwise => Vec::new(),
+            Growth::Pairwise | Growth::PairwiseElements => Vec::new(),
             Growth::Concat | Growth::ArrayConcat => {
                 let parts: Vec<Vec<u64>> = args
                     .iter()
@@ -513,6 +520,9 @@ impl Bounded {
         if self.growth == Growth::Pairwise {
             return self.check_work(args, rows);
         }
+        if self.growth == Growth::PairwiseElements {
+            return self.check_element_work(args, rows);
+        }
         let mut sizes = self.sizes(args, rows);
         // A call whose arguments are all constants is folded once, at planning, and its value
         // is then copied into every row of every batch it meets: bound it as that many copies.
@@ -543,6 +553,34 @@ impl Bounded {
                 "`{name}` would take {steps} steps (the lengths of its two texts multiplied, \
                  summed over {rows} rows); loom allows at most {MAX_PAIRWISE_STEPS} per call — \
                  compare shorter texts (e.g. `{name}(left(a, 1000), left(b, 1000))`)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Bounded {
+    /// A list-against-list function's steps for its batch, `count(a) × count(b)` summed over
+    /// the rows, at most [`MAX_PAIRWISE_STEPS`].
+    fn check_element_work(&self, args: &[ColumnarValue], rows: usize) -> Result<()> {
+        let (Some(a), Some(b)) = (args.first(), args.get(1)) else {
+            return Ok(());
+        };
+        let name = self.inner.name();
+        let constant = |v: &ColumnarValue| matches!(v, ColumnarValue::Scalar(_));
+        if name == "array_has_any" && (constant(a) != constant(b)) {
+            return Ok(());
+        }
+        let (a, b) = (element_counts(a, rows), element_counts(b, rows));
+        let at = |v: &Vec<u64>, row: usize| v.get(row).or(v.first()).copied().unwrap_or(0);
+        let steps = (0..a.len().max(b.len())).fold(0u64, |sum, row| {
+            sum.saturating_add(at(&a, row).saturating_mul(at(&b, row)))
+        });
+        if steps > MAX_PAIRWISE_STEPS {
+            return Err(DataFusionError::ResourcesExhausted(format!(
+                "`{name}` would take {steps} steps (the element counts of its two lists \
+                 multiplied, summed over {rows} rows); loom allows at most {MAX_PAIRWISE_STEPS} \
+                 per call — compare shorter lists, or unnest them and join"
             )));
         }
         Ok(())

@@ -322,6 +322,30 @@ async fn value_building_functions_are_bounded_by_bytes() {
             other => panic!("{}: {other:?}", &sql[..60.min(sql.len())]),
         }
     }
+    // A list searched for every element of another: count × count steps in one step.
+    let r = &d.reference;
+    let all_ids = format!("(SELECT array_agg(id) AS l FROM {r})");
+    for function in ["array_has_all", "array_has_any"] {
+        match store
+            .query(&format!("SELECT {function}(l, l) AS b FROM {all_ids} s"))
+            .await
+        {
+            Err(QueryError::Sql(why)) => assert!(
+                why.contains("element counts of its two lists") && why.contains(function),
+                "{function}: {why}"
+            ),
+            other => panic!("{function}: {other:?}"),
+        }
+    }
+    // ... while short lists, and array_has_any against a constant list (a hash lookup), run.
+    let out = store
+        .query(&format!(
+            "SELECT array_has_all(l, [1, 2]) AS a, array_has_any(l, [3]) AS b, \
+             array_has_any([5], l) AS c FROM {all_ids} s"
+        ))
+        .await
+        .expect("linear uses run");
+    assert_eq!(out.rows, 1);
     // Ordinary uses are untouched.
     let out = store
         .query(&format!(
