@@ -48,12 +48,8 @@ impl GatewayService {
 
 pub(super) fn unknown_tool(gateway: &Gateway, name: &str) -> McpError {
     let catalog = gateway.exposed();
-    let mut close: Vec<&str> = catalog
-        .tool_names()
-        .filter(|known| strsim::jaro_winkler(known, name) > 0.85)
-        .take(3)
-        .collect();
-    close.sort_unstable();
+    // The same suggestions as loom_call's (a dropped server prefix, a typo, a doubled prefix).
+    let close = super::search::closest_names(name, catalog.tool_names(), 3);
     let hint = if close.is_empty() {
         "call tools/list for the current names".to_string()
     } else {

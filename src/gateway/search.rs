@@ -601,23 +601,8 @@ fn fold(name: &str) -> String {
 /// Levenshtein distance over the first [`MAX_DISTANCE_CHARS`] characters, divided by the longer
 /// length: 0 for equal, 1 for nothing in common.
 fn normalized_distance(a: &str, b: &str) -> f64 {
-    let a: Vec<char> = a.chars().take(MAX_DISTANCE_CHARS).collect();
-    let b: Vec<char> = b.chars().take(MAX_DISTANCE_CHARS).collect();
-    let longest = a.len().max(b.len());
-    if longest == 0 {
-        return 0.0;
-    }
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, &ca) in a.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(ca != cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
-        }
-    }
-    row[b.len()] as f64 / longest as f64
+    let head = |s: &str| -> String { s.chars().take(MAX_DISTANCE_CHARS).collect() };
+    1.0 - strsim::normalized_levenshtein(&head(a), &head(b))
 }
 
 /// A server's top `n` categories: the words most of its tools' own names share, most frequent

@@ -61,69 +61,9 @@ pub(super) fn flat_reduction(html: &str) -> PageReduction {
     }
 }
 
-/// Entity decoding for the parser-less path: numeric references and the common named ones.
+/// Entity decoding for the parser-less path: every named reference of HTML5 and numeric ones.
 pub(super) fn decode_entities(text: &str) -> String {
-    if !text.contains('&') {
-        return text.to_string();
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(amp) = rest.find('&') {
-        out.push_str(&rest[..amp]);
-        rest = &rest[amp..];
-        let end = rest.bytes().take(12).position(|b| b == b';');
-        let decoded = end.and_then(|end| {
-            let entity = &rest[1..end];
-            let ch = if let Some(num) = entity.strip_prefix('#') {
-                let value = match num.strip_prefix(['x', 'X']) {
-                    Some(hex) => u32::from_str_radix(hex, 16).ok(),
-                    None => num.parse::<u32>().ok(),
-                };
-                value.and_then(char::from_u32)
-            } else {
-                named_entity(entity)
-            };
-            ch.map(|c| (c, end + 1))
-        });
-        match decoded {
-            Some((c, len)) => {
-                out.push(c);
-                rest = &rest[len..];
-            }
-            None => {
-                out.push('&');
-                rest = &rest[1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-pub(super) fn named_entity(name: &str) -> Option<char> {
-    Some(match name {
-        "amp" => '&',
-        "lt" => '<',
-        "gt" => '>',
-        "quot" => '"',
-        "apos" => '\'',
-        "nbsp" => ' ',
-        "copy" => '©',
-        "reg" => '®',
-        "mdash" => '—',
-        "ndash" => '–',
-        "hellip" => '…',
-        "lsquo" => '‘',
-        "rsquo" => '’',
-        "ldquo" => '“',
-        "rdquo" => '”',
-        "para" => '¶',
-        "sect" => '§',
-        "middot" => '·',
-        "bull" => '•',
-        "times" => '×',
-        _ => return None,
-    })
+    html_escape::decode_html_entities(text).into_owned()
 }
 
 pub(super) fn collapse_whitespace(text: &str) -> String {
@@ -135,4 +75,22 @@ pub(super) fn collapse_whitespace(text: &str) -> String {
         out.push_str(word);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_entities;
+
+    #[test]
+    fn every_named_reference_decodes_not_only_the_common_ones() {
+        assert_eq!(
+            decode_entities("caf&eacute; &hearts; &rarr; &#x1F600; &#233; &amp;lt; &nbsp;x"),
+            "café ♥ → 😀 é &lt; \u{a0}x"
+        );
+        // Not a reference: kept as written.
+        assert_eq!(
+            decode_entities("a & b &unknown; &#xZZ;"),
+            "a & b &unknown; &#xZZ;"
+        );
+    }
 }
