@@ -124,18 +124,23 @@ fn long_and_colliding_names_stay_valid_unique_and_routable() {
     assert_eq!(first_text(&line), "long");
 }
 
+/// A server's JSON-RPC error reaches the client as that error, with the server's code, message
+/// and data, as it would connected directly (SPEC §5.6); the same through the direct lane (a
+/// plain call) and rmcp's path (a call with a progress token takes the same route here).
 #[test]
-fn a_downstream_json_rpc_error_becomes_an_is_error_result_naming_the_server() {
+fn a_downstream_json_rpc_error_passes_on_as_the_server_sent_it() {
     let (_dir, mut loom) = loom_with(vec![fixture_server("fx", &[])]);
     let line = loom.call_tool("fx_rpc_error", json!({"message": "database is on fire"}));
-    let result = &line.value["result"];
-    assert_eq!(result["isError"], true, "{}", line.raw);
-    let text = first_text(&line);
-    assert!(text.contains("`fx`"), "{text}");
-    assert!(text.contains("database is on fire"), "{text}");
-    assert!(text.contains("-32000"), "{text}");
-    // loom's own results are shaped for the negotiated version (no 2026 `resultType` here).
-    assert!(result.get("resultType").is_none(), "{}", line.raw);
+    assert!(line.value.get("result").is_none(), "{}", line.raw);
+    assert_eq!(
+        line.value["error"],
+        json!({"code": -32000, "message": "database is on fire"}),
+        "{}",
+        line.raw
+    );
+    // loom's own failures keep their form: a call to a tool loom does not know is loom's error.
+    let unknown = loom.call_tool("fx_nope", json!({}));
+    assert_eq!(unknown.value["error"]["code"], -32602, "{}", unknown.raw);
 }
 
 #[test]

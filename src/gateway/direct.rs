@@ -535,7 +535,8 @@ async fn run_modern(
         }
         Ok(super::input::Reply::Done(super::forward::Forwarded::Typed(result))) => *result,
         Err(ForwardError::Cancelled) => return,
-        Err(ForwardError::Rpc(error)) if super::handler::passes_as_error(&error) => {
+        // The server's JSON-RPC error as it came (SPEC §5.6).
+        Err(ForwardError::Rpc(error)) => {
             write_error(&relay.id_text, &error, &reply, &cancelled).await;
             return;
         }
@@ -691,8 +692,8 @@ async fn run(
             Ok(Answer {
                 error: Some(error), ..
             }) => match serde_json::from_str::<McpError>(error.get()) {
-                // Errors the client acts on: passed on as the server wrote them (SPEC §5.6).
-                Ok(rpc) if super::handler::passes_as_error(&rpc) => {
+                // The server's JSON-RPC error, passed on as the server wrote it (SPEC §5.6).
+                Ok(_) => {
                     let line = format!(
                         r#"{{"jsonrpc":"2.0","id":{},"error":{}}}"#,
                         relay.id_text,
@@ -707,7 +708,6 @@ async fn run(
                     }
                     return;
                 }
-                Ok(rpc) => ForwardError::Rpc(rpc).into_tool_result(&relay.server_name, &what),
                 Err(_) => ForwardError::Failed("its error was not a JSON-RPC error".into())
                     .into_tool_result(&relay.server_name, &what),
             },

@@ -74,6 +74,16 @@ impl ForwardError {
         }
     }
 
+    /// As a `tools/call` answers it (SPEC §5.6): the server's own JSON-RPC error as the server
+    /// sent it (clients act on its code, and connected directly they would get it so), anything
+    /// loom says itself as an `isError` result.
+    pub fn into_call_answer(self, server: &str, what: &str) -> Result<ServerResult, McpError> {
+        match self {
+            Self::Rpc(error) => Err(error),
+            other => Ok(other.into_tool_result(server, what)),
+        }
+    }
+
     /// As the `isError` result a tool call returns.
     pub fn into_tool_result(self, server: &str, what: &str) -> ServerResult {
         ServerResult::CallToolResult(CallToolResult::error(vec![ContentBlock::text(

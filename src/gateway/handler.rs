@@ -19,7 +19,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, Service, ServiceRole};
 
 use super::era::Era;
-use super::forward::{ForwardError, Forwarded};
+use super::forward::Forwarded;
 use super::input::{Call, Reply};
 use super::{Gateway, discovery};
 use crate::tools;
@@ -102,12 +102,6 @@ fn input_round<'a>(
         )),
         (None, None) => Ok(None),
     }
-}
-
-/// A server's JSON-RPC error to a `tools/call` that reaches the client as an error, not as an
-/// `isError` result (SPEC §5.6): the ones a client acts on.
-pub(super) fn passes_as_error(error: &McpError) -> bool {
-    matches!(error.code.0, -32042 | -32021)
 }
 
 fn is_standard_method(method: &str) -> bool {
@@ -263,7 +257,7 @@ impl GatewayService {
                                 .await
                             {
                                 Ok(result) => Ok(result),
-                                Err(e) => Ok(e.into_tool_result(&server, &what)),
+                                Err(e) => e.into_call_answer(&server, &what),
                             };
                         }
                         gateway
@@ -285,11 +279,8 @@ impl GatewayService {
                     }
                     Ok(Reply::Done(typed)) => Ok(gateway.pass_on(typed, &context, false)),
                     Ok(Reply::Input(result)) => Ok(*result),
-                    // Errors the client acts on pass as they came: "URL elicitation required"
-                    // (2025-11-25; a 2026-07-28 client that takes URL elicitation got it as
-                    // `input_required` instead) and "missing required client capability".
-                    Err(ForwardError::Rpc(error)) if passes_as_error(&error) => Err(error),
-                    Err(e) => Ok(e.into_tool_result(&server, &what)),
+                    // The server's JSON-RPC error as it came; loom's own as `isError`.
+                    Err(e) => e.into_call_answer(&server, &what),
                 }
             }
             // Tool definitions are carried as the servers wrote them (rmcp's typed `Tool` would

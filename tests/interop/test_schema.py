@@ -689,8 +689,9 @@ def test_loom_tool_errors(version: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("version", VERSION_PARAMS)
 def test_errors_as_results(version: str, tmp_path: Path) -> None:
-    """SPEC §5.6: a server's JSON-RPC error, a call past callTimeoutMs, a server that crashes
-    while answering, and a call to a server that is down, each as an isError result."""
+    """SPEC §5.6: a server's JSON-RPC error passed on as that error (schema-checked as one), and
+    a call past callTimeoutMs, a server that crashes while answering, and a call to a server that
+    is down, each as an isError result."""
     servers = [
         fixture_server("fx"),
         fixture_server("lag", "--no-resources", callTimeoutMs=300),
@@ -699,14 +700,13 @@ def test_errors_as_results(version: str, tmp_path: Path) -> None:
     # After a crash `boom` waits min(base, 30 s) before it restarts: it is down for the rest of
     # the test, whatever the machine's speed.
     s = open_session(version, tmp_path, servers, restart={"baseDelayMs": 600000, "maxAttempts": 5})
+    for label, tool, arguments, says in [
+        ("server JSON-RPC error", "fx_rpc_error", {"message": "no such thing"}, '"code": -32000'),
+        ("server invalid-params error", "fx_rows", {"count": "many"}, '"code": -32602'),
+    ]:
+        response = s.tool(label, tool, arguments, expect="error")
+        s.expect_that(label, says in json.dumps(response), f"the server's own error ({says})", response)
     cases = [
-        (
-            "server JSON-RPC error",
-            "fx_rpc_error",
-            {"message": "no such thing"},
-            "returned an error for tool `rpc_error`",
-        ),
-        ("server invalid-params error", "fx_rows", {"count": "many"}, "returned an error for tool `rows`"),
         (
             "callTimeoutMs passed",
             "lag_slow",

@@ -16,6 +16,7 @@ from typing import Annotated
 
 from mcp.server.mcpserver import Context, Elicit, ListRoots, MCPServer, Resolve, Sample
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
@@ -109,6 +110,13 @@ def big_text(size: int) -> str:
 def fail(reason: str) -> str:
     """Always fails with the given reason."""
     raise ToolError(reason)
+
+
+@app.tool()
+def query(sql: str) -> str:
+    """Runs nothing: answers any SQL with a JSON-RPC error, as a database server does on bad SQL
+    (code -32602, the statement and a position in `data`)."""
+    raise MCPError(code=-32602, message=f'syntax error at or near "{sql.split()[0] if sql.split() else sql}"', data={"sql": sql, "position": 1})
 
 
 # Tools that ask the client for input. The SDK asks the way the connection's era has it: with
