@@ -161,6 +161,35 @@ fn describe_errors_and_refusals_help_the_model() {
     assert_eq!(bad_args.value["result"]["isError"], true);
 }
 
+/// A client that opens a session per tool call (langchain-mcp-adapters' default `get_tools()`)
+/// gets an envelope in one session and queries its ref in the next: the answer says the ref
+/// belonged to a session that ended and what to do, not that datasets appear later.
+#[test]
+fn a_ref_from_a_session_that_ended_is_explained() {
+    let reference = {
+        let (_dir, mut first) = loom_two_servers();
+        let env = envelope(&first.call_tool("crm_rows", json!({"count": 2000})));
+        env["ref"].as_str().expect("ref").to_string()
+    };
+    let (_dir, mut second) = loom_two_servers();
+    for (tool, arguments) in [
+        (
+            "loom_query",
+            json!({"sql": format!("SELECT count(*) FROM {reference}")}),
+        ),
+        ("loom_describe", json!({"ref": reference})),
+    ] {
+        let line = second.call_tool(tool, arguments);
+        assert_eq!(line.value["result"]["isError"], true, "{}", line.raw);
+        let text = first_text(&line);
+        assert!(
+            text.contains("a ref belongs to the session whose tool call made it")
+                && text.contains("keep one session open"),
+            "{tool}: {text}"
+        );
+    }
+}
+
 #[test]
 fn a_large_query_result_becomes_an_implicit_dataset() {
     let (_dir, mut loom) = loom_two_servers();

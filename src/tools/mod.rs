@@ -181,10 +181,18 @@ fn string_arg<'a>(
     }
 }
 
+/// What an empty session says when a ref is asked for.
+pub(crate) const NO_DATASETS: &str = "this session holds no datasets: a ref belongs to the session \
+     whose tool call made it, and is gone when that session ends (a client that opens a new \
+     session for every tool call loses its refs between calls: keep one session open, or call \
+     the tool again in this one); datasets appear when a tool returns a large table";
+
 fn known_datasets(store: &Store) -> String {
     let list = store.list();
     if list.is_empty() {
-        return "loom holds no datasets yet: they appear when a tool returns a large table".into();
+        // Most often the ref came from another session: a client that opens a session per tool
+        // call (langchain-mcp-adapters' default) loses its datasets between the calls.
+        return NO_DATASETS.into();
     }
     let refs: Vec<String> = list
         .iter()

@@ -285,7 +285,7 @@ async def test_error_results(dp, client_kind):
         assert_error(await client.call(f"{PY}_fail", {"reason": "no stock"}), "py_fail", "no stock")
         # loom's own tools: errors that say what to do (SPEC §12).
         text = assert_error(await client.call("loom_query", {"sql": "SELECT 1 FROM ds_nope"}), "unknown table", "loom_query:")
-        assert "loom holds no datasets yet" in text
+        assert "this session holds no datasets: a ref belongs to the session" in text
         ref = (await users(client, 2500))["ref"]
         assert_error(await client.call("loom_query", {"sql": f"DROP TABLE {ref}"}), "DROP", "loom_query: refused")
         assert_error(await client.call("loom_query", {}), "no sql", "loom_query: missing argument `sql`", '{"sql": "SELECT')
