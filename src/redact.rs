@@ -10,7 +10,9 @@
 //!   is replaced inside the URL, which is kept; so are the values of a URL's query parameters
 //!   named like credentials (`?token=…`, `?api_key=…`, `?sig=…`) or shaped like one, and the
 //!   value of a `Cookie:` / `Set-Cookie:` header line.
-//! * Other strings are cut at 200 characters.
+//! * Other strings are cut at 200 characters; arrays keep their first 20 elements, objects
+//!   their first 50 members, nesting 5 levels, each cut marked: provenance is shown in every
+//!   listing and description, and one call with a 100,000-element argument made each 1.2 MB.
 
 use serde_json::{Map, Value};
 
@@ -19,6 +21,14 @@ pub const REDACTED: &str = "[redacted]";
 pub const OMITTED: &str = "[omitted]";
 /// Strings in provenance are cut to this many characters.
 pub const MAX_STRING_CHARS: usize = 200;
+/// Elements of an array kept in provenance; the rest are counted in a last element.
+pub const MAX_ARRAY_ITEMS: usize = 20;
+/// Members of an object kept in provenance; the rest are counted under [`MORE_KEY`].
+pub const MAX_MEMBERS: usize = 50;
+/// Levels of nesting kept in provenance; a deeper array or object becomes [`DEEPER`].
+pub const MAX_DEPTH: usize = 5;
+const MORE_KEY: &str = "[more members]";
+const DEEPER: &str = "[nested deeper]";
 
 /// Does this key name a secret? Compared on lowercase letters and digits only, so `api_key`,
 /// `apiKey` and `API-KEY` all match.
@@ -184,8 +194,9 @@ fn mask_cookie_lines(text: &str) -> String {
         .collect()
 }
 
-fn redact_value(value: &Value) -> Value {
+fn redact_value(value: &Value, depth: usize) -> Value {
     match value {
+        Value::Array(_) | Value::Object(_) if depth >= MAX_DEPTH => Value::String(DEEPER.into()),
         Value::String(s) => {
             let s = without_query_and_cookie_secrets(s);
             Value::String(if secret_value(&s) {
@@ -196,29 +207,48 @@ fn redact_value(value: &Value) -> Value {
                 crate::common::text::cut(&s, MAX_STRING_CHARS)
             })
         }
-        Value::Array(items) => Value::Array(items.iter().map(redact_value).collect()),
-        Value::Object(map) => Value::Object(redact_object(map)),
+        Value::Array(items) => {
+            let mut kept: Vec<Value> = items
+                .iter()
+                .take(MAX_ARRAY_ITEMS)
+                .map(|item| redact_value(item, depth + 1))
+                .collect();
+            if items.len() > MAX_ARRAY_ITEMS {
+                kept.push(Value::String(format!(
+                    "[{} more elements]",
+                    items.len() - MAX_ARRAY_ITEMS
+                )));
+            }
+            Value::Array(kept)
+        }
+        Value::Object(map) => Value::Object(redact_object(map, depth + 1)),
         other => other.clone(),
     }
 }
 
-fn redact_object(map: &Map<String, Value>) -> Map<String, Value> {
-    map.iter()
+fn redact_object(map: &Map<String, Value>, depth: usize) -> Map<String, Value> {
+    let mut kept: Map<String, Value> = map
+        .iter()
+        .take(MAX_MEMBERS)
         .map(|(k, v)| {
             let value = if secret_key(k) {
                 Value::String(REDACTED.into())
             } else {
-                redact_value(v)
+                redact_value(v, depth)
             };
-            (k.clone(), value)
+            (crate::common::text::cut(k, MAX_STRING_CHARS), value)
         })
-        .collect()
+        .collect();
+    if map.len() > MAX_MEMBERS {
+        kept.insert(MORE_KEY.into(), Value::from(map.len() - MAX_MEMBERS));
+    }
+    kept
 }
 
 /// Tool arguments as they may be stored.
 pub fn arguments(arguments: Option<&Map<String, Value>>) -> Value {
     match arguments {
-        Some(map) => Value::Object(redact_object(map)),
+        Some(map) => Value::Object(redact_object(map, 1)),
         None => Value::Object(Map::new()),
     }
 }
@@ -337,6 +367,25 @@ mod tests {
             "GET / HTTP/1.1\r\nHost: a\r\nCookie: [redacted]\r\nAccept: */*"
         );
         assert_eq!(out["note"], "set-cookie: [redacted]");
+    }
+
+    #[test]
+    fn large_arguments_are_bounded_and_the_cuts_marked() {
+        let wide: Map<String, Value> = (0..80).map(|i| (format!("k{i}"), json!(i))).collect();
+        let args = json!({
+            "ids": (0..100_000).collect::<Vec<_>>(),
+            "wide": wide,
+            "deep": {"a": {"b": {"c": {"d": {"e": {"f": 1}}}}}},
+        });
+        let out = arguments(args.as_object());
+        let ids = out["ids"].as_array().expect("ids");
+        assert_eq!(ids.len(), MAX_ARRAY_ITEMS + 1);
+        assert_eq!(ids[MAX_ARRAY_ITEMS], "[99980 more elements]");
+        let wide = out["wide"].as_object().expect("wide");
+        assert_eq!(wide.len(), MAX_MEMBERS + 1);
+        assert_eq!(wide[MORE_KEY], 30);
+        assert_eq!(out["deep"]["a"]["b"]["c"]["d"], DEEPER);
+        assert!(out.to_string().len() < 2_000, "{}", out.to_string().len());
     }
 
     #[test]

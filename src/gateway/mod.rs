@@ -670,7 +670,7 @@ impl Gateway {
                 crate::tools::QUERY => {
                     crate::tools::query(&store, config.token_threshold, &arguments).await
                 }
-                crate::tools::LIST => crate::tools::list(&store),
+                crate::tools::LIST => crate::tools::list(&store, &arguments),
                 crate::tools::MATERIALIZE => crate::tools::materialize(&store, &arguments).await,
                 crate::tools::EXPORT => crate::tools::export(&store, &config, &exports, &arguments),
                 crate::tools::read::READ => crate::tools::read::read(&store, &arguments),

@@ -25,6 +25,12 @@ use locate::{FoundTable, Located, Rung};
 /// into the envelope's `context`.
 pub const MAX_TEXT_IN_CONTEXT: usize = 500;
 
+/// Datasets one result may become. A JSON object of 6,000 arrays made 6,000 datasets, a
+/// 1.35 MB envelope and 34 s of work, and every later listing carried them all; past this the
+/// result is no table result (the context firewall reduces it as a document, its original kept
+/// whole for `loom_read`, SPEC §19).
+pub const MAX_DATASETS_PER_RESULT: usize = 32;
+
 /// Just the parts of a `CallToolResult` interception looks at, as spans of the raw result
 /// ([`skim`]: the raw result is valid JSON already, so finding them needs no second parse).
 struct ResultView<'a> {
@@ -384,6 +390,13 @@ fn ingest_all(
     store: &Arc<Store>,
     passed_through: bool,
 ) -> Result<Vec<Arc<crate::store::Dataset>>, String> {
+    if tables.len() > MAX_DATASETS_PER_RESULT {
+        return Err(format!(
+            "the result holds {} tables; loom makes at most {MAX_DATASETS_PER_RESULT} datasets \
+             of one result",
+            tables.len()
+        ));
+    }
     let mut added: Vec<Arc<crate::store::Dataset>> = Vec::new();
     let undo = |added: &[Arc<crate::store::Dataset>]| {
         for dataset in added {

@@ -104,6 +104,52 @@ async fn several_tables_in_structured_content_with_context() {
     assert_eq!(store.list().len(), 2);
 }
 
+/// One result of many tables is not many datasets: past [`MAX_DATASETS_PER_RESULT`] it is no
+/// table result (the firewall reduces it as a document); at the limit every table is one.
+#[tokio::test]
+async fn a_result_of_thousands_of_tables_makes_no_datasets() {
+    let rows: Value = serde_json::from_str(&rows_json(100)).expect("rows");
+    let arrays = |n: usize| -> Value {
+        let mut object = Map::new();
+        for i in 0..n {
+            object.insert(format!("t{i}"), rows.clone());
+        }
+        Value::Object(object)
+    };
+    let store = store();
+    let many = raw(json!({
+        "content": [{"type": "text", "text": "many"}],
+        "structuredContent": arrays(6_000)
+    }));
+    let outcome = intercept(
+        many,
+        &origin(),
+        &store,
+        2000,
+        &crate::config::policy::Policy::tables_only(),
+    );
+    assert!(!matches!(outcome, Outcome::Replaced(_)));
+    assert!(store.list().is_empty(), "{} datasets", store.list().len());
+
+    let at_limit = raw(json!({
+        "content": [{"type": "text", "text": "some"}],
+        "structuredContent": arrays(MAX_DATASETS_PER_RESULT)
+    }));
+    let value = replaced(intercept(
+        at_limit,
+        &origin(),
+        &store,
+        200,
+        &crate::config::policy::Policy::tables_only(),
+    ));
+    assert_eq!(
+        value["structuredContent"]["datasets"]
+            .as_array()
+            .map(Vec::len),
+        Some(MAX_DATASETS_PER_RESULT)
+    );
+}
+
 #[tokio::test]
 async fn what_must_pass_through_does() {
     let store = store();

@@ -1,14 +1,40 @@
 //! `loom_list_datasets`: what the session holds.
 
 use rmcp::model::CallToolResult;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::*;
 use crate::store::{Dataset, Store};
 
-pub fn list(store: &Store) -> CallToolResult {
-    let datasets: Vec<Value> = store
-        .list()
+/// Entries one answer shows at most (and by default). A session may hold thousands (a page of
+/// 40,000 tables made one answer 22 MB); the answer stays a page, with `nextOffset` for more.
+pub const MAX_PAGE: u64 = 50;
+
+pub fn list(store: &Store, arguments: &Option<Map<String, Value>>) -> CallToolResult {
+    let empty = Map::new();
+    let arguments = arguments.as_ref().unwrap_or(&empty);
+    if let Some(unknown) = arguments
+        .keys()
+        .find(|key| !matches!(key.as_str(), "offset" | "limit"))
+    {
+        return error_result(format!(
+            "{LIST}: unknown argument `{unknown}`; it takes `offset` and `limit` (both optional)"
+        ));
+    }
+    let (offset, limit) = match (number(arguments, "offset"), number(arguments, "limit")) {
+        (Ok(offset), Ok(limit)) => (offset.unwrap_or(0), limit.unwrap_or(MAX_PAGE)),
+        (Err(e), _) | (_, Err(e)) => return error_result(format!("{LIST}: {e}")),
+    };
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return error_result(format!(
+            "{LIST}: `limit` must be from 1 to {MAX_PAGE}, found {limit}"
+        ));
+    }
+    let all = store.list();
+    let total = all.len();
+    let start = usize::try_from(offset).unwrap_or(usize::MAX).min(total);
+    let end = start.saturating_add(limit as usize).min(total);
+    let datasets: Vec<Value> = all[start..end]
         .iter()
         .map(|d| {
             let mut entry = json!({
@@ -30,7 +56,11 @@ pub fn list(store: &Store) -> CallToolResult {
             entry
         })
         .collect();
-    json_result(json!({"datasets": datasets}))
+    let mut answer = json!({"datasets": datasets, "total": total});
+    if end < total {
+        answer["nextOffset"] = json!(end);
+    }
+    json_result(answer)
 }
 
 /// What a document or blob adds to its entry: what it holds and how to read it.

@@ -48,8 +48,9 @@ and a `usage` query that runs as is. Ask for what you need: filters, aggregates,
 functions, CTEs, JOINs across servers (see `joinHints`). Quote identifiers that are not lowercase (\"ID\"). \
 A large answer becomes a new dataset. No files, URLs, DDL, DML or settings.";
 
-const LIST_DESCRIPTION: &str =
-    "List what loom holds (datasets, documents, blobs): ref, size, origin, age.";
+const LIST_DESCRIPTION: &str = "List what loom holds (datasets, documents, blobs): ref, size, \
+origin, age; in the order they were made, 50 at a time (pass the answer's `nextOffset` as \
+`offset` for more).";
 
 const MATERIALIZE_DESCRIPTION: &str = "Keep a query's result as dataset `ds_view_<name>` (types intact, \
 never evicted) to query again or export. Returns its envelope.";
@@ -107,7 +108,18 @@ pub fn tools() -> Vec<Tool> {
         )
         .annotate(read_only())
         .with_meta(view()),
-        Tool::new(LIST, LIST_DESCRIPTION, object_schema(json!({}), &[])).annotate(read_only()),
+        Tool::new(
+            LIST,
+            LIST_DESCRIPTION,
+            object_schema(
+                json!({
+                    "offset": {"type": "integer", "minimum": 0, "description": "Entries to skip."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": list_datasets::MAX_PAGE, "description": "Entries to show (default and at most 50)."}
+                }),
+                &[],
+            ),
+        )
+        .annotate(read_only()),
         Tool::new(
             DESCRIBE,
             DESCRIBE_DESCRIPTION,
@@ -186,6 +198,20 @@ pub(crate) const NO_DATASETS: &str = "this session holds no datasets: a ref belo
      whose tool call made it, and is gone when that session ends (a client that opens a new \
      session for every tool call loses its refs between calls: keep one session open, or call \
      the tool again in this one); datasets appear when a tool returns a large table";
+
+/// An optional whole-number argument of 0 or more.
+fn number(arguments: &Map<String, Value>, name: &str) -> Result<Option<u64>, String> {
+    match arguments.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(v) => Ok(Some(v)),
+            None => Err(format!(
+                "`{name}` must be a whole number of 0 or more, found {n}"
+            )),
+        },
+        Some(other) => Err(format!("`{name}` must be a whole number, found {other}")),
+    }
+}
 
 fn known_datasets(store: &Store) -> String {
     let list = store.list();
@@ -278,5 +304,51 @@ mod tests {
         assert!(text.len() < 64_000, "describe of {} bytes", text.len());
         assert!(!text.contains(&"n".repeat(201)), "the long name is cut");
         assert!(!text.contains(&"x".repeat(201)), "long strings are cut");
+    }
+
+    /// A session of many datasets is listed a page at a time: at most 50 entries an answer,
+    /// `total` and `nextOffset` to go on, bad paging arguments named.
+    #[test]
+    fn the_listing_is_paged() {
+        let store = Arc::new(Store::new(StoreSettings::default()).expect("store"));
+        for i in 0..120 {
+            let origin = Origin {
+                server: "s".into(),
+                tool: format!("t{i}"),
+                args: json!({}),
+            };
+            let result = json!({"content": [{"type": "text", "text": "[{\"a\": 1}, {\"a\": 2}]"}]});
+            let raw = RawValue::from_string(result.to_string()).expect("raw");
+            crate::intercept::keep_passed_through(&raw, &origin, &store).expect("kept");
+        }
+        assert_eq!(store.list().len(), 120);
+        let page = |arguments: Value| {
+            let result = super::list(&store, &arguments.as_object().cloned());
+            serde_json::to_value(&result).expect("json")
+        };
+        let first = page(json!({}));
+        let answer = &first["structuredContent"];
+        assert_eq!(answer["datasets"].as_array().map(Vec::len), Some(50));
+        assert_eq!(answer["total"], 120);
+        assert_eq!(answer["nextOffset"], 50);
+        let last = page(json!({"offset": 100, "limit": 50}));
+        let answer = &last["structuredContent"];
+        assert_eq!(answer["datasets"].as_array().map(Vec::len), Some(20));
+        assert!(answer.get("nextOffset").is_none(), "{answer}");
+        assert_eq!(answer["datasets"][0]["tool"], "t100");
+        for (arguments, says) in [
+            (
+                json!({"limit": 500}),
+                "`limit` must be from 1 to 50, found 500",
+            ),
+            (
+                json!({"offset": -1}),
+                "`offset` must be a whole number of 0 or more",
+            ),
+            (json!({"page": 2}), "unknown argument `page`"),
+        ] {
+            let text = page(arguments)["content"][0]["text"].to_string();
+            assert!(text.contains(says), "{text}");
+        }
     }
 }

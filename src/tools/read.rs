@@ -7,7 +7,7 @@ use base64::Engine as _;
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents, Tool};
 use serde_json::{Map, Value, json};
 
-use super::{error_result, object_schema, read_only};
+use super::{error_result, number, object_schema, read_only};
 use crate::common::text::thousands;
 use crate::store::document::{Blob, Content, Document};
 use crate::store::{Dataset, Store};
@@ -58,19 +58,6 @@ enum Mode {
     Chars { offset: usize, length: usize },
     Lines { first: usize, last: usize },
     Pattern { regex: regex::Regex, context: usize },
-}
-
-fn number(arguments: &Map<String, Value>, name: &str) -> Result<Option<u64>, String> {
-    match arguments.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => match n.as_u64() {
-            Some(v) => Ok(Some(v)),
-            None => Err(format!(
-                "`{name}` must be a whole number of 0 or more, found {n}"
-            )),
-        },
-        Some(other) => Err(format!("`{name}` must be a whole number, found {other}")),
-    }
 }
 
 /// `"120-180"`, `"120"`, `"120-"` (to the end): 1-based, inclusive.

@@ -176,7 +176,7 @@ def test_loom_query_over_values(dp, era):
 def test_materialize_and_list_datasets_in_one_session(dp, era):
     dp.use(CRM)
     inspector = Inspector(dp, era)
-    assert assert_ok(inspector.call("loom_list_datasets", {}), "loom_list_datasets") == {"datasets": []}
+    assert assert_ok(inspector.call("loom_list_datasets", {}), "loom_list_datasets") == {"datasets": [], "total": 0}
     view = assert_envelope(inspector.call("loom_materialize", {"sql": _values(40), "name": "prices"}), "loom_materialize")
     assert (view["ref"], view["rows"]) == ("ds_view_prices", 40)
     assert view["provenance"]["tool"] == "loom_materialize"
