@@ -419,3 +419,93 @@ fn what_a_server_started_does_not_outlive_it_when_it_exits_first() {
     assert!(!pid_alive(server), "the server {server} outlived loom");
     eventually("the grandchild is stopped", || !pid_alive(grandchild));
 }
+
+/// Peak resident memory of a process, in MiB (`VmHWM`).
+fn peak_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib / 1024)
+}
+
+/// A client that stops reading while its server floods log lines: loom keeps a bounded queue of
+/// notifications for it and drops (and counts) the rest, instead of holding every line (8 M lines
+/// grew loom to 2.27 GB). The call's result is never dropped: it arrives once the client reads.
+#[test]
+fn a_client_that_does_not_read_holds_a_bounded_queue_in_loom() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    use std::sync::{Arc, Mutex};
+
+    const LINES: u64 = 100_000;
+    let mut server = fixture_server("fx", &[]);
+    server["callTimeoutMs"] = json!(600_000);
+    let (_dir, path) = write_config(&json!({ "servers": [server] }));
+    let mut loom = Command::new(loom_bin())
+        .args(["--config", path.to_str().expect("utf8")])
+        .env("LOOM_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start loom");
+    let log = Arc::new(Mutex::new(String::new()));
+    let stderr = loom.stderr.take().expect("stderr");
+    let sink = log.clone();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            sink.lock().expect("log").push_str(&(line + "\n"));
+        }
+    });
+    let mut stdin = loom.stdin.take().expect("stdin");
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "not-reading", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "fx_logs", "arguments": {"count": LINES, "bytes": 3000}}}),
+    ] {
+        writeln!(stdin, "{message}").expect("write");
+    }
+    stdin.flush().expect("flush");
+    // Nobody reads loom's stdout until the server has sent every line.
+    let sent = format!("sent {LINES} log lines");
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    while !log.lock().expect("log").contains(&sent) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not finish: {}",
+            log.lock().expect("log")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Let loom take in what it read last.
+    std::thread::sleep(Duration::from_secs(2));
+    let peak = peak_mib(loom.id());
+    eprintln!("loom's peak while its client did not read: {peak} MiB");
+    // 100,000 lines of 3 KB are over 300 MB as loom holds them; the queue is 16 MiB.
+    assert!(
+        peak < 320,
+        "loom peaked at {peak} MiB while its client did not read"
+    );
+    let text = log.lock().expect("log").clone();
+    assert!(text.contains("the client is not reading"), "{text}");
+
+    // The client reads again: the result arrives.
+    let stdout = loom.stdout.take().expect("stdout");
+    let mut answered = false;
+    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        if line.contains(r#""id":2"#) {
+            assert!(line.contains(&format!("sent {LINES}")), "{line}");
+            answered = true;
+            break;
+        }
+    }
+    assert!(answered, "no result for the call");
+    drop(stdin);
+    let _ = loom.wait();
+    let _ = reader.join();
+}

@@ -37,10 +37,10 @@ fn every_tool_of_every_server_is_listed_under_its_prefix_in_order() {
     );
     direct.initialize();
     let beta_direct = direct.tool_names();
-    assert_eq!(beta_direct.len(), 20 + 25, "fixture listing changed");
+    assert_eq!(beta_direct.len(), 21 + 25, "fixture listing changed");
     let alpha: Vec<_> = names.iter().filter(|n| n.starts_with("alpha_")).collect();
     let beta: Vec<_> = names.iter().filter(|n| n.starts_with("beta_")).collect();
-    assert_eq!(alpha.len(), 20);
+    assert_eq!(alpha.len(), 21);
     assert!(names.ends_with(&LOOM_TOOLS.map(String::from)));
     // Every page of the paginated server was read, in the server's order.
     let expected: Vec<String> = beta_direct.iter().map(|n| format!("beta_{n}")).collect();

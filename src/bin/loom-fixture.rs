@@ -64,6 +64,9 @@
 //! 18. `elicit {message}`: sends `elicitation/create` (form asking for a string `answer`),
 //!     answers `{"action":…,"content":…}` as JSON.
 //! 19. `big_text {bytes}`: one text block of exactly `bytes` ASCII characters.
+//! 21. `logs {count, bytes?=200}`: sends `count` `notifications/message` (level info, `data` a
+//!     string of `bytes` characters), prints `sent {count} log lines` to stderr, answers
+//!     `sent {count}`.
 //! 20. `orders {count, users?}`: JSON text array of orders whose `user_id` refers to `rows` ids.
 //!
 //! Client-side failures of 16–18 come back as `isError` results carrying the error text.
@@ -317,6 +320,18 @@ fn base_tools() -> Vec<Tool> {
                 "type": "object",
                 "properties": {"bytes": {"type": "integer", "minimum": 0}},
                 "required": ["bytes"]
+            })),
+        ),
+        Tool::new(
+            "logs",
+            "Sends `count` log notifications of `bytes` characters each, then answers.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "count": {"type": "integer", "minimum": 0},
+                    "bytes": {"type": "integer", "minimum": 0, "default": 200}
+                },
+                "required": ["count"]
             })),
         ),
         Tool::new(
@@ -891,6 +906,25 @@ impl ServerHandler for Fixture {
                     "_meta": {"fixture/served-by": self.name}
                 }))
                 .map_err(|e| McpError::internal_error(e.to_string(), None))?
+            }
+            "logs" => {
+                let count = u64_arg(&args, "count")?;
+                let bytes = usize::try_from(opt_u64_arg(&args, "bytes")?.unwrap_or(200))
+                    .map_err(|_| McpError::invalid_params("argument `bytes` is too large", None))?;
+                let line = Value::String(big_text(bytes));
+                for _ in 0..count {
+                    #[allow(deprecated)] // what servers still send
+                    let params = rmcp::model::LoggingMessageNotificationParam::new(
+                        rmcp::model::LoggingLevel::Info,
+                        line.clone(),
+                    );
+                    #[allow(deprecated)]
+                    if context.peer.notify_logging_message(params).await.is_err() {
+                        break;
+                    }
+                }
+                eprintln!("sent {count} log lines");
+                text_result(format!("sent {count}"))
             }
             "big_text" => {
                 let bytes = usize::try_from(u64_arg(&args, "bytes")?)

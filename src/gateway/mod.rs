@@ -16,6 +16,7 @@ mod input;
 mod keep;
 mod logging;
 pub mod naming;
+mod outbox;
 pub mod search;
 pub mod task_extension;
 pub mod tasks;
@@ -119,6 +120,8 @@ pub struct Gateway {
     stats: crate::report::SessionStats,
     /// Where this session's exports go and what they wrote so far (SPEC §15).
     exports: crate::tools::Exports,
+    /// Log lines and progress waiting for the client, bounded (SPEC §5.9).
+    outbox: outbox::Outbox,
     /// Resource URIs this session subscribed to: only their updates reach its client.
     subscriptions: Mutex<std::collections::HashSet<String>>,
     /// The client's `subscriptions/listen` streams (2026-07-28), and how many of them want
@@ -203,6 +206,7 @@ impl Gateway {
             nonce: discovery::new_nonce(),
             stats: crate::report::SessionStats::new(),
             exports: crate::tools::Exports::new(&config.export_dir, owns_hub),
+            outbox: outbox::Outbox::default(),
             subscriptions: Mutex::new(std::collections::HashSet::new()),
             listeners: Mutex::new(Listeners::default()),
             log_interest: Arc::default(),
@@ -215,6 +219,10 @@ impl Gateway {
             .session_opened(gateway.number, LOCAL_CREDENTIAL);
         let rebuild = tokio::spawn(gateway.clone().rebuild_loop());
         gateway.lock_tasks().push(rebuild);
+        if let Some(writer) = outbox::Outbox::writer(&gateway) {
+            let writer = tokio::spawn(writer);
+            gateway.lock_tasks().push(writer);
+        }
         // The first catalog is built here, not by the coalescing loop, so the first tools/list
         // answers at once.
         gateway.rebuild();
@@ -887,10 +895,10 @@ impl Gateway {
                     .lock_progress()
                     .get(&(*server, params.progress_token.clone()))
                     .cloned();
-                if let (Some(token), Some(peer)) = (upstream_token, self.upstream.get()) {
+                if let Some(token) = upstream_token {
                     let mut params = params.clone();
                     params.progress_token = token;
-                    let _ = peer.notify_progress(params).await;
+                    self.outbox.offer(outbox::Note::Progress(params));
                 }
             }
             #[allow(deprecated)] // logging is SEP-2577-deprecated but clients still show it
@@ -921,15 +929,13 @@ impl Gateway {
                 {
                     return;
                 }
-                if let Some(peer) = self.upstream.get() {
-                    let name = self.servers.get(*server).map(|s| s.name()).unwrap_or("?");
-                    let mut params = params.clone();
-                    params.logger = Some(match params.logger.take() {
-                        Some(logger) => format!("{name}/{logger}"),
-                        None => name.to_string(),
-                    });
-                    let _ = peer.notify_logging_message(params).await;
-                }
+                let name = self.servers.get(*server).map(|s| s.name()).unwrap_or("?");
+                let mut params = params.clone();
+                params.logger = Some(match params.logger.take() {
+                    Some(logger) => format!("{name}/{logger}"),
+                    None => name.to_string(),
+                });
+                self.outbox.offer(outbox::Note::Log(params));
             }
             DownstreamEvent::TaskStatus {
                 server,

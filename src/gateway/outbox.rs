@@ -1,0 +1,161 @@
+//! A session's outbox for the notifications a server can send without end: log lines and
+//! progress. They used to be written to the client from the hub's one event loop, each write
+//! awaited: a client that stopped reading held the loop (every session's notifications with it)
+//! while the hub's queue grew without bound — a server's 8 M log lines to a client that was not
+//! reading took loom to 2.27 GB. Now each session queues them, bounded in count and bytes, and
+//! its own task writes them in order; what does not fit is dropped and counted (SPEC §5.9).
+//! Results never come this way: they are answers, written on their request's path.
+#![allow(deprecated)] // logging is SEP-2577-deprecated but clients still show it
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use rmcp::model::{LoggingMessageNotificationParam, ProgressNotificationParam};
+use tokio::sync::mpsc;
+
+use super::Gateway;
+
+/// Notifications one client may have waiting.
+pub const OUTBOX_ENTRIES: usize = 4_096;
+/// Bytes of notifications one client may have waiting (their JSON, estimated).
+pub const OUTBOX_BYTES: usize = 16 << 20;
+
+/// One queued notification.
+pub(super) enum Note {
+    Log(LoggingMessageNotificationParam),
+    Progress(ProgressNotificationParam),
+}
+
+impl Note {
+    /// About the bytes the notification takes on the wire (its `data` and message dominate).
+    fn bytes(&self) -> usize {
+        const FRAME: usize = 96;
+        match self {
+            Note::Log(params) => {
+                FRAME
+                    + params.logger.as_ref().map_or(0, String::len)
+                    + serde_json::to_string(&params.data).map_or(0, |s| s.len())
+            }
+            Note::Progress(params) => FRAME + params.message.as_ref().map_or(0, String::len),
+        }
+    }
+}
+
+pub(super) struct Outbox {
+    queue: mpsc::Sender<(Note, usize)>,
+    /// Taken by the writer task when it starts.
+    waiting: std::sync::Mutex<Option<mpsc::Receiver<(Note, usize)>>>,
+    bytes: Arc<AtomicUsize>,
+    dropped: AtomicU64,
+}
+
+impl Default for Outbox {
+    fn default() -> Self {
+        let (queue, waiting) = mpsc::channel(OUTBOX_ENTRIES);
+        Outbox {
+            queue,
+            waiting: std::sync::Mutex::new(Some(waiting)),
+            bytes: Arc::default(),
+            dropped: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Outbox {
+    /// Queue `note` for the client; `false` (and counted) when the client already has
+    /// [`OUTBOX_ENTRIES`] or [`OUTBOX_BYTES`] waiting.
+    pub(super) fn offer(&self, note: Note) -> bool {
+        let size = note.bytes();
+        let fits = self
+            .bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                (held + size <= OUTBOX_BYTES).then_some(held + size)
+            })
+            .is_ok();
+        if fits {
+            match self.queue.try_send((note, size)) {
+                Ok(()) => return true,
+                Err(_) => {
+                    self.bytes.fetch_sub(size, Ordering::AcqRel);
+                }
+            }
+        }
+        let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        // Once, then at every power of ten: a client that is not reading gets a flood.
+        if dropped == 10u64.pow(dropped.ilog10()) {
+            tracing::warn!(
+                "the client is not reading: {dropped} log/progress notification(s) dropped so \
+                 far (at most {OUTBOX_ENTRIES} or {} MiB wait for one client)",
+                OUTBOX_BYTES >> 20
+            );
+        }
+        false
+    }
+
+    /// Notifications dropped so far.
+    #[cfg(test)]
+    pub(super) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// The task that writes the queue to `gateway`'s client, in order, one at a time.
+    pub(super) fn writer(gateway: &Arc<Gateway>) -> Option<impl Future<Output = ()> + use<>> {
+        let mut waiting = gateway
+            .outbox
+            .waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()?;
+        let bytes = gateway.outbox.bytes.clone();
+        let gateway: Weak<Gateway> = Arc::downgrade(gateway);
+        Some(async move {
+            while let Some((note, size)) = waiting.recv().await {
+                let peer = gateway.upgrade().and_then(|g| g.upstream.get());
+                if let Some(peer) = peer {
+                    let _ = match note {
+                        Note::Log(params) => peer.notify_logging_message(params).await,
+                        Note::Progress(params) => peer.notify_progress(params).await,
+                    };
+                }
+                bytes.fetch_sub(size, Ordering::AcqRel);
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{LoggingLevel, ProgressToken};
+
+    fn log(text: &str) -> Note {
+        Note::Log(
+            LoggingMessageNotificationParam::new(
+                LoggingLevel::Info,
+                serde_json::Value::String(text.into()),
+            )
+            .with_logger("s"),
+        )
+    }
+
+    /// With nobody writing (a client that does not read), the outbox holds at most its entries
+    /// and bytes; the rest is dropped and counted, never queued.
+    #[test]
+    fn a_client_that_does_not_read_holds_a_bounded_queue() {
+        let outbox = Outbox::default();
+        let kept = (0..10_000).filter(|_| outbox.offer(log("a line"))).count();
+        assert_eq!(kept, OUTBOX_ENTRIES);
+        assert_eq!(outbox.dropped(), 10_000 - OUTBOX_ENTRIES as u64);
+
+        let outbox = Outbox::default();
+        let big = "x".repeat(1 << 20);
+        let kept = (0..100).filter(|_| outbox.offer(log(&big))).count();
+        assert!(kept < 16, "{kept} one-MiB lines queued");
+        assert!(outbox.bytes.load(Ordering::Acquire) <= OUTBOX_BYTES);
+        let progress = Note::Progress(ProgressNotificationParam::new(
+            ProgressToken(rmcp::model::NumberOrString::Number(1)),
+            1.0,
+        ));
+        assert!(outbox.offer(progress), "a small notification still fits");
+    }
+}
