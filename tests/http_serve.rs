@@ -873,15 +873,18 @@ async fn closed_sessions_are_freed() {
 
 /// Every HTTP session exports into a folder of its own below `exportDir`: one client neither
 /// replaces another's file nor learns its names; a name must end in the format's extension;
-/// what a session may write in all is bounded (`exportMaxBytes`).
+/// what a credential may write in all is bounded (`exportMaxBytes`), whatever the number of
+/// sessions it opens.
 #[tokio::test(flavor = "multi_thread")]
 async fn sessions_export_into_folders_of_their_own_within_a_quota() {
     let exports = tempfile::tempdir().expect("dir");
     let loom = LoomHttp::start(json!({
         "exportDir": exports.path().display().to_string(),
         "exportMaxBytes": "1MiB",
+        "http": {"tokens": ["token-of-a-and-b", "token-of-c"]},
     }));
-    let (mut a, mut b) = (Client::new(&loom), Client::new(&loom));
+    let ab = || Client::new(&loom).with_header("authorization", "Bearer token-of-a-and-b");
+    let (mut a, mut b) = (ab(), ab());
     a.initialize().await;
     b.initialize().await;
     let mut refs = Vec::new();
@@ -961,9 +964,33 @@ async fn sessions_export_into_folders_of_their_own_within_a_quota() {
     }
     let stopped = stopped.expect("the quota stops the exports");
     assert!(stopped.contains("exportMaxBytes"), "{stopped}");
-    // The other session's quota is its own.
-    let other = b
-        .call("loom_export", export(&refs[1], "more.csv", false))
+    // The quota is the credential's: its other session, and a session it opens now, are
+    // stopped too (opening sessions in turn wrote without limit) ...
+    let mut fresh = ab();
+    fresh.initialize().await;
+    let envelope = fresh.call("fx_rows", json!({"count": 3000})).await.json();
+    let fresh_ref = envelope["result"]["structuredContent"]["ref"]
+        .as_str()
+        .expect("an envelope")
+        .to_string();
+    for (client, reference) in [(&mut b, &refs[1]), (&mut fresh, &fresh_ref)] {
+        let answer = client
+            .call("loom_export", export(reference, "more.csv", false))
+            .await
+            .json();
+        assert_eq!(answer["result"]["isError"], true, "{answer}");
+        assert!(answer.to_string().contains("exportMaxBytes"), "{answer}");
+    }
+    // ... while another credential's quota is its own.
+    let mut c = Client::new(&loom).with_header("authorization", "Bearer token-of-c");
+    c.initialize().await;
+    let envelope = c.call("fx_rows", json!({"count": 3000})).await.json();
+    let c_ref = envelope["result"]["structuredContent"]["ref"]
+        .as_str()
+        .expect("an envelope")
+        .to_string();
+    let other = c
+        .call("loom_export", export(&c_ref, "more.csv", false))
         .await
         .json();
     assert_ne!(other["result"]["isError"], true, "{other}");

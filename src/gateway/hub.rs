@@ -45,6 +45,8 @@ pub struct Hub {
     log_levels: Mutex<Vec<Option<u8>>>,
     /// The model summary stage's endpoint (SPEC §19.9), when `llm` is configured.
     pub(super) summarizer: Option<Arc<crate::llm::Summarizer>>,
+    /// Bytes exported per credential, against `exportMaxBytes` (SPEC §15).
+    export_quotas: Mutex<std::collections::HashMap<String, Arc<std::sync::atomic::AtomicU64>>>,
 }
 
 impl Hub {
@@ -92,6 +94,7 @@ impl Hub {
             sessions_opened: std::sync::atomic::AtomicU64::new(0),
             log_levels: Mutex::new(Vec::new()),
             summarizer,
+            export_quotas: Mutex::default(),
         });
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let mut firsts = Vec::new();
@@ -135,6 +138,16 @@ impl Hub {
 
     pub fn servers(&self) -> &[Arc<Downstream>] {
         &self.servers
+    }
+
+    /// The export counter the sessions of `credential` share.
+    pub(super) fn export_quota(&self, credential: &str) -> Arc<std::sync::atomic::AtomicU64> {
+        self.export_quotas
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(credential.to_string())
+            .or_default()
+            .clone()
     }
 
     /// A number for a new session, never given out twice.

@@ -722,6 +722,7 @@ impl Gateway {
     /// no other credential could be the one concerned (SPEC §5.4, §5.8).
     pub fn set_credential(&self, credential: &str) {
         self.hub.in_flight.session_opened(self.number, credential);
+        self.exports.share_quota(self.hub.export_quota(credential));
     }
 
     /// End the session: its loops stop, queued snapshot writes finish, its spill directory

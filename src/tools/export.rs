@@ -12,7 +12,9 @@ use crate::store::Store;
 #[derive(Debug, Clone)]
 pub struct Exports {
     dir: std::path::PathBuf,
-    written: Arc<std::sync::atomic::AtomicU64>,
+    /// Bytes written against `exportMaxBytes`: the session's own until it is told its
+    /// credential, then the counter every session of that credential shares ([`Self::share_quota`]).
+    written: Arc<std::sync::RwLock<Arc<std::sync::atomic::AtomicU64>>>,
 }
 
 impl Exports {
@@ -35,6 +37,27 @@ impl Exports {
             dir,
             written: Arc::default(),
         }
+    }
+
+    /// Count this session's exports on `counter` from now on (with what it wrote so far): the
+    /// quota is per credential, or opening sessions in turn would write without limit.
+    pub fn share_quota(&self, counter: Arc<std::sync::atomic::AtomicU64>) {
+        use std::sync::atomic::Ordering;
+        let mut written = self
+            .written
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !Arc::ptr_eq(&written, &counter) {
+            counter.fetch_add(written.load(Ordering::Acquire), Ordering::AcqRel);
+            *written = counter;
+        }
+    }
+
+    fn counter(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.written
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -85,9 +108,10 @@ pub fn export(
         Err(e) => return error_result(format!("loom_export: {e}")),
     };
     use std::sync::atomic::Ordering;
+    let counter = exports.counter();
     let left = config
         .export_max_bytes
-        .saturating_sub(exports.written.load(Ordering::Acquire));
+        .saturating_sub(counter.load(Ordering::Acquire));
     match crate::export::export_with(
         &dataset,
         format,
@@ -98,7 +122,7 @@ pub fn export(
         left,
     ) {
         Ok(written) => {
-            exports.written.fetch_add(written.bytes, Ordering::AcqRel);
+            counter.fetch_add(written.bytes, Ordering::AcqRel);
             json_result(serde_json::to_value(&written).unwrap_or(Value::Null))
         }
         Err(e) => error_result(format!("loom_export: {e}")),
