@@ -28,6 +28,11 @@ impl LoomHttp {
     }
 
     fn start_with_log(extra: Value, log_filter: &str) -> LoomHttp {
+        Self::start_with(extra, log_filter, None)
+    }
+
+    /// With `soft_files`, loom starts under that soft limit on open files (a shell sets it).
+    fn start_with(extra: Value, log_filter: &str, soft_files: Option<u32>) -> LoomHttp {
         let mut config = json!({"servers": [fixture_server("fx", &[])]});
         if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
             for (k, v) in extra {
@@ -35,7 +40,18 @@ impl LoomHttp {
             }
         }
         let (dir, path) = write_config(&config);
-        let mut child = Command::new(loom_bin())
+        let mut command = match soft_files {
+            Some(files) => {
+                let mut shell = Command::new("/bin/sh");
+                shell
+                    .arg("-c")
+                    .arg(format!("ulimit -Sn {files} && exec \"$0\" \"$@\""))
+                    .arg(loom_bin());
+                shell
+            }
+            None => Command::new(loom_bin()),
+        };
+        let mut child = command
             .args(["serve", "--http", "127.0.0.1:0", "--config"])
             .arg(&path)
             .env("LOOM_LOG", log_filter)
@@ -235,12 +251,14 @@ async fn a_session_lists_calls_and_gets_the_servers_bytes() {
     assert!(names.iter().any(|n| n == "loom_query"), "{names:?}");
 
     // The same call over stdio and over HTTP: the same result bytes (the fixture's own).
-    let http = client.call("fx_raw", json!({})).await;
+    let raw =
+        json!({"json": r#"{"content":[{"type":"text","text":"as sent  "}],"isError":false}"#});
+    let http = client.call("fx_raw", raw.clone()).await;
     assert_eq!(http.status, StatusCode::OK);
     let (_dir, path) = write_config(&json!({"servers": [fixture_server("fx", &[])]}));
     let mut stdio = RawClient::loom(&path);
     stdio.initialize();
-    let line = stdio.call_tool("fx_raw", json!({}));
+    let line = stdio.call_tool("fx_raw", raw);
     assert_eq!(result_text(&http.body), result_bytes(&line));
 }
 
@@ -1118,5 +1136,42 @@ async fn a_session_running_a_heavy_query_does_not_hold_up_another() {
     assert!(
         heavy.to_string().contains("queryTimeoutMs"),
         "it ran until its timeout: {heavy}"
+    );
+}
+
+/// 1,100 idle connections from one address (loopback needs no token) neither use up loom's
+/// file descriptors nor hold a legitimate request from that same address: loom raises its soft
+/// limit on open files (it starts here under a soft limit of 1,024), and past 512 connections of
+/// one address a new one takes the place of the oldest that never sent a request. The request
+/// is answered while the idle connections that kept their place are still open — before, it
+/// waited for their header timeout to give descriptors back.
+#[tokio::test(flavor = "multi_thread")]
+async fn idle_connections_do_not_hold_a_legitimate_request() {
+    use std::io::Read;
+    let loom = LoomHttp::start_with(json!({}), "info", Some(1024));
+    let address = loom
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    let idle: Vec<std::net::TcpStream> = (0..1_100)
+        .map(|_| std::net::TcpStream::connect(&address).expect("connect"))
+        .collect();
+    let mut client = Client::new(&loom);
+    let answer = client.initialize().await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    // Which idle connections loom still holds: a closed one reads end-of-file at once.
+    let mut open = 0;
+    for mut stream in idle {
+        stream.set_nonblocking(true).expect("nonblocking");
+        let mut byte = [0u8; 1];
+        match stream.read(&mut byte) {
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => open += 1,
+            _ => {}
+        }
+    }
+    assert!(
+        (400..=512).contains(&open),
+        "{open} idle connections still open when the request was answered"
     );
 }

@@ -136,6 +136,7 @@ async fn serve_stdio(gateway: &std::sync::Arc<Gateway>) -> ExitCode {
 /// `--http ADDR` (and `--stdio`): the HTTP face, one session per client session, over one set
 /// of servers; stops at a signal, or when the stdio client goes away if there is one.
 async fn serve_http(config: crate::config::Config, addr: SocketAddr, stdio: bool) -> ExitCode {
+    raise_file_limit();
     // Bound before any server starts: a taken port is reported at once.
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(listener) => listener,
@@ -202,6 +203,30 @@ async fn serve_http(config: crate::config::Config, addr: SocketAddr, stdio: bool
     }
     hub.shutdown().await;
     code
+}
+
+/// Descriptors the HTTP face asks for (the soft limit is raised toward it, never past the hard
+/// limit): each connection holds one, and a common soft default of 1,024 ran out at 1,100 idle
+/// connections while a legitimate request waited.
+const WANTED_FILES: u64 = 65_536;
+
+/// Raise the soft limit on open files toward [`WANTED_FILES`] (within the hard limit).
+fn raise_file_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    let wanted = WANTED_FILES.min(hard);
+    if soft >= wanted {
+        return;
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, wanted, hard) {
+        Ok(()) => tracing::debug!("open files: soft limit raised from {soft} to {wanted}"),
+        Err(error) => tracing::warn!(
+            "open files: the soft limit stays {soft} ({error}); at most about that many \
+             connections can be open at once"
+        ),
+    }
 }
 
 /// Stops the stdio service when the future serving it is dropped.

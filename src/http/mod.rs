@@ -51,6 +51,13 @@ const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 /// task for ever.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Connections one peer address may hold open at once. Past it, a new connection takes the
+/// place of that address's oldest one that has not sent a request yet (or, when every one has,
+/// is closed at once). Loopback needs no token, and 1,100 idle connections from one client used
+/// up the process's file descriptors: a legitimate request then waited 9.5 s for their header
+/// timeouts. Sharing loopback, the legitimate client still gets in.
+pub const MAX_CONNECTIONS_PER_ADDRESS: usize = 512;
+
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 fn full(bytes: impl Into<Bytes>) -> Body {
@@ -110,7 +117,82 @@ pub struct Server {
     /// `maxSessions` from the moment they are admitted, so initializes that arrive together
     /// cannot together pass the limit.
     opening: std::sync::atomic::AtomicUsize,
+    /// Open connections per peer address, oldest first (bounded, [`MAX_CONNECTIONS_PER_ADDRESS`]).
+    connections: Connections,
+    /// Numbers connections.
+    connections_opened: std::sync::atomic::AtomicU64,
+    /// Connections closed at once for that bound.
+    refused_connections: std::sync::atomic::AtomicU64,
     shutdown: CancellationToken,
+}
+
+/// The open connections of each peer address, oldest first.
+type Connections =
+    Arc<Mutex<HashMap<std::net::IpAddr, std::collections::VecDeque<OpenConnection>>>>;
+
+struct OpenConnection {
+    number: u64,
+    /// Set by its first request.
+    served: Arc<std::sync::atomic::AtomicBool>,
+    /// Cancelled to close it for a newer connection of its address.
+    evict: CancellationToken,
+}
+
+/// One open connection of a peer address; gives its place back when dropped.
+struct ConnectionSlot {
+    connections: Connections,
+    address: std::net::IpAddr,
+    number: u64,
+    served: Arc<std::sync::atomic::AtomicBool>,
+    evicted: CancellationToken,
+}
+
+impl ConnectionSlot {
+    /// A place for connection `number` of `address`: free, or the place of the address's oldest
+    /// connection that never sent a request (closed for it); `None` when every place is taken
+    /// by a connection that did.
+    fn take(connections: &Connections, address: std::net::IpAddr, number: u64) -> Option<Self> {
+        use std::sync::atomic::Ordering;
+        let mut held = connections.lock().unwrap_or_else(PoisonError::into_inner);
+        let open = held.entry(address).or_default();
+        if open.len() >= MAX_CONNECTIONS_PER_ADDRESS {
+            let idle = open
+                .iter()
+                .position(|c| !c.served.load(Ordering::Acquire))?;
+            if let Some(oldest) = open.remove(idle) {
+                oldest.evict.cancel();
+            }
+        }
+        let served = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let evicted = CancellationToken::new();
+        open.push_back(OpenConnection {
+            number,
+            served: served.clone(),
+            evict: evicted.clone(),
+        });
+        Some(ConnectionSlot {
+            connections: connections.clone(),
+            address,
+            number,
+            served,
+            evicted,
+        })
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        let mut held = self
+            .connections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(open) = held.get_mut(&self.address) {
+            open.retain(|c| c.number != self.number);
+            if open.is_empty() {
+                held.remove(&self.address);
+            }
+        }
+    }
 }
 
 /// One admitted session still being opened; gives its place back when dropped.
@@ -133,6 +215,9 @@ impl Server {
             scopes: Mutex::new(HashMap::new()),
             stateless_requests: std::sync::atomic::AtomicU64::new(0),
             opening: std::sync::atomic::AtomicUsize::new(0),
+            connections: Arc::default(),
+            connections_opened: std::sync::atomic::AtomicU64::new(0),
+            refused_connections: std::sync::atomic::AtomicU64::new(0),
             shutdown: CancellationToken::new(),
         })
     }
@@ -163,7 +248,7 @@ impl Server {
                 _ = self.shutdown.cancelled() => break,
                 accepted = listener.accept() => accepted,
             };
-            let (stream, _) = match accepted {
+            let (stream, peer) = match accepted {
                 Ok(connection) => connection,
                 Err(error) => {
                     // Out of file descriptors and the like: wait a moment instead of spinning.
@@ -172,12 +257,33 @@ impl Server {
                     continue;
                 }
             };
+            let number = self
+                .connections_opened
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(slot) = ConnectionSlot::take(&self.connections, peer.ip(), number) else {
+                // Closed at once (dropped): its descriptor goes back before the next accept.
+                let refused = self
+                    .refused_connections
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                    + 1;
+                if refused == 10u64.pow(refused.ilog10()) {
+                    tracing::warn!(
+                        "{} holds {MAX_CONNECTIONS_PER_ADDRESS} connections that all sent \
+                         requests: newer ones are closed ({refused} so far)",
+                        peer.ip()
+                    );
+                }
+                continue;
+            };
             // Answers are written whole at once; waiting to coalesce them only adds latency.
             let _ = stream.set_nodelay(true);
             let server = self.clone();
             let shutdown = self.shutdown.clone();
             tokio::spawn(async move {
+                let served = slot.served.clone();
+                let evicted = slot.evicted.clone();
                 let service = hyper::service::service_fn(move |request| {
+                    served.store(true, std::sync::atomic::Ordering::Release);
                     let server = server.clone();
                     async move { Ok::<_, Infallible>(server.handle(request).await) }
                 });
@@ -188,11 +294,15 @@ impl Server {
                 tokio::pin!(connection);
                 tokio::select! {
                     _ = &mut connection => {}
+                    // A newer connection of its address took its place (it never sent a
+                    // request): dropped, its descriptor goes back.
+                    _ = evicted.cancelled() => {}
                     _ = shutdown.cancelled() => {
                         connection.as_mut().graceful_shutdown();
                         let _ = tokio::time::timeout(Duration::from_secs(1), connection).await;
                     }
                 }
+                drop(slot);
             });
         }
         reaper.abort();
