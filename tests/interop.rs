@@ -5,8 +5,10 @@
 //! Needs `.ci/venv` (the Python side), `.ci/node/node_modules` (the servers), and for the data
 //! plane clients `.ci/venv1` (the 1.x SDK) and `.ci/inspector/node_modules` (the Inspector CLI and
 //! its Node 22), and `.ci/venv-litellm` (LiteLLM's proxy, for the model summary stage), all made by
-//! `.ci/setup-interop`. Without them the test fails under CI (`CI` set) and otherwise passes with a
-//! loud notice that nothing ran. `LOOM_PYTHON` picks another interpreter (it needs the packages of
+//! `.ci/setup-interop`. Without them the test fails under strict mode (`CI` set, or
+//! `LOOM_STRICT_TESTS=1`) and otherwise passes with a loud notice that nothing ran. Under strict
+//! mode a skipped interop test fails too (tests/interop/conftest.py, and the summary check
+//! below). `LOOM_PYTHON` picks another interpreter (it needs the packages of
 //! tests/interop/requirements.txt).
 
 use std::io::{BufRead, BufReader, Write};
@@ -41,8 +43,13 @@ const SERVERS: &[&str] = &[
 /// The interpreter with the Python SDK's 1.x line (tests/interop/requirements-1x.txt).
 const PYTHON_1X: &str = ".ci/venv1/bin/python";
 
-fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false" && v != "0")
+/// Strict mode: under `.ci/test` (`LOOM_STRICT_TESTS=1`) or CI (`CI`), either set to anything but
+/// "", "0" or "false", read as tests/interop/conftest.py reads them. Nothing may go unrun there.
+fn strict() -> bool {
+    let set = |name: &str| {
+        std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "false" && v != "0")
+    };
+    set("LOOM_STRICT_TESTS") || set("CI")
 }
 
 fn python(root: &Path) -> PathBuf {
@@ -109,10 +116,14 @@ fn python_sdk_interop_suite() {
             vec!["INTEROP TESTS NOT RUN: the Python SDK interop suite needs:".to_string()];
         lines.extend(missing.iter().map(|m| format!("  - {m}")));
         lines.push(format!("To run it: {SETUP_HINT}."));
-        if in_ci() {
+        if strict() {
             panic!("{}", lines.join("\n"));
         }
-        lines.push("(Passing anyway because CI is not set; under CI this fails.)".to_string());
+        lines.push(
+            "(Passing anyway because neither CI nor LOOM_STRICT_TESTS=1 is set; with either, this \
+             fails.)"
+                .to_string(),
+        );
         shout(&lines);
         return;
     }
@@ -153,5 +164,12 @@ fn python_sdk_interop_suite() {
     assert!(
         summary.contains(" passed"),
         "pytest exited 0 but its summary names no passed test: {summary:?}"
+    );
+    // conftest.py turns every skip into a failure under strict mode; a skip that still shows in
+    // the summary got past it, and part of the suite did not run.
+    assert!(
+        !(strict() && summary.contains(" skipped")),
+        "pytest skipped tests under CI or LOOM_STRICT_TESTS=1, where every interop test must run \
+         (the SKIPPED lines above say why): {summary:?}"
     );
 }

@@ -31,6 +31,13 @@ const REMOVED_IN_2026: &[&str] = &[
     "resources/unsubscribe",
 ];
 
+/// Whether a 2026-07-28 client's `method` is one that revision (with the tasks extension) does
+/// not have: answered -32601, before anything else about the request is checked.
+pub fn absent_in_2026(method: &str) -> bool {
+    REMOVED_IN_2026.contains(&method)
+        || matches!(method, "initialize" | "tasks/result" | "tasks/list")
+}
+
 /// What rmcp checks before it dispatches a request itself, done for every request loom answers
 /// (most never reach rmcp's own dispatch): a protocol version in `_meta` that loom does not
 /// know is -32022; a request of the 2026-07-28 lifecycle (it names that version, or the

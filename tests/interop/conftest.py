@@ -8,16 +8,18 @@ Run from the repository root: `.ci/venv/bin/python -m pytest tests/interop` (tes
 does this under `cargo test`; .ci/setup-interop installs the venv and the servers).
 
 Environment:
-  LOOM_BIN   the loom binary to test (default: <repo>/target/debug/loom)
-  LOOM_LOG   loom's log level in the tests (default: info; shown for failing tests)
+  LOOM_BIN            the loom binary to test (default: <repo>/target/debug/loom)
+  LOOM_LOG            loom's log level in the tests (default: info; shown for failing tests)
+  LOOM_STRICT_TESTS   1: a test that skips fails instead (see `strict_tests`); CI does the same
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Generator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +33,9 @@ from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientSession
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-LOOM_BIN = Path(os.environ.get("LOOM_BIN") or REPO_ROOT / "target" / "debug" / "loom")
+# A relative LOOM_BIN is read from where pytest started: some tests start loom from another
+# working directory (the conformance suite's bridge runs it in its own).
+LOOM_BIN = Path(os.environ.get("LOOM_BIN") or REPO_ROOT / "target" / "debug" / "loom").absolute()
 NODE_MODULES = REPO_ROOT / ".ci" / "node" / "node_modules"
 MCP_PACKAGES = NODE_MODULES / "@modelcontextprotocol"
 EVERYTHING_JS = MCP_PACKAGES / "server-everything" / "dist" / "index.js"
@@ -66,6 +70,65 @@ PY = "py"
 # Both connect modes of the SDK: `auto` (server/discover first, so 2026-07-28 with loom) and
 # `legacy` (the initialize handshake).
 PASSTHROUGH_MODES = ["auto", "legacy"]
+
+
+def strict_tests() -> bool:
+    """Whether a test that cannot run must fail rather than skip: under .ci/test
+    (LOOM_STRICT_TESTS=1) or CI, either set to anything but "", "0" or "false" (as tests/interop.rs
+    and tests/common read them). A skip there would let a run pass with part of the suite never
+    run (missing tooling, a scenario the comparison could not use), which is what they must catch."""
+    return any(os.environ.get(name, "") not in ("", "0", "false") for name in ("LOOM_STRICT_TESTS", "CI"))
+
+
+STRICT_NOTE = "a skip is a failure under LOOM_STRICT_TESTS=1 or CI: every interop test must run there"
+
+
+def _skips_fail_when_strict() -> Generator[None, Any, Any]:
+    """The body of the hook wrappers below: a skip raised by the wrapped phase (pytest.skip in a
+    test or fixture, a skip or skipif mark, an empty parametrization) becomes a failure that
+    still says why it skipped. Done here once, so no test needs code of its own for it."""
+    try:
+        return (yield)
+    except pytest.skip.Exception as skipped:
+        if not strict_tests():
+            raise
+        reason = skipped.msg
+    # Outside the except block, so the report shows the reason once, not the skip chained to it.
+    pytest.fail(f"{reason}\n(this test skipped; {STRICT_NOTE})", pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
+    return (yield from _skips_fail_when_strict())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    return (yield from _skips_fail_when_strict())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, Any, Any]:
+    return (yield from _skips_fail_when_strict())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, pytest.CollectReport]:
+    """A whole module skipped while it is collected (`pytest.skip(allow_module_level=True)`) is
+    an error under strict mode, for the same reason as a skipped test."""
+    report = yield
+    if report.skipped and strict_tests():
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"{reason}\n(this module skipped; {STRICT_NOTE})"
+    return report
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now, for a server a test starts."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -37,8 +37,9 @@ from conftest import FS, PATIENCE, PY, REPO_ROOT, Setup, connect, dump
 
 VENV1_PYTHON = REPO_ROOT / ".ci" / "venv1" / "bin" / "python"
 SDK1_DRIVER = Path(__file__).resolve().parent / "clients" / "sdk1_driver.py"
-# The fixture server (tests/interop.rs passes the one cargo built alongside LOOM_BIN).
-FIXTURE_BIN = Path(os.environ.get("LOOM_FIXTURE_BIN") or REPO_ROOT / "target" / "debug" / "loom-fixture")
+# The fixture server (tests/interop.rs passes the one cargo built alongside LOOM_BIN); a relative
+# path is read from where pytest started, as LOOM_BIN is (conftest.py).
+FIXTURE_BIN = Path(os.environ.get("LOOM_FIXTURE_BIN") or REPO_ROOT / "target" / "debug" / "loom-fixture").absolute()
 
 CLIENTS = ["sdk2-auto", "sdk2-2026-07-28", "sdk2-legacy", "sdk1"]
 

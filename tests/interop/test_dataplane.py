@@ -142,7 +142,7 @@ async def test_loom_query_answers_inline_and_keeps_a_large_answer(dp, client_kin
 async def test_describe_and_list_datasets(dp, client_kind):
     async with open_client(client_kind, dp) as client:
         listed = assert_ok(await client.call("loom_list_datasets", {}), "loom_list_datasets")
-        assert listed == {"datasets": []}
+        assert listed == {"datasets": [], "total": 0}
         ref = (await users(client, 2000))["ref"]
         orders = assert_envelope(await client.call(f"{CRM}_orders", {"count": 4000, "users": 2000}), "crm_orders")
 

@@ -210,7 +210,12 @@ def test_error_results(dp, era):
     dp.use(CRM)
     inspector = Inspector(dp, era)
     assert_error(inspector.call(f"{CRM}_fail", {"message": "the crm is down"}), "crm_fail", "the crm is down")
-    assert_error(inspector.call(f"{CRM}_rpc_error", {"message": "bad gateway"}), "crm_rpc_error", f"server `{CRM}`", "bad gateway")
+    # A server's JSON-RPC error reaches the Inspector as that error, as directly (SPEC §5.6).
+    status, output, stderr = inspector.run(
+        "--method", "tools/call", "--tool-name", f"{CRM}_rpc_error", "--tool-args-json", json.dumps({"message": "bad gateway"})
+    )
+    assert status != 0 and "result" not in output, f"{status}: {output}"
+    assert "bad gateway" in json.dumps(output) + stderr, f"{output}\n{stderr[-3000:]}"
     assert_error(inspector.call("loom_query", {"sql": "DROP TABLE t"}), "DROP", "loom_query: refused")
     # A fresh session holds nothing: describe and export can only fail, and say so.
     assert_error(inspector.call("loom_describe", {"ref": "ds_crm_rows_1"}), "describe", "loom_describe: no dataset")

@@ -17,8 +17,9 @@ of the suite: server-everything over stdio (.ci/node) as `everything`, servers/p
 - A 13.9 MB passthrough result (a `bypass` tool): it only reaches the SDK whole because loom
   answers `application/json` (the SDK caps one SSE event at 1 MiB).
 - Shutdown: SIGTERM with a session and its GET stream open ends loom and its servers quickly.
-- The MCP conformance suite against loom's own HTTP face, compared with server-everything's own
-  HTTP mode (test_conformance.py runs the same suite through a stdio bridge).
+- The MCP conformance suite against loom's own HTTP face in front of the suite's reference server
+  (conformance.py), compared with that server's own HTTP mode (test_conformance.py runs the same
+  suite through a stdio bridge).
 
 loom's stderr is printed when loom stops (pytest shows it for failing tests).
 """
@@ -46,7 +47,22 @@ from mcp import MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from conftest import EVERYTHING, EVERYTHING_JS, LOOM_BIN, PATIENCE, PY, PYTHON_SERVER, Setup, connect, connect_loom, dump, node_server
+from conformance import (
+    NAMING_ARTEFACTS,
+    SUITE_JS,
+    UNSCORED,
+    Run,
+    assert_naming_artefact,
+    assert_passes_directly_and_through_loom,
+    assert_scenarios_ran,
+    assert_unscored,
+    list_scenarios,
+    reference_server_command,
+    run_suite,
+)
+from conformance import SERVER_NAME as CONFORMANCE_SERVER_NAME
+from conformance import tooling_missing as conformance_tooling_missing
+from conftest import EVERYTHING, LOOM_BIN, PATIENCE, PY, PYTHON_SERVER, Setup, connect, connect_loom, dump, free_port
 from dataplane_clients import (
     DataSetup,
     Sdk2Client,
@@ -256,7 +272,7 @@ async def test_sdk2_envelope_query_and_progress_over_http(web, mode):
     with serve_http(web) as loom:
         async with connect_http(loom.url, mode, wire=wire) as sdk:
             client = Sdk2Client(sdk, mode)
-            assert assert_ok(await client.call("loom_list_datasets", {}), "loom_list_datasets") == {"datasets": []}
+            assert assert_ok(await client.call("loom_list_datasets", {}), "loom_list_datasets") == {"datasets": [], "total": 0}
             envelope = assert_envelope(await client.call(f"{PY}_inventory", {"count": 2000}), "inventory 2000")
             assert envelope["ref"].startswith(f"ds_{PY}_inventory") and envelope["rows"] == 2000, envelope
             assert envelope["provenance"]["source"] == "structuredContent"
@@ -623,82 +639,67 @@ async def test_sigterm_ends_sessions_and_servers(web):
 # --------------------------------------------------------------------------------------------
 # 7. The MCP conformance suite against loom's own HTTP face
 
+# The suite's server scenarios (0.1.16, its "all" suite), the same as test_conformance.py's.
+CONFORMANCE_LISTING = list_scenarios(SUITE_JS)
+CONFORMANCE_COMPARED = [s for s in CONFORMANCE_LISTING.params if s not in NAMING_ARTEFACTS and s not in UNSCORED]
+
 
 @pytest.fixture(scope="module")
-def http_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The suite's server scenarios against server-everything's own Streamable HTTP mode, and
-    against `loom serve --http` in front of server-everything over stdio."""
-    from test_conformance import Run, _in_ci, _tooling_missing, run_scenarios
-    from test_remote import _free_port, _http_server
+def http_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    """The suite's server scenarios against the reference server's own Streamable HTTP, and
+    against `loom serve --http` in front of the reference server over stdio."""
+    from test_remote import _http_server
 
-    if (why := _tooling_missing()) is not None:
-        if _in_ci():
-            pytest.fail(why)
-        pytest.skip(why)
+    CONFORMANCE_LISTING.require()
+    if (why := conformance_tooling_missing(SUITE_JS)) is not None:
+        pytest.skip(why)  # a failure under CI or LOOM_STRICT_TESTS=1 (conftest.py)
     base = tmp_path_factory.mktemp("conformance-http")
-    runs: dict[str, Any] = {}
+    runs: dict[str, Run] = {}
 
-    direct = Run(label="against server-everything's own HTTP mode")
     (base / "direct").mkdir()
-    port = _free_port()
-    with _http_server(["node", str(EVERYTHING_JS), "streamableHttp"], port, base / "everything.log", env={"PORT": str(port)}) as url:
-        run_scenarios(direct, url, base / "direct")
-    runs["direct"] = direct
+    port = free_port()
+    log = base / "reference-server.log"
+    with _http_server(reference_server_command("--http", str(port)), port, log) as url:
+        runs["direct"] = run_suite(SUITE_JS, url, base / "direct", "--suite", "all", label="against the reference server's own HTTP", timeout=300.0, log=log)
 
-    setup = DataSetup(tmp=base, fs_root=base, servers={EVERYTHING: node_server(EVERYTHING_JS)}, enabled=[EVERYTHING])
-    through = Run(label="through loom serve --http")
+    command, *args = reference_server_command()
+    servers = {CONFORMANCE_SERVER_NAME: {"command": command, "args": args, "env": {}}}
+    setup = DataSetup(tmp=base, fs_root=base, servers=servers, enabled=[CONFORMANCE_SERVER_NAME])
     (base / "loom").mkdir()
     with serve_http(setup) as loom:
-        run_scenarios(through, loom.url, base / "loom")
-        runs["loom_log"] = loom.log
-    runs["loom"] = through
+        runs["loom"] = run_suite(SUITE_JS, loom.url, base / "loom", "--suite", "all", label="through loom serve --http", timeout=300.0, log=loom.log)
     return runs
 
 
-def _score(run: Any) -> str:
+def _score(run: Run) -> str:
     return f"{sum(v.passed for v in run.verdicts.values())}/{len(run.verdicts)}"
 
 
-def test_conformance_scores(http_runs, capsys):
-    from test_conformance import SCENARIOS, UNKNOWN_TOOL_ARTEFACTS
-
+def test_conformance_scores(http_runs: dict[str, Run], capsys: pytest.CaptureFixture[str]) -> None:
     direct, through = http_runs["direct"], http_runs["loom"]
     with capsys.disabled():
         print(
-            f"\nconformance (server scenarios, suite `all`): server-everything streamableHttp {_score(direct)}, "
+            f"\nconformance (server scenarios, suite `all`): reference server's own HTTP {_score(direct)}, "
             f"loom serve --http {_score(through)}"
         )
-        for scenario in SCENARIOS:
+        for scenario in CONFORMANCE_LISTING.scenarios:
             d, t = direct.verdicts.get(scenario), through.verdicts.get(scenario)
             print(f"  {scenario:40} direct {d!r:.60}  loom {t!r:.200}")
-    assert set(direct.verdicts) == set(SCENARIOS), direct.stdout[-4000:]
-    assert set(through.verdicts) == set(SCENARIOS), through.stdout[-4000:]
-    comparable = [s for s, v in direct.verdicts.items() if v.passed and s not in UNKNOWN_TOOL_ARTEFACTS]
-    assert len(comparable) >= 5, f"only {comparable} pass directly; the comparison would prove little"
+    assert_scenarios_ran(http_runs, CONFORMANCE_LISTING)
 
 
-def _conformance_scenarios() -> list[str]:
-    from test_conformance import SCENARIOS
+@pytest.mark.parametrize("scenario", CONFORMANCE_COMPARED)
+def test_conformance_scenario_passes_directly_and_through_loom_http(http_runs: dict[str, Run], scenario: str) -> None:
+    CONFORMANCE_LISTING.require()
+    through = http_runs["loom"]
+    assert_passes_directly_and_through_loom(http_runs["direct"], through, scenario, detail=through.log_tail())
 
-    return SCENARIOS
+
+@pytest.mark.parametrize("scenario", sorted(NAMING_ARTEFACTS))
+def test_conformance_naming_artefact_is_what_it_claims(http_runs: dict[str, Run], scenario: str) -> None:
+    assert_naming_artefact(http_runs["direct"], http_runs["loom"], scenario)
 
 
-@pytest.mark.parametrize("scenario", _conformance_scenarios())
-def test_conformance_scenario_passing_directly_passes_through_loom_http(http_runs, scenario):
-    from test_conformance import UNKNOWN_TOOL_ARTEFACTS, _verdict
-
-    direct = _verdict(http_runs["direct"], scenario)
-    through = _verdict(http_runs["loom"], scenario)
-    tool = UNKNOWN_TOOL_ARTEFACTS.get(scenario)
-    if tool is not None:
-        # Passes directly only on server-everything's isError for an unknown tool; through loom it
-        # may fail, but only on loom's JSON-RPC error for that unknown tool.
-        if not through.passed:
-            assert f"unknown tool `{tool}`" in through.failures(), through.failures()
-        return
-    if not direct.passed:
-        pytest.skip(f"fails directly too: {direct.failures()}")
-    assert through.passed, (
-        f"`{scenario}` passes against server-everything's own HTTP mode but fails through loom serve --http: "
-        f"{through.failures()}\nloom's stderr (tail):\n{http_runs['loom_log'].read_text(errors='replace')[-3000:]}"
-    )
+@pytest.mark.parametrize("scenario", sorted(UNSCORED))
+def test_conformance_unscored_scenario_is_what_it_claims(http_runs: dict[str, Run], scenario: str) -> None:
+    assert_unscored(http_runs["direct"], http_runs["loom"], scenario)

@@ -45,6 +45,7 @@ from conftest import (
     connect,
     connect_loom,
     dump,
+    free_port,
     without_loom_stamp,
 )
 from dataplane_clients import (
@@ -81,12 +82,6 @@ EV_CALLS: list[tuple[str, dict[str, Any]]] = [
 # The HTTP servers
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @contextmanager
 def _http_server(argv: list[str], port: int, log: Path, env: dict[str, str] | None = None) -> Iterator[str]:
     """Runs `argv` (a server that listens on 127.0.0.1:`port`) until the block ends; its MCP URL.
@@ -117,7 +112,7 @@ def _http_server(argv: list[str], port: int, log: Path, env: dict[str, str] | No
 
 @pytest.fixture(scope="module")
 def everything_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("everything-http") / "server.log"
     with _http_server(["node", str(EVERYTHING_JS), "streamableHttp"], port, log, env={"PORT": str(port)}) as url:
         yield url
@@ -125,7 +120,7 @@ def everything_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def python_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("python-http") / "server.log"
     with _http_server([sys.executable, str(PYTHON_SERVER), "--http", str(port)], port, log) as url:
         yield url
@@ -134,7 +129,7 @@ def python_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def guarded_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The Python server answering 401 to any request without `Authorization: Bearer TOKEN`."""
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("python-http-bearer") / "server.log"
     with _http_server([sys.executable, str(PYTHON_SERVER), "--http", str(port), "--bearer", TOKEN], port, log) as url:
         yield url
