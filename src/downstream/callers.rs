@@ -75,6 +75,10 @@ struct Caller {
     /// that name this task in their `related-task` `_meta` are for it.
     task: Option<String>,
     answerer: Answerer,
+    /// Waiting for its client to answer a question of the server's (2026-07-28
+    /// `input_required`): the server's handler of it is blocked on that answer, so a new
+    /// question from the server comes from another call, if one is in flight.
+    parked: bool,
 }
 
 /// Every request in flight on every server, oldest first.
@@ -92,6 +96,20 @@ pub struct Callers {
 pub struct CallerGuard {
     callers: Arc<Callers>,
     number: u64,
+}
+
+impl CallerGuard {
+    /// The request waits for its client's answer (`true`), or is followed again (`false`).
+    pub fn set_parked(&self, parked: bool) {
+        if let Some(caller) = self
+            .callers
+            .lock()
+            .iter_mut()
+            .find(|caller| caller.number == self.number)
+        {
+            caller.parked = parked;
+        }
+    }
 }
 
 impl Drop for CallerGuard {
@@ -137,6 +155,7 @@ impl Callers {
             session,
             task,
             answerer,
+            parked: false,
         });
         CallerGuard {
             callers: self.clone(),
@@ -163,6 +182,15 @@ impl Callers {
             .iter()
             .filter(|c| c.server == server && c.task.is_none())
             .collect();
+        // A call waiting for its client's answer has a server handler blocked on it: when any
+        // call is followed, the question is one of those (a client that never answered must
+        // not hold the next call's question, nor make another credential's ambiguous).
+        let following: Vec<&Caller> = on_server.iter().copied().filter(|c| !c.parked).collect();
+        let on_server = if following.is_empty() {
+            on_server
+        } else {
+            following
+        };
         let Some(first) = on_server.first() else {
             let credentials = self.credentials_open();
             return if credentials > 1 {
@@ -404,6 +432,38 @@ mod tests {
         assert_eq!(
             method_of(callers.pick(0, None)).as_deref(),
             Some("b's call")
+        );
+    }
+
+    /// A call waiting for its client's answer (parked) does not take the server's next
+    /// question while another call is followed: a client that never answers a question must
+    /// not hold the next call's (of its own session or of another credential's).
+    #[test]
+    fn a_call_waiting_for_its_client_does_not_take_the_next_question() {
+        let callers = Arc::new(Callers::default());
+        let waiting = callers.register(0, 1, None, refuse("unanswered"));
+        waiting.set_parked(true);
+        let _next = callers.register(0, 1, None, refuse("next"));
+        assert_eq!(method_of(callers.pick(0, None)).as_deref(), Some("next"));
+        // Another credential's call beside a parked one: not ambiguous, it is that call's.
+        drop(_next);
+        let _other = callers.register(0, 2, None, refuse("other session"));
+        assert_eq!(
+            method_of(callers.pick(0, None)).as_deref(),
+            Some("other session")
+        );
+        drop(_other);
+        // With only parked calls in flight, the oldest of them, as before.
+        assert_eq!(
+            method_of(callers.pick(0, None)).as_deref(),
+            Some("unanswered")
+        );
+        // Followed again, it takes questions again.
+        waiting.set_parked(false);
+        let _later = callers.register(0, 1, None, refuse("later"));
+        assert_eq!(
+            method_of(callers.pick(0, None)).as_deref(),
+            Some("unanswered")
         );
     }
 

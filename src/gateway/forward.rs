@@ -486,6 +486,8 @@ impl Running {
 
     /// Wait for the answer, the server's questions, the limit or the client's cancellation.
     pub(super) async fn wait(&mut self, cancelled: &CancellationToken) -> Waited {
+        // Followed again: the server's next question may be this call's.
+        self._caller.set_parked(false);
         let began = tokio::time::Instant::now();
         let left = self.limit.map(|limit| limit.saturating_sub(self.spent));
         let asks = async {
@@ -530,6 +532,9 @@ impl Running {
     /// lapses with it (a retry brings its own).
     pub(super) fn park(&mut self) {
         self._log = None;
+        // Its server is blocked on the question the client has not answered: a new question
+        // of that server comes from another call in flight, if there is one (SPEC §5.8).
+        self._caller.set_parked(true);
     }
 
     /// The log level of the request that resumed the call.

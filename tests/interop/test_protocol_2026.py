@@ -360,3 +360,31 @@ async def test_a_task_only_tool_called_by_its_own_name_is_run_as_a_task(web):
         result = await client.call_tool("simulate-research-query", {"topic": "rust"})
     assert not result.is_error, _texts(result)
     assert _texts(result)[0].startswith("# Research Report: rust"), _texts(result)[0][:200]
+
+
+@pytest.mark.parametrize("next_caller", ["alice", "bob"])
+async def test_a_question_nobody_answers_does_not_hold_the_next_call(web, next_caller):
+    """A 2026-07-28 client whose user never answers an elicitation leaves its call waiting in
+    loom (its server blocked on the answer). The next call that asks — of the same credential or
+    another — gets its own question at once and finishes, as directly: before, the server's new
+    question went to the waiting call, and the next call hung until the client's timeout (or,
+    from another token, the server was told loom could not tell whose question it was)."""
+    tool = f"{EVERYTHING}_trigger-elicitation-request"
+    with serve_http(web) as loom:
+
+        def as_(who: str, asked: Callbacks):
+            return connect_http(loom.url, "2026-07-28", headers={"Authorization": f"Bearer {TOKENS[who]}"}, **asked.kwargs())
+
+        async with as_("alice", Callbacks()) as alice:
+            await alice.list_tools()
+            unanswered = await alice.session.call_tool(tool, {}, allow_input_required=True)
+            assert isinstance(unanswered, types.InputRequiredResult), unanswered
+        asked = Callbacks()
+        async with as_(next_caller, asked) as client:
+            await client.list_tools()
+            # A bound on a hang, not a speed: the server answers in milliseconds once asked.
+            with anyio.fail_after(60):
+                done = await client.call_tool(tool, {})
+        assert not done.is_error, _texts(done)
+        assert "Ada" in " ".join(_texts(done)), _texts(done)
+        assert len(asked.elicited) == 1, asked.elicited
