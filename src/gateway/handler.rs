@@ -272,7 +272,7 @@ impl GatewayService {
                         gateway.call(route.server, request, &context, call).await
                     }
                 };
-                match reply {
+                let answer = match reply {
                     Ok(Reply::Done(Forwarded::Raw(raw))) => {
                         let origin = gateway.origin_of(route, params.arguments.as_ref());
                         Ok(gateway.intercept(raw, origin, &context).await)
@@ -281,7 +281,10 @@ impl GatewayService {
                     Ok(Reply::Input(result)) => Ok(*result),
                     // The server's JSON-RPC error as it came; loom's own as `isError`.
                     Err(e) => e.into_call_answer(&server, &what),
-                }
+                };
+                // The call's progress and log lines go out before its answer, as directly.
+                gateway.notes_drained().await;
+                answer
             }
             // Tool definitions are carried as the servers wrote them (rmcp's typed `Tool` would
             // drop fields it does not know), so the list is written raw too.

@@ -720,6 +720,13 @@ impl Gateway {
     /// The credential (a digest of its bearer token) this session was opened with over HTTP:
     /// a server's request that no call caused, and a server's log line, reach it only while
     /// no other credential could be the one concerned (SPEC §5.4, §5.8).
+    /// Wait until the log and progress notifications queued so far are written (bounded).
+    pub(super) async fn notes_drained(&self) {
+        // The hub hands events over in order; let it take what was read before the answer.
+        tokio::task::yield_now().await;
+        self.outbox.drained().await;
+    }
+
     pub fn set_credential(&self, credential: &str) {
         self.hub.in_flight.session_opened(self.number, credential);
         self.exports.share_quota(self.hub.export_quota(credential));

@@ -47,7 +47,16 @@ pub(super) struct Outbox {
     waiting: std::sync::Mutex<Option<mpsc::Receiver<(Note, usize)>>>,
     bytes: Arc<AtomicUsize>,
     dropped: AtomicU64,
+    /// Notes queued, and written (or let go), so far: a result waits for the notes queued before
+    /// it ([`Outbox::drained`]), as a client drops the progress of a request already answered.
+    queued: AtomicU64,
+    written: Arc<AtomicU64>,
+    wrote: Arc<tokio::sync::Notify>,
 }
+
+/// How long a result waits for the notifications queued before it: a client that reads gets
+/// them in far less; one that does not read gets its result no later than this.
+pub const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Default for Outbox {
     fn default() -> Self {
@@ -57,6 +66,9 @@ impl Default for Outbox {
             waiting: std::sync::Mutex::new(Some(waiting)),
             bytes: Arc::default(),
             dropped: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
+            written: Arc::default(),
+            wrote: Arc::default(),
         }
     }
 }
@@ -73,10 +85,13 @@ impl Outbox {
             })
             .is_ok();
         if fits {
+            // Counted before it can be written, so `written` never passes `queued`.
+            self.queued.fetch_add(1, Ordering::AcqRel);
             match self.queue.try_send((note, size)) {
                 Ok(()) => return true,
                 Err(_) => {
                     self.bytes.fetch_sub(size, Ordering::AcqRel);
+                    self.written.fetch_add(1, Ordering::AcqRel);
                 }
             }
         }
@@ -90,6 +105,22 @@ impl Outbox {
             );
         }
         false
+    }
+
+    /// Wait (at most [`DRAIN_WAIT`]) until every note queued so far has been written, so that a
+    /// result sent next follows its call's progress and log lines, as directly.
+    pub(super) async fn drained(&self) {
+        let target = self.queued.load(Ordering::Acquire);
+        let wait = async {
+            loop {
+                let notified = self.wrote.notified();
+                if self.written.load(Ordering::Acquire) >= target {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout(DRAIN_WAIT, wait).await;
     }
 
     /// Notifications dropped so far.
@@ -107,6 +138,8 @@ impl Outbox {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()?;
         let bytes = gateway.outbox.bytes.clone();
+        let written = gateway.outbox.written.clone();
+        let wrote = gateway.outbox.wrote.clone();
         let gateway: Weak<Gateway> = Arc::downgrade(gateway);
         Some(async move {
             while let Some((note, size)) = waiting.recv().await {
@@ -118,6 +151,8 @@ impl Outbox {
                     };
                 }
                 bytes.fetch_sub(size, Ordering::AcqRel);
+                written.fetch_add(1, Ordering::AcqRel);
+                wrote.notify_waiters();
             }
         })
     }
