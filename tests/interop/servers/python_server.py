@@ -12,8 +12,10 @@ Unlike the npm servers (TypeScript SDK 1.x, handshake era only), this one also s
 import argparse
 import hmac
 import json
+import os
 from typing import Annotated
 
+import anyio
 from mcp.server.mcpserver import Context, Elicit, ListRoots, MCPServer, Resolve, Sample
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
@@ -110,6 +112,21 @@ def big_text(size: int) -> str:
 def fail(reason: str) -> str:
     """Always fails with the given reason."""
     raise ToolError(reason)
+
+
+@app.tool()
+async def sleepy(seconds: float) -> str:
+    """Sleeps `seconds`, then answers. A call cancelled before that is recorded as a line in the
+    file INTEROP_CANCELLED_FILE names (when set): what the server saw of the client's cancel."""
+    finished = False
+    try:
+        await anyio.sleep(seconds)
+        finished = True
+        return f"slept {seconds} s"
+    finally:
+        if not finished and (record := os.environ.get("INTEROP_CANCELLED_FILE")):
+            with open(record, "a") as out:
+                out.write("cancelled\n")
 
 
 @app.tool()
