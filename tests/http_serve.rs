@@ -1175,3 +1175,80 @@ async fn idle_connections_do_not_hold_a_legitimate_request() {
         "{open} idle connections still open when the request was answered"
     );
 }
+
+/// A long `loom_read` pattern search of one credential does not hold another's trivial query
+/// until the search's deadline: the search gives the engine's threads back between chunks (on
+/// two cores the engine has one thread). B's query is answered while A's search still runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_search_of_one_credential_does_not_hold_another_s_query() {
+    let loom = LoomHttp::start(json!({
+        "queryTimeoutMs": 8000,
+        "http": {"tokens": ["token-of-a", "token-of-b"]},
+    }));
+    let mut a = Client::new(&loom).with_header("authorization", "Bearer token-of-a");
+    a.initialize().await;
+    // A 12 MB log, reduced for the model; its original is kept whole as a document.
+    let log: String = (0..240_000)
+        .map(|n| {
+            format!(
+                "2026-12-04T10:00:00Z INFO requête {n} servie en 12 ms par l'unité {}\n",
+                n % 7
+            )
+        })
+        .collect();
+    let raw = json!({"content": [{"type": "text", "text": log}]}).to_string();
+    let reduced = a.call("fx_raw", json!({"json": raw})).await.json();
+    let document = reduced
+        .to_string()
+        .split("loom_read")
+        .find_map(|part| {
+            let start = part.find("doc_")?;
+            let digits: String = part[start + 4..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            (!digits.is_empty()).then(|| format!("doc_{digits}"))
+        })
+        .unwrap_or_else(|| panic!("a document: {reduced}"));
+    // A pattern that matches nowhere; its Unicode word boundaries over non-ASCII text keep the
+    // regex crate off its fast automaton, so the search is long.
+    let pattern = r"\b\w+\b\s+\b\w+\b\s+zz\b";
+    let search = tokio::spawn(async move {
+        a.call(
+            "loom_read",
+            json!({"ref": document, "pattern": pattern, "context": 0}),
+        )
+        .await
+    });
+    // Let the search reach the engine first.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut b = Client::new(&loom).with_header("authorization", "Bearer token-of-b");
+    b.initialize().await;
+    let mine = b.call("fx_rows", json!({"count": 2000})).await.json();
+    let own = mine["result"]["structuredContent"]["ref"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an envelope: {mine}"))
+        .to_string();
+    let counted = b
+        .call(
+            "loom_query",
+            json!({"sql": format!("SELECT count(*) AS n FROM {own}")}),
+        )
+        .await
+        .json();
+    assert_eq!(
+        counted["result"]["structuredContent"]["rows"][0]["n"], 2000,
+        "{counted}"
+    );
+    // Measured here: B answered 2.5 s in, A's search cancelled at 8 s; without the search
+    // giving the thread back, B waited the whole 8.2 s.
+    assert!(
+        !search.is_finished(),
+        "B's query was answered only after A's search ended"
+    );
+    let searched = search.await.expect("the search").json();
+    assert!(
+        searched.to_string().contains("queryTimeoutMs"),
+        "the search ran until its deadline (else it proves nothing: make it heavier): {searched}"
+    );
+}

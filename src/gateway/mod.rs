@@ -681,7 +681,7 @@ impl Gateway {
                 crate::tools::LIST => crate::tools::list(&store, &arguments),
                 crate::tools::MATERIALIZE => crate::tools::materialize(&store, &arguments).await,
                 crate::tools::EXPORT => crate::tools::export(&store, &config, &exports, &arguments),
-                crate::tools::read::READ => crate::tools::read::read(&store, &arguments),
+                crate::tools::read::READ => crate::tools::read::read(&store, &arguments).await,
                 _ => crate::tools::describe(&store, &arguments),
             }
         };

@@ -301,8 +301,9 @@ fn floor_boundary(text: &str, at: usize) -> usize {
 }
 
 /// Where the first match of `regex` on the long line `start..end` of `text` is, window by
-/// window; `Err(())` when the deadline passed first.
-fn search_long_line(
+/// window; `Err(())` when the deadline passed first. Between windows the engine's thread goes
+/// to other work (see [`search`]).
+async fn search_long_line(
     text: &str,
     regex: &regex::Regex,
     (start, end): (usize, usize),
@@ -322,11 +323,15 @@ fn search_long_line(
         }
         let next = floor_boundary(text, window + SEARCH_CHUNK_BYTES);
         window = if next > window { next } else { stop };
+        tokio::task::yield_now().await;
     }
     Ok(None)
 }
 
-fn search(
+/// A pattern search, a chunk at a time. After each chunk it lets the engine's threads run other
+/// work (on two cores the engine has one thread): a long search of one client no longer keeps
+/// another's trivial query waiting until the search's own deadline.
+async fn search(
     reference: &str,
     document: &Document,
     regex: &regex::Regex,
@@ -359,7 +364,7 @@ fn search(
             break;
         };
         if end - start > SEARCH_CHUNK_BYTES {
-            match search_long_line(text, regex, (start, end), deadline) {
+            match search_long_line(text, regex, (start, end), deadline).await {
                 Ok(Some(at)) => record(line, at, &mut matched),
                 Ok(None) => {}
                 Err(()) => {
@@ -384,6 +389,7 @@ fn search(
             record(document.line_of(at).min(last), at, &mut matched);
         }
         line = last + 1;
+        tokio::task::yield_now().await;
     }
     if let Some(line) = stopped_at {
         let mut result = error_result(format!(
@@ -478,7 +484,7 @@ fn known(store: &Store) -> String {
     }
 }
 
-pub fn read(store: &Arc<Store>, arguments: &Option<Map<String, Value>>) -> CallToolResult {
+pub async fn read(store: &Arc<Store>, arguments: &Option<Map<String, Value>>) -> CallToolResult {
     let empty = Map::new();
     let arguments = arguments.as_ref().unwrap_or(&empty);
     let reference = match arguments.get("ref") {
@@ -524,7 +530,7 @@ pub fn read(store: &Arc<Store>, arguments: &Option<Map<String, Value>>) -> CallT
         return error_result(format!("{READ}: {e}"));
     }
     let deadline = std::time::Instant::now() + store.settings().query_timeout;
-    let mut result = read_held(reference, &held, arguments, deadline);
+    let mut result = read_held(reference, &held, arguments, deadline).await;
     if pin && result.is_error != Some(true) {
         result.content.push(ContentBlock::text(format!(
             "[loom: {reference} is pinned: it is never evicted]"
@@ -533,7 +539,7 @@ pub fn read(store: &Arc<Store>, arguments: &Option<Map<String, Value>>) -> CallT
     result
 }
 
-fn read_held(
+async fn read_held(
     reference: &str,
     held: &Dataset,
     arguments: &Map<String, Value>,
@@ -554,7 +560,7 @@ fn read_held(
             Ok(Mode::Chars { offset, length }) => page(reference, document, offset, length),
             Ok(Mode::Lines { first, last }) => lines(reference, document, first, last),
             Ok(Mode::Pattern { regex, context }) => {
-                search(reference, document, &regex, context, deadline)
+                search(reference, document, &regex, context, deadline).await
             }
         },
     }
@@ -582,7 +588,7 @@ mod tests {
     }
 
     fn call(store: &Arc<Store>, arguments: Value) -> CallToolResult {
-        read(store, &arguments.as_object().cloned())
+        futures::executor::block_on(read(store, &arguments.as_object().cloned()))
     }
 
     fn texts(result: &CallToolResult) -> Vec<String> {
@@ -643,7 +649,13 @@ mod tests {
             panic!("a document")
         };
         let regex = regex::Regex::new("a[ab]{1000}[^ab]").expect("regex");
-        let late = search(&doc, document, &regex, 0, std::time::Instant::now());
+        let late = futures::executor::block_on(search(
+            &doc,
+            document,
+            &regex,
+            0,
+            std::time::Instant::now(),
+        ));
         assert!(is_error(&late));
         let text = texts(&late).join("");
         assert!(
