@@ -8,6 +8,8 @@ use base64::Engine as _;
 use base64::alphabet;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 
+use super::interrupt::Interrupt;
+
 /// Default shortest bare run, in base64 characters (768 decoded bytes).
 ///
 /// Below it live the things a model may need to read or copy verbatim: keys, signatures,
@@ -415,6 +417,19 @@ pub fn lift_binary(
     min_run: usize,
     keep: &mut dyn FnMut(FoundBlob) -> Option<String>,
 ) -> Option<String> {
+    lift_binary_with(text, min_run, &Interrupt::none(), keep)
+}
+
+/// [`lift_binary`] that stops looking when `interrupt` fires: what was lifted stays lifted, the
+/// rest of the text is kept as it is (every step is linear, so this only matters on a machine
+/// already past the deadline).
+pub fn lift_binary_with(
+    text: &str,
+    min_run: usize,
+    interrupt: &Interrupt,
+    keep: &mut dyn FnMut(FoundBlob) -> Option<String>,
+) -> Option<String> {
+    let mut pulse = interrupt.pulse();
     let b = text.as_bytes();
     let min_run = min_run.max(MIN_RUN_FLOOR);
     let mut out = String::new();
@@ -424,6 +439,9 @@ pub fn lift_binary(
     let mut in_url = false;
     let mut i = 0usize;
     while let Some(&c) = b.get(i) {
+        if pulse.beat() {
+            break;
+        }
         if (c | 0x20) == b'd'
             && is_data_uri_start(b, i)
             && let Some((mime, payload)) = data_uri_header(b, i)

@@ -65,6 +65,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
+use super::interrupt::{Interrupt, Pulse};
 use crate::common::text::thousands;
 
 mod tree;
@@ -103,6 +104,9 @@ pub struct JsonOptions {
     /// The most one `loom_read` call returns (its `MAX_PAGE_CHARS`): a longer span is shown as
     /// its first page and its total.
     pub max_read_chars: usize,
+    /// Checked every few thousand values: once it fires there is no summary (the budget cut
+    /// applies).
+    pub interrupt: Interrupt,
 }
 
 impl Default for JsonOptions {
@@ -117,6 +121,7 @@ impl Default for JsonOptions {
             max_output_chars: 16_000,
             document_ref: String::new(),
             max_read_chars: 100_000,
+            interrupt: Interrupt::none(),
         }
     }
 }
@@ -157,6 +162,9 @@ pub fn summarize(
     let needed = loop {
         let mut dry = Walk::new(options, depth_limit, None);
         let out = dry.value(&root, 0);
+        if dry.stopped() {
+            return None;
+        }
         let fits = !dry.over_budget() && render(&out)?.len() <= options.max_output_chars;
         if fits && dry.stats.total() == 0 {
             return None;
@@ -170,6 +178,9 @@ pub fn summarize(
     let mut walk = Walk::new(options, depth_limit, Some(ingest));
     walk.spans = spans;
     let out = walk.value(&root, 0);
+    if walk.stopped() {
+        return None;
+    }
     let json = render(&out)?;
     if json.len() >= text.len() {
         return None;
@@ -262,6 +273,9 @@ struct Walk<'o, 'i> {
     stats: Stats,
     /// A lower bound of the rendered size so far (each value counted once, without its children).
     emitted: usize,
+    /// Counts values toward the next look at `o.interrupt`; once it fired, every value is null
+    /// and the walk's result is not used.
+    pulse: Pulse<'o>,
 }
 
 impl<'o, 'i> Walk<'o, 'i> {
@@ -276,7 +290,12 @@ impl<'o, 'i> Walk<'o, 'i> {
             in_example: 0,
             stats: Stats::default(),
             emitted: 0,
+            pulse: o.interrupt.pulse(),
         }
+    }
+
+    fn stopped(&self) -> bool {
+        self.pulse.stopped().is_some()
     }
 
     fn dry(&self) -> bool {
@@ -318,6 +337,9 @@ impl<'o, 'i> Walk<'o, 'i> {
     }
 
     fn value(&mut self, v: &Node, depth: usize) -> Value {
+        if self.pulse.beat() {
+            return Value::Null;
+        }
         if self.dry() && self.over_budget() {
             // This depth limit is already too deep: stop, the next try goes shallower.
             return Value::Null;

@@ -9,12 +9,20 @@
 //! summary in place of the cut text (SPEC §19.9). Results that look security-relevant ([`security`]) skip the
 //! reductions and are only cut above a hard limit. Never worse than no proxy: any failure leaves
 //! the block (or the whole result) as the server sent it.
+//!
+//! Every stage is linear or bounded before it starts, and checks an [`Interrupt`] (a deadline and
+//! the caller's cancel flag) as it goes: past the deadline each stage takes its cheapest path (a
+//! page its text, a JSON document no summary, binary lifting stops where it is; the budget cut
+//! always runs), and on cancel the reduction stops and the original passes through.
 
 pub mod binary;
 pub mod budget;
 pub mod html;
+pub mod interrupt;
 pub mod json;
 pub mod security;
+
+pub use interrupt::{DEFAULT_TIME_LIMIT, Interrupt};
 
 use std::sync::Arc;
 
@@ -309,12 +317,21 @@ impl Summarizable {
     }
 }
 
+/// Fails once the caller gave up on the result: nothing more is worth doing for it.
+fn not_cancelled(interrupt: &Interrupt) -> Result<(), String> {
+    match interrupt.cancelled() {
+        true => Err(interrupt::CANCELLED.to_string()),
+        false => Ok(()),
+    }
+}
+
 /// Reduce one text block.
 fn reduce_text(
     block: &mut Block<'_>,
     text: &str,
     policy: &Policy,
     security: bool,
+    interrupt: &Interrupt,
 ) -> Result<TextOutcome, String> {
     let original_chars = text.chars().count();
     if original_chars < MIN_REDUCED_CHARS {
@@ -363,17 +380,18 @@ fn reduce_text(
         let store = block.store;
         let origin = block.origin;
         let mut refs: Vec<Arc<Dataset>> = Vec::new();
-        let replaced = binary::lift_binary(&current, MIN_BASE64_RUN, &mut |found| {
-            let size = found.bytes.len();
-            let dataset = store
-                .add_blob(&found.mime, found.bytes, provenance(origin, "blob"))
-                .ok()?;
-            lifted += 1;
-            lifted_bytes += size;
-            let reference = dataset.reference.clone();
-            refs.push(dataset);
-            Some(reference)
-        });
+        let replaced =
+            binary::lift_binary_with(&current, MIN_BASE64_RUN, interrupt, &mut |found| {
+                let size = found.bytes.len();
+                let dataset = store
+                    .add_blob(&found.mime, found.bytes, provenance(origin, "blob"))
+                    .ok()?;
+                lifted += 1;
+                lifted_bytes += size;
+                let reference = dataset.reference.clone();
+                refs.push(dataset);
+                Some(reference)
+            });
         for dataset in &refs {
             block.held.keep(dataset);
         }
@@ -385,25 +403,36 @@ fn reduce_text(
             ));
             current = std::borrow::Cow::Owned(replaced);
         }
+        not_cancelled(interrupt)?;
     }
 
     // Stage 2 or 3: a page to Markdown, a JSON document to its summary.
     if is_html {
         let mut tables: Vec<(usize, Vec<Value>)> = Vec::new();
-        let page = html::reduce_page(&current, &mut |index, table| {
-            let rows = html_table_rows(table);
-            if rows.len() < 2 {
-                return None;
-            }
-            tables.push((index, rows));
-            // The dataset's ref is not known yet: a placeholder, filled in below.
-            Some(format!("{{loom-table-{index}}}"))
-        });
+        let page = html::reduce_page_with(
+            &current,
+            &mut |index, table| {
+                let rows = html_table_rows(table);
+                if rows.len() < 2 {
+                    return None;
+                }
+                tables.push((index, rows));
+                // The dataset's ref is not known yet: a placeholder, filled in below.
+                Some(format!("{{loom-table-{index}}}"))
+            },
+            interrupt,
+        );
+        not_cancelled(interrupt)?;
         if let Ok(page) = page {
             let mut markdown = page.markdown;
             let mut made: Vec<String> = Vec::new();
             for (index, rows) in tables {
                 let placeholder = format!("{{loom-table-{index}}}");
+                // A page the deadline sent to its text after some tables were rendered has no
+                // place for them: no dataset nobody is told about.
+                if !markdown.contains(&placeholder) {
+                    continue;
+                }
                 let line = match block.dataset(
                     &format!("table{}", index + 1),
                     &serde_json::to_string(&rows).unwrap_or_default(),
@@ -423,7 +452,10 @@ fn reduce_text(
             block.done.push(format!(
                 "{}{}",
                 match page.method {
-                    html::ReductionMethod::FlatText => "its text (markup too deep to render)",
+                    html::ReductionMethod::FlatText => "its text (markup too costly to render)",
+                    html::ReductionMethod::OutOfTime => {
+                        "its text (the page took too long to render)"
+                    }
                     _ if page.main_content_only => "main content as Markdown",
                     _ => "whole page as Markdown",
                 },
@@ -452,11 +484,13 @@ fn reduce_text(
         let options = json::JsonOptions {
             document_ref,
             max_output_chars: budget_chars,
+            interrupt: interrupt.clone(),
             ..Default::default()
         };
         let best = json::summarize(&current, &options, &mut |path, rows| {
             block.dataset(path.trim_start_matches("$."), &rows.to_json(), false)
         });
+        not_cancelled(interrupt)?;
         if let Some(summary) = best {
             block.done.push(format!(
                 "JSON summarised by structure ({} folds, {} strings cut)",
@@ -667,13 +701,33 @@ fn replace_texts(result: &mut Value, pairs: &[(&str, &str)], structured_copy: bo
 
 /// Reduce the text blocks of a `CallToolResult`; `None` when nothing was reduced and nothing
 /// may be summarised (the result then passes through as sent). Other blocks stay in their
-/// positions.
+/// positions. The stages give up [`DEFAULT_TIME_LIMIT`] from now (see [`reduce_with`]).
 pub fn reduce(
     raw: &str,
     origin: &Origin,
     store: &Store,
     policy: &Policy,
 ) -> Result<Option<Reduction>, String> {
+    reduce_with(
+        raw,
+        origin,
+        store,
+        policy,
+        &Interrupt::after(DEFAULT_TIME_LIMIT),
+    )
+}
+
+/// [`reduce`] under `interrupt`: past its deadline each stage takes its cheapest path (SPEC
+/// §19.3); once its cancel flag is set the reduction stops with an error, what it held is let go,
+/// and the caller passes the original through (or, having answered the client already, drops it).
+pub fn reduce_with(
+    raw: &str,
+    origin: &Origin,
+    store: &Store,
+    policy: &Policy,
+    interrupt: &Interrupt,
+) -> Result<Option<Reduction>, String> {
+    not_cancelled(interrupt)?;
     if !policy.reduces() {
         return Ok(None);
     }
@@ -731,7 +785,7 @@ pub fn reduce(
                 held: &mut held,
                 done: Vec::new(),
             };
-            let outcome = reduce_text(&mut block, text, policy, security)?;
+            let outcome = reduce_text(&mut block, text, policy, security, interrupt)?;
             // What one result can cost at the endpoint is bounded too.
             let candidate = outcome
                 .summarizable

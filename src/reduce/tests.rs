@@ -212,3 +212,112 @@ fn errors_and_texts_within_the_budget_are_never_offered() {
     let reduction = reduce(&result_of(&small), &origin(), &store, &policy(true)).expect("ok");
     assert!(reduction.is_none_or(|r| r.summarizable.is_empty()));
 }
+
+fn header(reduction: Reduction) -> String {
+    let result = reduction.result;
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    text.lines().next().unwrap_or_default().to_string()
+}
+
+fn page(paragraphs: usize) -> String {
+    let body: String = (0..paragraphs)
+        .map(|i| format!("<p>Paragraph {i} of the article, with a sentence.</p>"))
+        .collect();
+    format!("<!doctype html><html><body><main>{body}</main></body></html>")
+}
+
+/// Issue 35: a page of thousands of attributes per element kept a blocking thread busy for
+/// 88 s. It is bounded before the parser runs: its text, under the default deadline.
+#[test]
+fn a_page_of_attribute_heavy_elements_is_reduced_to_its_text() {
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let attributes: String = (0..2_000).map(|i| format!(" data-a{i}=\"v\"")).collect();
+    let html = format!(
+        "<!doctype html><html><body>{}</body></html>",
+        (0..50)
+            .map(|i| format!("<div{attributes}>Paragraph {i} stays.</div>"))
+            .collect::<String>()
+    );
+    let reduction = reduce(&result_of(&html), &origin(), &store, &Policy::default())
+        .expect("reduced")
+        .expect("something to do");
+    let text = reduction.result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        header(reduction).contains("its text (markup too costly to render)"),
+        "{text}"
+    );
+    assert!(text.contains("Paragraph 0 stays.") && text.contains("Paragraph 49 stays."));
+}
+
+/// Past the deadline each stage takes its cheapest path; the budget cut still runs.
+#[test]
+fn past_the_deadline_a_page_is_its_text_and_json_is_only_cut() {
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let passed = Interrupt::at(std::time::Instant::now());
+    let reduction = reduce_with(
+        &result_of(&page(400)),
+        &origin(),
+        &store,
+        &policy(false),
+        &passed,
+    )
+    .expect("reduced")
+    .expect("something to do");
+    let line = header(reduction);
+    assert!(
+        line.contains("its text (the page took too long to render)"),
+        "{line}"
+    );
+    assert!(line.contains("cut to 7,000 chars (head kept)"), "{line}");
+
+    let json = serde_json::to_string(
+        &(0..2_000)
+            .map(|i| json!({"id": i, "name": format!("item {i}"), "tags": ["a", "b"]}))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap_or_default();
+    let summarised = reduce(&result_of(&json), &origin(), &store, &policy(false))
+        .expect("reduced")
+        .expect("something to do");
+    assert!(header(summarised).contains("JSON summarised by structure"));
+    let cut = reduce_with(
+        &result_of(&json),
+        &origin(),
+        &store,
+        &policy(false),
+        &passed,
+    )
+    .expect("reduced")
+    .expect("something to do");
+    let line = header(cut);
+    assert!(!line.contains("JSON summarised"), "{line}");
+    assert!(
+        line.contains("cut to 7,000 chars (head and tail kept)"),
+        "{line}"
+    );
+}
+
+/// A cancelled reduction stops, fails (the original passes through) and holds nothing.
+#[test]
+fn a_cancelled_reduction_stops_and_lets_go_of_what_it_held() {
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let cancelled = Interrupt::none().with_cancel(flag);
+    for text in [page(400), log(6000)] {
+        let outcome = reduce_with(
+            &result_of(&text),
+            &origin(),
+            &store,
+            &policy(true),
+            &cancelled,
+        );
+        assert_eq!(
+            outcome.map(|r| r.is_some()),
+            Err(interrupt::CANCELLED.to_string())
+        );
+        assert!(store.list().is_empty(), "nothing held");
+    }
+}

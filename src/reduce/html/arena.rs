@@ -1,6 +1,7 @@
 //! The arena every later pass walks iteratively, and the choice of the main content in it:
 //! landmarks, the readability scorer's pick widened to whole elements, chrome removal.
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -190,6 +191,13 @@ pub(super) struct Arena {
     /// readability scorer will walk (it recurses per level in places).
     pub(super) parse_tree_depth: usize,
     pub(super) parse_tree_elements: usize,
+    /// Checked every `STRIDE` nodes the walks visit: every pass after the parse is a walk, or
+    /// linear in the nodes between two.
+    interrupt: Interrupt,
+    countdown: Cell<u32>,
+    /// Set when the interrupt fired: walks return at once from then on, and what they made is
+    /// not to be used.
+    stopped: Cell<Option<Stop>>,
 }
 
 pub(super) enum Built {
@@ -203,7 +211,8 @@ pub(super) enum Built {
 impl Arena {
     /// Copies the parsed document into the arena, leaving out what no reader sees (scripts,
     /// styles, SVG, hidden elements, form controls). Iterative: the parse tree may be deep.
-    pub(super) fn build(document: &Document) -> Arena {
+    pub(super) fn build(document: &Document, interrupt: &Interrupt) -> Arena {
+        let mut pulse = interrupt.pulse();
         let tree = &document.tree;
         let title = document
             .select("head > title")
@@ -245,6 +254,9 @@ impl Arena {
         };
         push_children(&mut stack, &mut children, document.root().id, 0, 0);
         while let Some((id, parent, depth)) = stack.pop() {
+            if pulse.beat() {
+                break;
+            }
             parse_tree_depth = parse_tree_depth.max(depth);
             if parent == NONE {
                 // Left-out subtrees still count for the readability scorer, which sees them.
@@ -378,6 +390,9 @@ impl Arena {
             title,
             parse_tree_depth,
             parse_tree_elements,
+            interrupt: interrupt.clone(),
+            countdown: Cell::new(1),
+            stopped: Cell::new(pulse.stopped()),
         };
         for i in 0..arena.nodes.len() {
             let (chrome, landmark) = (
@@ -388,6 +403,26 @@ impl Arena {
             arena.nodes[i].landmark = landmark;
         }
         arena
+    }
+
+    /// Why a walk (or the build) stopped early, if one did.
+    pub(super) fn stopped(&self) -> Option<Stop> {
+        self.stopped.get()
+    }
+
+    /// One node visited; `true` once the walks must stop.
+    fn beat(&self) -> bool {
+        if self.stopped.get().is_some() {
+            return true;
+        }
+        let left = self.countdown.get() - 1;
+        if left == 0 {
+            self.countdown.set(STRIDE);
+            self.stopped.set(self.interrupt.check());
+        } else {
+            self.countdown.set(left);
+        }
+        self.stopped.get().is_some()
     }
 
     pub(super) fn node(&self, i: u32) -> &Node {
@@ -813,6 +848,9 @@ impl Arena {
             inside: self.within_content(root),
         }];
         while let Some(visit) = stack.pop() {
+            if self.beat() {
+                return;
+            }
             match visit {
                 Visit::Enter { node, inside } => {
                     let n = self.node(node);

@@ -9,10 +9,21 @@
 //! its paragraphs to keep. A guard falls back to the whole body (less obvious chrome) when the
 //! choice would drop more prose than it keeps. The original page is kept by loom, so dropping
 //! chrome is fine; dropping article text is not.
+//!
+//! Every pass is linear or bounded before it starts: the scan bounds the parser's depth work,
+//! element count, re-opened formatting and attribute comparisons (html5ever's duplicate check is
+//! quadratic in a tag's attributes), and a page past a bound is reduced to its text without a
+//! parser. The scan, the arena's build and every walk over it check an [`Interrupt`] every few
+//! thousand steps; the parser and the readability scorer cannot be stopped inside, so they are
+//! checked before and after. Past the deadline the page is reduced to its text; on cancel the
+//! reduction ends with an error.
 
 use dom_query::Document;
 
+use crate::reduce::interrupt::{CANCELLED, Interrupt, STRIDE, Stop};
+
 mod arena;
+mod attrs;
 mod flat;
 mod markdown;
 mod render;
@@ -20,6 +31,7 @@ mod scan;
 mod tables;
 
 use arena::*;
+use attrs::*;
 use flat::*;
 use markdown::*;
 use render::*;
@@ -41,6 +53,18 @@ const MAX_PARSE_WORK: u64 = 32_000_000;
 /// Each element costs ~0.5 KB across the parse tree and the arena: this caps a reduction near
 /// 0.5 GB (a 20 MB documentation page has ~450 k elements).
 const MAX_PAGE_ELEMENTS: usize = 1_000_000;
+
+/// Attribute name comparisons the parser may make (see `attrs`): a comparison is a few
+/// nanoseconds, so 32 M keep the tokenizer's duplicate checks well under a second, and still
+/// allow a tag of 8,000 attributes. Python's documentation pages need under 3,000, a 3 MB
+/// rustdoc source page 66,000.
+const MAX_ATTRIBUTE_WORK: u64 = 32_000_000;
+
+/// Attributes the parser may copy into re-opened formatting elements, and their bytes: about
+/// 100 bytes each in the parse tree, so these cap the copies near 100 MB. A sloppy page that
+/// leaves `<font face=… size=…>` open over 10,000 paragraphs copies 20,000.
+const MAX_CLONED_ATTRIBUTES: u64 = 1_000_000;
+const MAX_CLONED_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The readability scorer's time grows with nodes × depth (25k paragraphs under 150 nested
 /// tables: 0.37 s) and with the cube of a bare chain's depth (1,000 nested divs: 0.4 s), so
@@ -149,6 +173,8 @@ pub enum ReductionMethod {
     WholeBody,
     /// Markup too deep or costly to parse: tags stripped, text kept.
     FlatText,
+    /// The deadline passed before the page was rendered: tags stripped, text kept.
+    OutOfTime,
 }
 
 /// `table_note(index, &table)` is called for each real data table; a Some(line) it returns is
@@ -158,6 +184,18 @@ pub fn reduce_page(
     html: &str,
     table_note: &mut dyn FnMut(usize, &HtmlTable) -> Option<String>,
 ) -> Result<PageReduction, String> {
+    reduce_page_with(html, table_note, &Interrupt::none())
+}
+
+/// [`reduce_page`] that stops when `interrupt` fires: past its deadline the page is reduced to
+/// its text ([`ReductionMethod::OutOfTime`]: the parser-less path is linear and cheap, and the
+/// model is better served by the text than by markup cut at the budget); on cancel it returns
+/// an error.
+pub fn reduce_page_with(
+    html: &str,
+    table_note: &mut dyn FnMut(usize, &HtmlTable) -> Option<String>,
+    interrupt: &Interrupt,
+) -> Result<PageReduction, String> {
     if html.len() > MAX_PAGE_BYTES {
         return Err(format!(
             "page too large: {} bytes is over the {} byte limit for HTML reduction",
@@ -165,13 +203,27 @@ pub fn reduce_page(
             MAX_PAGE_BYTES
         ));
     }
-    let shape = MarkupShape::scan(html);
+    let stopped = |stop: Stop| match stop {
+        Stop::Cancelled => Err(CANCELLED.to_string()),
+        Stop::Deadline => flat_reduction(html, ReductionMethod::OutOfTime, interrupt),
+    };
+    let shape = MarkupShape::scan(html, interrupt);
+    if let Some(stop) = shape.stopped {
+        return stopped(stop);
+    }
     if shape.too_costly() {
-        return Ok(flat_reduction(html));
+        return flat_reduction(html, ReductionMethod::FlatText, interrupt);
     }
 
+    // The parser cannot be stopped once it runs; the scan bounded what it will do.
+    if let Some(stop) = interrupt.check() {
+        return stopped(stop);
+    }
     let document = Document::from(html);
-    let arena = Arena::build(&document);
+    let arena = Arena::build(&document, interrupt);
+    if let Some(stop) = arena.stopped() {
+        return stopped(stop);
+    }
     let body = arena.body();
     let page = arena.text_stats(body, false);
     let body_without_chrome = arena.text_stats(body, true);
@@ -184,6 +236,10 @@ pub fn reduce_page(
         && shape.parse_work <= READABILITY_MAX_WORK
     {
         method = ReductionMethod::Readability;
+        // Bounded by the gate above, and not interruptible inside: checked on both sides.
+        if let Some(stop) = interrupt.check() {
+            return stopped(stop);
+        }
         candidate = arena.readability_candidate(document);
     }
     let chosen = candidate
@@ -202,6 +258,10 @@ pub fn reduce_page(
     let mut renderer = Renderer::new(&arena, false, Some(table_note));
     renderer.untargeted_links = arena.links_over_budget(root, budget);
     arena.walk(root, true, &mut renderer);
+    // A walk cut short by the interrupt rendered part of the page: its text is given instead.
+    if let Some(stop) = arena.stopped().or_else(|| interrupt.check()) {
+        return stopped(stop);
+    }
     let tables = std::mem::take(&mut renderer.tables);
     let markdown = renderer.writer.finish();
     let title = arena

@@ -16,6 +16,15 @@ pub(super) struct MarkupShape {
     pub(super) start_tags: usize,
     /// More unclosed formatting elements than any sane page has.
     pub(super) formatting_overflow: bool,
+    /// An upper bound of the tokenizer's attribute name comparisons (see [`attribute_work`]).
+    pub(super) attribute_work: u64,
+    /// Attributes, and their bytes, the parser copies when it re-opens formatting elements: each
+    /// copy is a new element with all of them (one `<b>` of 3,000 attributes re-opened in 50,000
+    /// paragraphs is 150 M attributes from 0.66 MB, and minutes of parsing).
+    pub(super) cloned_attributes: u64,
+    pub(super) cloned_bytes: u64,
+    /// The scan stopped before the end (deadline or cancel): nothing it found bounds the page.
+    pub(super) stopped: Option<Stop>,
 }
 
 /// Unclosed formatting elements beyond this make a page hostile rather than sloppy.
@@ -36,6 +45,9 @@ pub(super) struct FormattingEntry {
     pub(super) name: Option<u64>,
     pub(super) id: u64,
     pub(super) on_stack: bool,
+    /// What re-opening it copies: its start tag's attributes and bytes.
+    pub(super) attributes: u32,
+    pub(super) bytes: u32,
 }
 
 /// End tags do not reach past these (the parser's "scope" boundaries).
@@ -229,6 +241,8 @@ impl TreeModel {
             if let (Some(name), false) = (self.formatting[i].name, self.formatting[i].on_stack) {
                 self.formatting[i].on_stack = true;
                 let id = self.formatting[i].id;
+                shape.cloned_attributes += u64::from(self.formatting[i].attributes);
+                shape.cloned_bytes += u64::from(self.formatting[i].bytes);
                 self.push_key(shape, name, false, Some(id), false, false);
                 shape.start_tags += 1;
             }
@@ -240,12 +254,20 @@ impl TreeModel {
             .count();
     }
 
-    pub(super) fn add_formatting(&mut self, name: Option<u64>, shape: &mut MarkupShape) -> u64 {
+    /// `copied`: the start tag's attributes and bytes (nothing for a marker).
+    pub(super) fn add_formatting(
+        &mut self,
+        name: Option<u64>,
+        copied: (u32, u32),
+        shape: &mut MarkupShape,
+    ) -> u64 {
         self.next_id += 1;
         self.formatting.push(FormattingEntry {
             name,
             id: self.next_id,
             on_stack: name.is_some(),
+            attributes: copied.0,
+            bytes: copied.1,
         });
         if name.is_some()
             && self.formatting.iter().filter(|e| e.name.is_some()).count() > MAX_ACTIVE_FORMATTING
@@ -268,22 +290,53 @@ impl TreeModel {
 }
 
 impl MarkupShape {
-    pub(super) fn scan(html: &str) -> MarkupShape {
+    /// The bounds of `html`, checking `interrupt` as it goes (a stopped scan says so in
+    /// `stopped`, and bounds nothing).
+    pub(super) fn scan(html: &str, interrupt: &Interrupt) -> MarkupShape {
         let mut shape = MarkupShape::default();
+        match attribute_work(html, MAX_ATTRIBUTE_WORK, interrupt) {
+            Ok(work) => shape.attribute_work = work.comparisons,
+            Err(stop) => {
+                shape.stopped = Some(stop);
+                return shape;
+            }
+        }
+        let mut pulse = interrupt.pulse();
         let mut model = TreeModel::new();
         let mut lower = String::new();
         let mut tokens = Tokens::new(html);
-        while let Some(token) = tokens.next() {
+        loop {
+            // CDATA sections exist only in SVG and MathML.
+            tokens.cdata = model.open.last().is_some_and(|e| e.foreign);
+            let Some(token) = tokens.next() else { break };
             if shape.too_costly() {
                 break;
             }
-            let (name, closing, self_closing) = match token {
+            if pulse.beat() {
+                shape.stopped = pulse.stopped();
+                break;
+            }
+            let (name, closing, self_closing, copied) = match token {
                 Token::Tag {
                     name,
                     closing,
                     self_closing,
-                } => (name, closing, self_closing),
-                Token::Text(_) | Token::RawText { .. } => {
+                    attributes,
+                    len,
+                } => (
+                    name,
+                    closing,
+                    self_closing,
+                    (attributes, u32::try_from(len).unwrap_or(u32::MAX)),
+                ),
+                Token::RawText { name, text } => {
+                    if is_escapable_raw_text(name) {
+                        shape.charge_raw_text(text, model.open.len());
+                    }
+                    model.reconstruct(&mut shape);
+                    continue;
+                }
+                Token::Text(_) => {
                     model.reconstruct(&mut shape);
                     continue;
                 }
@@ -297,6 +350,13 @@ impl MarkupShape {
                         let entry = model.formatting.remove(pos);
                         if !entry.on_stack {
                             model.off_stack = model.off_stack.saturating_sub(1);
+                        }
+                        // Closed out of order, the element is copied by the adoption agency
+                        // algorithm (up to eight rounds).
+                        let on_top = model.open.last().and_then(|e| e.formatting_id);
+                        if on_top != Some(entry.id) {
+                            shape.cloned_attributes += 8 * u64::from(entry.attributes);
+                            shape.cloned_bytes += 8 * u64::from(entry.bytes);
                         }
                     }
                 }
@@ -368,22 +428,43 @@ impl MarkupShape {
                 model.push(&mut shape, "tbody", None);
             }
             let formatting_id = if is_formatting_element(&lower) {
-                Some(model.add_formatting(Some(name_key(&lower)), &mut shape))
+                Some(model.add_formatting(Some(name_key(&lower)), copied, &mut shape))
             } else {
                 if matches!(lower.as_str(), "td" | "th" | "caption") {
-                    model.add_formatting(None, &mut shape);
+                    model.add_formatting(None, (0, 0), &mut shape);
                 }
                 None
             };
             model.push_element(&mut shape, &lower, formatting_id, starts_foreign);
-            // Only these two: whether `<textarea>`, `<title>` or `<plaintext>` hold text depends
-            // on parser modes (select, frameset, template) the model does not follow, and reading
-            // markup as text would hide it from the bound. Counting it instead over-estimates.
-            if matches!(lower.as_str(), "script" | "style") {
+            // The parser reads these elements' content as text (outside SVG/MathML, which the
+            // model follows), so the scan does: reading it as markup would let a quote in it
+            // swallow the end tag and the markup after. Whether `<title>`, `<textarea>` and the
+            // like hold text also depends on modes the model does not follow (a frameset
+            // ignores them), so their text is charged as if each `<` in it opened an element.
+            if matches!(lower.as_str(), "script" | "style") || is_escapable_raw_text(&lower) {
                 tokens.raw_text_until_end_of(name);
             }
         }
         shape
+    }
+
+    /// Raw text that the parser might read as markup after all: every `<` followed by a letter
+    /// counted as a start tag nested in the one before, the most it could cost.
+    pub(super) fn charge_raw_text(&mut self, text: &str, depth: usize) {
+        let bytes = text.as_bytes();
+        let tags = memchr::memchr_iter(b'<', bytes)
+            .filter(|&at| bytes.get(at + 1).is_some_and(u8::is_ascii_alphabetic))
+            .count();
+        if tags == 0 {
+            return;
+        }
+        let (n, depth) = (tags as u64, depth as u64);
+        self.start_tags += tags;
+        self.parse_work = self
+            .parse_work
+            .saturating_add(n.saturating_mul(depth))
+            .saturating_add(n.saturating_mul(n + 1) / 2);
+        self.max_depth = self.max_depth.max(depth as usize + tags);
     }
 
     pub(super) fn too_costly(&self) -> bool {
@@ -391,7 +472,26 @@ impl MarkupShape {
             || self.max_depth > MAX_NESTING_DEPTH
             || self.parse_work > MAX_PARSE_WORK
             || self.start_tags > MAX_PAGE_ELEMENTS
+            || self.attribute_work > MAX_ATTRIBUTE_WORK
+            || self.cloned_attributes > MAX_CLONED_ATTRIBUTES
+            || self.cloned_bytes > MAX_CLONED_BYTES
     }
+}
+
+/// Elements whose content the parser reads as text (RCDATA, RAWTEXT, PLAINTEXT) in the body,
+/// other than `<script>` and `<style>`.
+pub(super) fn is_escapable_raw_text(tag: &str) -> bool {
+    [
+        "title",
+        "textarea",
+        "xmp",
+        "iframe",
+        "noembed",
+        "noframes",
+        "plaintext",
+    ]
+    .iter()
+    .any(|raw| raw.eq_ignore_ascii_case(tag))
 }
 
 /// HTML start tags that end SVG/MathML content.
@@ -556,6 +656,10 @@ pub(super) enum Token<'a> {
         name: &'a str,
         closing: bool,
         self_closing: bool,
+        /// Attributes as the parser counts them (duplicates included).
+        attributes: u32,
+        /// Bytes of the whole tag, `<` to `>`.
+        len: usize,
     },
     RawText {
         name: &'a str,
@@ -563,12 +667,18 @@ pub(super) enum Token<'a> {
     },
 }
 
-/// A forgiving tokenizer for the scans that run without a parser (detection, depth bound, flat
-/// text): tags, text between them, and on request the content of a raw-text element.
+/// A tokenizer for the scans that run without a parser (detection, the bounds, flat text): tags,
+/// text between them, and on request the content of a raw-text element. Tags, comments and the
+/// ends of raw text are found as html5ever finds them, so what the scans count is what the
+/// parser sees: a scan that ended a comment or a tag elsewhere would read the rest of the page
+/// differently (a `<textarea>` whose text holds `<p a="` made a scan take 50,000 nested `<div>`s
+/// after it for one quoted value, and the parser spent minutes on them).
 pub(super) struct Tokens<'a> {
     pub(super) src: &'a str,
     pub(super) pos: usize,
     pub(super) pending_raw: Option<&'a str>,
+    /// `<![CDATA[` opens a CDATA section (inside SVG/MathML) rather than a bogus comment.
+    pub(super) cdata: bool,
 }
 
 impl<'a> Tokens<'a> {
@@ -577,6 +687,7 @@ impl<'a> Tokens<'a> {
             src,
             pos: 0,
             pending_raw: None,
+            cdata: false,
         }
     }
 
@@ -594,18 +705,22 @@ impl<'a> Iterator for Tokens<'a> {
     fn next(&mut self) -> Option<Token<'a>> {
         let bytes = self.src.as_bytes();
         if let Some(name) = self.pending_raw.take() {
-            let end = find_end_tag(bytes, self.pos, name).unwrap_or(bytes.len());
+            let end = if name.eq_ignore_ascii_case("plaintext") {
+                // Nothing ends it: the rest of the page is its text.
+                None
+            } else if name.eq_ignore_ascii_case("script") {
+                find_script_end(bytes, self.pos)
+            } else {
+                find_end_tag(bytes, self.pos, name)
+            }
+            .unwrap_or(bytes.len());
             let text = &self.src[self.pos..end];
             self.pos = end;
             return Some(Token::RawText { name, text });
         }
         while self.pos < bytes.len() {
             let start = self.pos;
-            let Some(lt) = bytes[start..]
-                .iter()
-                .position(|&b| b == b'<')
-                .map(|p| p + start)
-            else {
+            let Some(lt) = memchr::memchr(b'<', &bytes[start..]).map(|p| p + start) else {
                 self.pos = bytes.len();
                 return Some(Token::Text(&self.src[start..]));
             };
@@ -615,82 +730,160 @@ impl<'a> Iterator for Tokens<'a> {
             }
             let rest = &bytes[lt..];
             if rest.starts_with(b"<!--") {
-                self.pos = find_bytes(bytes, lt + 4, b"-->").map_or(bytes.len(), |p| p + 3);
+                self.pos = comment_end(bytes, lt + 4);
                 continue;
             }
-            if rest.len() > 1 && (rest[1] == b'!' || rest[1] == b'?') {
-                self.pos = bytes[lt..]
-                    .iter()
-                    .position(|&b| b == b'>')
-                    .map_or(bytes.len(), |p| lt + p + 1);
+            if self.cdata && rest.starts_with(b"<![CDATA[") {
+                self.pos = find_bytes(bytes, lt + 9, b"]]>").map_or(bytes.len(), |p| p + 3);
                 continue;
             }
-            let closing = rest.get(1) == Some(&b'/');
+            let next = rest.get(1).copied();
+            let closing = next == Some(b'/');
             let name_start = lt + 1 + usize::from(closing);
-            if !bytes.get(name_start).is_some_and(u8::is_ascii_alphabetic) {
-                // A lone '<' is text.
-                self.pos = lt + 1;
-                return Some(Token::Text(&self.src[lt..lt + 1]));
+            let letter = bytes.get(name_start).is_some_and(u8::is_ascii_alphabetic);
+            match next {
+                // A doctype, a bogus comment (`<!x`, `<?x`, `</1`): up to the next `>`, which
+                // no quote can hide.
+                Some(b'!' | b'?') => {}
+                Some(b'/') if !letter && bytes.get(name_start) == Some(&b'>') => {
+                    // `</>` is dropped.
+                    self.pos = lt + 3;
+                    continue;
+                }
+                Some(b'/') if !letter && name_start < bytes.len() => {}
+                _ if letter => {
+                    let tag = read_tag(bytes, name_start);
+                    self.pos = tag.end;
+                    return Some(Token::Tag {
+                        name: &self.src[name_start..tag.name_end],
+                        closing,
+                        self_closing: tag.self_closing,
+                        attributes: tag.attributes,
+                        len: tag.end - lt,
+                    });
+                }
+                _ => {
+                    // A lone '<' (or `</` at the very end) is text.
+                    self.pos = lt + 1;
+                    return Some(Token::Text(&self.src[lt..lt + 1]));
+                }
             }
-            let name_end = bytes[name_start..]
-                .iter()
-                .position(|b| !(b.is_ascii_alphanumeric() || *b == b'-' || *b == b':'))
-                .map_or(bytes.len(), |p| name_start + p);
-            let tag_end = find_tag_end(bytes, name_end);
-            let name = &self.src[name_start..name_end];
-            let self_closing =
-                tag_end >= 2 && bytes.get(tag_end - 1) == Some(&b'>') && bytes[tag_end - 2] == b'/';
-            self.pos = tag_end;
-            return Some(Token::Tag {
-                name,
-                closing,
-                self_closing,
-            });
+            self.pos = memchr::memchr(b'>', &bytes[lt..]).map_or(bytes.len(), |p| lt + p + 1);
         }
         None
     }
 }
 
-/// The byte after a tag's closing '>', honouring quoted attribute values.
-pub(super) fn find_tag_end(bytes: &[u8], from: usize) -> usize {
-    let mut quote: Option<u8> = None;
-    let mut previous = 0u8;
-    for (i, &b) in bytes.iter().enumerate().skip(from) {
-        match quote {
-            Some(q) if b == q => {
-                quote = None;
-                previous = b;
-            }
-            Some(_) => {}
-            None if b == b'>' => return i + 1,
-            None if (b == b'"' || b == b'\'') && previous == b'=' => quote = Some(b),
-            None if !b.is_ascii_whitespace() => previous = b,
-            None => {}
-        }
+/// The byte after a comment whose text starts at `from` (after `<!--`): `<!-->` and `<!--->`
+/// end at once, others at the first `-->` or `--!>`.
+pub(super) fn comment_end(bytes: &[u8], from: usize) -> usize {
+    let rest = bytes.get(from..).unwrap_or_default();
+    if rest.starts_with(b">") {
+        return from + 1;
     }
-    bytes.len()
+    if rest.starts_with(b"->") {
+        return from + 2;
+    }
+    let plain = memchr::memmem::find(rest, b"-->").map(|p| p + 3);
+    // Only before the first `-->`: searching the whole rest for every comment would make a page
+    // of many comments quadratic.
+    let bang = memchr::memmem::find(&rest[..plain.unwrap_or(rest.len())], b"--!>").map(|p| p + 4);
+    // The tokenizer stops at whichever ending it completes first.
+    let end = match (plain, bang) {
+        (Some(a), Some(b)) => a.min(b),
+        (Some(end), None) | (None, Some(end)) => end,
+        (None, None) => rest.len(),
+    };
+    from + end
 }
 
 pub(super) fn find_bytes(haystack: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
-    if from >= haystack.len() {
-        return None;
-    }
-    haystack[from..]
-        .windows(needle.len())
-        .position(|w| w == needle)
-        .map(|p| p + from)
+    memchr::memmem::find(haystack.get(from..)?, needle).map(|p| p + from)
 }
 
-/// Start of `</name` (ASCII case-insensitive) at or after `from`.
+/// Whether `</name` at `at` ends raw text named `name`: the parser wants the whole name, any
+/// case, then whitespace, `/` or `>` (`</titles>` is text).
+fn is_end_tag_at(bytes: &[u8], at: usize, name: &[u8]) -> bool {
+    let after = at + 2 + name.len();
+    bytes
+        .get(at + 2..after)
+        .is_some_and(|n| n.eq_ignore_ascii_case(name))
+        && bytes
+            .get(after)
+            .is_some_and(|&b| matches!(b, b'\t' | b'\n' | b'\x0C' | b'\r' | b' ' | b'/' | b'>'))
+}
+
+/// Start of the end tag `</name` (ASCII case-insensitive) that ends raw text, at or after `from`.
 pub(super) fn find_end_tag(bytes: &[u8], from: usize, name: &str) -> Option<usize> {
     let name = name.as_bytes();
     let mut i = from;
     while let Some(p) = find_bytes(bytes, i, b"</") {
-        let candidate = &bytes[p + 2..];
-        if candidate.len() >= name.len() && candidate[..name.len()].eq_ignore_ascii_case(name) {
+        if is_end_tag_at(bytes, p, name) {
             return Some(p);
         }
         i = p + 2;
+    }
+    None
+}
+
+/// Start of the `</script` that ends a script's text, following the tokenizer's escape states: in
+/// `<!-- <script> … </script>` the inner end tag does not end it (it ends the "double escaped"
+/// part), and a scan that stopped there would read the script's text as markup.
+pub(super) fn find_script_end(bytes: &[u8], from: usize) -> Option<usize> {
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Escape {
+        None,
+        /// After `<!--`; `dashes` counts the `-` just read (a `>` after two ends the escape).
+        Escaped,
+        Double,
+    }
+    let script = b"script";
+    let delimiter = |b: u8| matches!(b, b'\t' | b'\n' | b'\x0C' | b'\r' | b' ' | b'/' | b'>');
+    let mut escape = Escape::None;
+    let mut dashes = 0usize;
+    let mut i = from;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match (escape, b) {
+            (_, b'-') => {
+                dashes += 1;
+                i += 1;
+                continue;
+            }
+            (Escape::Escaped | Escape::Double, b'>') if dashes >= 2 => escape = Escape::None,
+            (Escape::None, b'<') if bytes[i + 1..].starts_with(b"!--") => {
+                escape = Escape::Escaped;
+                // `<!--` counts its own dashes: `<!-->` leaves the escape at once.
+                dashes = 2;
+                i += 4;
+                continue;
+            }
+            (Escape::None | Escape::Escaped, b'<') if is_end_tag_at(bytes, i, script) => {
+                return Some(i);
+            }
+            (Escape::Escaped, b'<')
+                if bytes
+                    .get(i + 1..i + 1 + script.len())
+                    .is_some_and(|n| n.eq_ignore_ascii_case(script))
+                    && bytes
+                        .get(i + 1 + script.len())
+                        .is_some_and(|&b| delimiter(b)) =>
+            {
+                escape = Escape::Double;
+                i += 1 + script.len();
+                dashes = 0;
+                continue;
+            }
+            (Escape::Double, b'<') if is_end_tag_at(bytes, i, script) => {
+                escape = Escape::Escaped;
+                i += 2 + script.len();
+                dashes = 0;
+                continue;
+            }
+            _ => {}
+        }
+        dashes = 0;
+        i += 1;
     }
     None
 }

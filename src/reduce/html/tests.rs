@@ -693,12 +693,12 @@ fn the_scan_bounds_what_the_parser_builds() {
                     }]
             })
             .collect();
-        let shape = MarkupShape::scan(&doc);
+        let shape = MarkupShape::scan(&doc, &Interrupt::none());
         if shape.too_costly() {
             continue;
         }
         let document = Document::from(doc.as_str());
-        let arena = Arena::build(&document);
+        let arena = Arena::build(&document, &Interrupt::none());
         assert!(
             arena.parse_tree_depth <= shape.max_depth + 32,
             "depth {} > scan {}: {doc}",
@@ -768,4 +768,262 @@ fn speed_of_a_one_megabyte_page() {
         reduction.method,
         reduction.markdown.len()
     );
+}
+
+/// `n` distinct attributes, as html5ever sees them (`a0=v a1=v …`).
+fn attributes(n: usize) -> String {
+    (0..n).map(|i| format!(" a{i}=v")).collect()
+}
+
+fn shape_of(html: &str) -> MarkupShape {
+    MarkupShape::scan(html, &Interrupt::none())
+}
+
+/// Issue 35: html5ever checks every attribute against the earlier ones of its tag, so the parse
+/// was quadratic in attributes (one tag of 200,000: minutes). The scan bounds that work before
+/// the parser runs, however the attributes are spread; past the bound the page is its text.
+#[test]
+fn attribute_heavy_pages_are_bounded_before_the_parser_runs() {
+    let text = "<p>The article text stays.</p>";
+    for (what, page) in [
+        (
+            "one tag of 20,000",
+            format!(
+                "<html><body><div{}>x</div>{text}</body></html>",
+                attributes(20_000)
+            ),
+        ),
+        (
+            "100 tags of 1,000",
+            format!(
+                "<html><body>{}{text}</body></html>",
+                format!("<span{}>y</span>", attributes(1_000)).repeat(100)
+            ),
+        ),
+        (
+            // The parser reads `<p a="` as textarea text and the <h> as a tag; a scan that took
+            // the <p> for a tag saw the <h>'s attributes inside a quoted value.
+            "hidden behind a textarea",
+            format!(
+                "<html><body><textarea><p a=\"</textarea><h{}>\">{text}</body></html>",
+                attributes(10_000)
+            ),
+        ),
+        (
+            // Each <body> merges its attributes into the body element, against all it holds.
+            "repeated body tags",
+            format!(
+                "<html><body>{text}{}</body></html>",
+                (0..5_000)
+                    .map(|i| format!("<body b{i}=v c{i}=v>"))
+                    .collect::<String>()
+            ),
+        ),
+    ] {
+        let shape = shape_of(&page);
+        assert!(
+            shape.attribute_work > MAX_ATTRIBUTE_WORK,
+            "{what}: {}",
+            shape.attribute_work
+        );
+        let reduction = reduce(&page);
+        assert_eq!(reduction.method, ReductionMethod::FlatText, "{what}");
+        assert!(
+            reduction.markdown.contains("The article text stays."),
+            "{what}: {}",
+            reduction.markdown
+        );
+    }
+    // Many attributes per tag, but within the bound (100 × 1,000 × 999 / 2 ≈ 5 M): parsed.
+    let busy = format!(
+        "<html><body><main>{}</main></body></html>",
+        format!("<p{}>para</p>", attributes(100)).repeat(1_000)
+    );
+    assert!(shape_of(&busy).attribute_work < MAX_ATTRIBUTE_WORK);
+    assert_eq!(reduce(&busy).method, ReductionMethod::Landmark);
+}
+
+/// A formatting element left open is copied, with all its attributes, into every paragraph
+/// after it: 0.66 MB made 150 M attributes and minutes of parsing.
+#[test]
+fn reopened_formatting_elements_are_bounded_by_what_they_copy() {
+    let page = format!(
+        "<html><body><div><b{}></div>{}</body></html>",
+        attributes(3_000),
+        "<p>x</p>".repeat(1_000)
+    );
+    let shape = shape_of(&page);
+    // The scan stops as soon as the copies pass the bound (after 334 paragraphs).
+    assert!(shape.cloned_attributes > MAX_CLONED_ATTRIBUTES);
+    assert!(shape.too_costly());
+    assert_eq!(reduce(&page).method, ReductionMethod::FlatText);
+    // A sloppy page's unclosed <font face=… size=…> is copied too, and costs little.
+    let sloppy = format!(
+        "<html><body><font face=Arial size=2>{}</body></html>",
+        "<p>x</p>".repeat(1_000)
+    );
+    let shape = shape_of(&sloppy);
+    assert!(shape.cloned_attributes <= 2 * 1_000 && !shape.too_costly());
+}
+
+/// The scan reads comments, raw text and script escapes where html5ever does: a scan that ended
+/// them elsewhere took the markup after for text or a quoted value, and missed its depth (a
+/// 250 KB page of 50,000 `<div>`s after `<textarea><p a="`: minutes of parsing).
+#[test]
+fn markup_cannot_hide_from_the_scan_in_text_the_scan_misreads() {
+    let deep = "<div>".repeat(5_000);
+    for (what, page) in [
+        (
+            "a textarea holding a quote",
+            format!("<textarea><p a=\"</textarea>{deep}\">"),
+        ),
+        (
+            "a title holding a quote",
+            format!("<title><p a='</title>{deep}'>"),
+        ),
+        // `<!-->` is a whole comment: a scan looking for `-->` after it hid what followed.
+        ("an abrupt comment", format!("<!-->{deep}<!-- -->")),
+        (
+            "a script's double escape",
+            format!("<script><!--<script></script><p a=\"</script>{deep}\">"),
+        ),
+        (
+            // `</titlex>` does not end a title: the rest is still its text for the parser, but
+            // a frameset would make it markup, so it is charged.
+            "markup inside raw text",
+            format!("<title>{deep}"),
+        ),
+        ("a bogus end tag", format!("</ <p a=\">{deep}\">")),
+    ] {
+        let shape = shape_of(&page);
+        assert!(shape.max_depth > MAX_NESTING_DEPTH, "{what}: {shape:?}");
+        assert!(
+            matches!(reduce(&page).method, ReductionMethod::FlatText),
+            "{what}"
+        );
+    }
+    // What the parser does read as text stays text: no depth from a script's strings.
+    let script = format!("<html><body><script>var s = \"{deep}\";</script><p>x</p></body></html>");
+    assert!(shape_of(&script).max_depth < 10);
+}
+
+#[test]
+fn tags_comments_and_raw_text_end_where_the_parser_ends_them() {
+    let b = |s: &str| s.as_bytes().to_vec();
+    // Comments (the text after `<!--`).
+    assert_eq!(comment_end(&b(">rest"), 0), 1);
+    assert_eq!(comment_end(&b("->rest"), 0), 2);
+    assert_eq!(comment_end(&b(" x --!> y --> z"), 0), 7);
+    assert_eq!(comment_end(&b(" x --> y --!> z"), 0), 6);
+    assert_eq!(comment_end(&b(" never closed"), 0), 13);
+    // Raw text ends at its whole name, in any case, followed by a delimiter.
+    let title = b("a </titles> b </TITLE\n>");
+    assert_eq!(find_end_tag(&title, 0, "title"), Some(14));
+    // Scripts: an escaped `<script>` makes the next `</script>` part of the text.
+    let script = b("a <!-- <script> x </script> y --> z </script>");
+    assert_eq!(find_script_end(&script, 0), Some(36));
+    // An escape alone does not keep `</script>` from ending the script; an escaped `<script>`
+    // never closed does.
+    let escaped = b("if (a <b) { s = '<!--' } </script>");
+    assert_eq!(find_script_end(&escaped, 0), Some(25));
+    assert_eq!(
+        find_script_end(&b("<!-- <script x </script-x> </scripts>"), 0),
+        None
+    );
+    assert_eq!(find_script_end(&b("x <!-- y --> </script>"), 0), Some(13));
+    // Tags: `>` in a quoted value does not end one, `/` ending an unquoted value is its text.
+    let tag = read_tag(&b(r#"<a href="x>y" b=c/>rest"#), 1);
+    assert_eq!((tag.name_end, tag.end, tag.attributes), (2, 19, 2));
+    assert!(!tag.self_closing);
+    let tag = read_tag(&b("<br/>"), 1);
+    assert_eq!((tag.name_end, tag.end, tag.self_closing), (3, 5, true));
+    // The tokenizer's tag name runs to whitespace, `/` or `>`: `<script.x>` is no script.
+    let mut tokens = Tokens::new("<script.x a=1><b>");
+    assert!(
+        matches!(
+            tokens.next(),
+            Some(Token::Tag {
+                name: "script.x",
+                attributes: 1,
+                ..
+            })
+        ),
+        "the whole name"
+    );
+}
+
+/// Past the deadline the page is its text (the parser-less path is linear and always finishes);
+/// on cancel the stage ends with an error. Work is counted, not timed.
+#[test]
+fn a_passed_deadline_gives_the_text_and_a_cancel_stops() {
+    let html =
+        std::fs::read_to_string(pages_dir().join("news_blog_layout.html")).unwrap_or_default();
+    let passed = Interrupt::at(Instant::now());
+    let reduction = match reduce_page_with(&html, &mut |_, _| None, &passed) {
+        Ok(reduction) => reduction,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(reduction.method, ReductionMethod::OutOfTime);
+    assert!(reduction.tables.is_empty());
+    assert!(
+        reduction
+            .markdown
+            .contains("ending a debate that has run for almost three years.")
+    );
+
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let cancelled = Interrupt::none().with_cancel(flag.clone());
+    assert_eq!(
+        reduce_page_with(&html, &mut |_, _| None, &cancelled).map(|r| r.method),
+        Err(CANCELLED.to_string())
+    );
+
+    // Cancelled while rendering (a table's note is written mid-walk): the walk stops within a
+    // stride of nodes and nothing it rendered is used.
+    flag.store(false, std::sync::atomic::Ordering::Relaxed);
+    let rows: String = (0..3_000)
+        .map(|i| format!("<tr><td>{i}</td><td>v{i}</td></tr>"))
+        .collect();
+    let page = format!(
+        "<html><body><main><table><tr><th>n</th><th>v</th></tr>{rows}</table>{}</main></body></html>",
+        "<p>after the table</p>".repeat(3_000)
+    );
+    let mut notes = 0;
+    let result = reduce_page_with(
+        &page,
+        &mut |_, _| {
+            notes += 1;
+            flag.store(true, std::sync::atomic::Ordering::Relaxed);
+            None
+        },
+        &cancelled,
+    );
+    assert_eq!(notes, 1);
+    assert_eq!(result.map(|r| r.method), Err(CANCELLED.to_string()));
+}
+
+#[test]
+fn the_arena_walks_stop_within_a_stride() {
+    let page = format!("<html><body>{}</body></html>", "<p>x</p>".repeat(20_000));
+    let document = Document::from(page.as_str());
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let arena = Arena::build(&document, &Interrupt::none().with_cancel(flag.clone()));
+    assert_eq!(arena.stopped(), None);
+    flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    struct Count(usize);
+    impl Visitor for Count {
+        fn enter(&mut self, _: &Arena, _: u32) -> bool {
+            self.0 += 1;
+            true
+        }
+        fn exit(&mut self, _: &Arena, _: u32) {}
+    }
+    let mut count = Count(0);
+    arena.walk(arena.body(), false, &mut count);
+    assert_eq!(arena.stopped(), Some(Stop::Cancelled));
+    assert!(count.0 < STRIDE as usize, "{} nodes entered", count.0);
+    // From then on every walk returns at once.
+    let mut again = Count(0);
+    arena.walk(arena.body(), false, &mut again);
+    assert_eq!(again.0, 0);
 }
