@@ -98,11 +98,18 @@ fn an_idle_loom_hands_back_its_start_up_and_engine_pages_and_still_serves() {
         .to_string();
     let answer = query(&mut loom, &format!("SELECT count(*) AS n FROM {reference}"));
     assert!(answer.to_string().contains("3000"), "{answer}");
-    // The engine's code is handed back too once it has been idle for a while (10–20 s).
+    // The engine's code is handed back too once it has been idle for a while: loom looks every
+    // IDLE_AFTER_HEAVY_WORK (10 s) and releases once a whole period passed without heavy work,
+    // so up to two periods after the query. This waited PATIENCE (30 s), which left only 10 s
+    // over that design bound; now the wait is the design bound plus the full hang guard, so it
+    // is a liveness check (pages that are never handed back still fail) and not a speed claim
+    // (issue 35). How soon is loom's timer, not its speed.
     let after_query = status_kib(pid, "RssFile:");
-    eventually("the engine's pages are handed back after the query", || {
-        status_kib(pid, "RssFile:") * 2 < after_query
-    });
+    eventually_within(
+        "the engine's pages are handed back after the query",
+        2 * loom::footprint::IDLE_AFTER_HEAVY_WORK + PATIENCE,
+        || status_kib(pid, "RssFile:") * 2 < after_query,
+    );
     let echo = loom.call_tool("fx_echo", json!({"text": "and still here"}));
     assert_eq!(first_text(&echo), "and still here");
 }

@@ -7,7 +7,6 @@
 mod common;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use common::*;
 use serde_json::{Value, json};
@@ -188,13 +187,12 @@ fn found_tools_join_the_list_and_are_callable_directly_or_through_loom_call() {
     );
     assert!(first["inputSchema"]["properties"].is_object(), "{first}");
 
-    // One list_changed, then the best three found are listed.
-    assert!(
-        loom.arrives_within(Duration::from_secs(5), |v| {
-            v["method"] == "notifications/tools/list_changed"
-        }),
-        "no list_changed after loom_find_tools"
-    );
+    // One list_changed, then the best three found are listed. Awaited with the common hang
+    // guard (PATIENCE), not within 5 s: how soon it comes is not what this test claims (issue
+    // 35), and a loaded CI machine could pass 5 s. A list_changed that never comes still fails.
+    loom.wait_for("list_changed after loom_find_tools", |v| {
+        v["method"] == "notifications/tools/list_changed"
+    });
     let (shown, _) = listing(&mut loom);
     let shown = names(&shown);
     let joined: Vec<&String> = shown.iter().filter(|n| !n.starts_with("loom_")).collect();

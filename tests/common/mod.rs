@@ -332,10 +332,20 @@ pub fn pid_alive(pid: u32) -> bool {
 }
 
 /// Poll `cond` until it holds or [`PATIENCE`] runs out.
-pub fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + PATIENCE;
+pub fn eventually(what: &str, cond: impl FnMut() -> bool) {
+    eventually_within(what, PATIENCE, cond);
+}
+
+/// Poll `cond` until it holds or `within` runs out: for what loom does on a timer of its own,
+/// with `within` that timer's longest wait plus [`PATIENCE`] (a hang guard on top of the design
+/// bound, never a speed claim).
+pub fn eventually_within(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
     while !cond() {
-        assert!(Instant::now() < deadline, "never happened: {what}");
+        assert!(
+            Instant::now() < deadline,
+            "never happened within {within:?}: {what}"
+        );
         thread::sleep(Duration::from_millis(25));
     }
 }
