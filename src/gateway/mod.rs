@@ -330,8 +330,16 @@ impl Gateway {
         } else {
             crate::footprint::heavy_work();
             let origin = origin.clone();
+            // A call cancelled while its result is decided drops this future; the flag then
+            // stops the reduction still running on the blocking pool (SPEC §19.3).
+            let cancelled = Arc::new(AtomicBool::new(false));
+            let _cancel_on_drop = CancelOnDrop(cancelled.clone());
+            let interrupt = crate::reduce::Interrupt::after(crate::reduce::DEFAULT_TIME_LIMIT)
+                .with_cancel(cancelled);
             let outcome = tokio::task::spawn_blocking(move || {
-                crate::intercept::intercept(raw, &origin, &store, threshold, &policy)
+                crate::intercept::intercept_with(
+                    raw, &origin, &store, threshold, &policy, &interrupt,
+                )
             })
             .await;
             crate::footprint::heavy_work();
@@ -1038,5 +1046,14 @@ impl Drop for LetGoUnlessDone<'_> {
                 self.store.remove(reference);
             }
         }
+    }
+}
+
+/// Sets its flag when dropped: a decision whose caller went away tells its blocking work to stop.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }

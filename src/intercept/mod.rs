@@ -203,6 +203,20 @@ pub fn intercept(
     threshold: usize,
     policy: &Policy,
 ) -> Outcome {
+    let interrupt = crate::reduce::Interrupt::after(crate::reduce::DEFAULT_TIME_LIMIT);
+    intercept_with(raw, origin, store, threshold, policy, &interrupt)
+}
+
+/// [`intercept`], with the firewall's stages stopped by `interrupt` (its deadline, or its
+/// cancel flag when the client cancelled the call).
+pub fn intercept_with(
+    raw: Box<RawValue>,
+    origin: &Origin,
+    store: &Arc<Store>,
+    threshold: usize,
+    policy: &Policy,
+    interrupt: &crate::reduce::Interrupt,
+) -> Outcome {
     if policy.bypass {
         return Outcome::PassThrough(raw, "bypass");
     }
@@ -234,7 +248,7 @@ pub fn intercept(
     }
     // No table: the context firewall for everything else (SPEC §19).
     let reduced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::reduce::reduce(raw.get(), origin, store, policy)
+        crate::reduce::reduce_with(raw.get(), origin, store, policy, interrupt)
     }));
     match reduced {
         Ok(Ok(Some(reduction))) if !reduction.summarizable.is_empty() => {
