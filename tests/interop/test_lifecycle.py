@@ -57,9 +57,10 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-async def test_closing_the_client_ends_loom_and_its_servers(setup, mode, monkeypatch):
-    # The SDK closes loom's stdin, waits 2 s, then kills the whole process group. A kill would
-    # hide a loom that does not exit by itself, so record whether the SDK had to use it.
+def sdk_kills(monkeypatch) -> list[int]:
+    """The pids the SDK had to kill when a connection closed. It closes the server's stdin, waits
+    2 s, then kills the whole process group: a kill would hide a loom that does not exit by
+    itself, so tests record whether the SDK had to use it."""
     kills: list[int] = []
     terminate = mcp.client.stdio._terminate_process_tree
 
@@ -68,6 +69,11 @@ async def test_closing_the_client_ends_loom_and_its_servers(setup, mode, monkeyp
         await terminate(process)
 
     monkeypatch.setattr(mcp.client.stdio, "_terminate_process_tree", record_kill)
+    return kills
+
+
+async def test_closing_the_client_ends_loom_and_its_servers(setup, mode, monkeypatch):
+    kills = sdk_kills(monkeypatch)
 
     async with connect_loom(setup, mode) as client:
         await client.list_tools()

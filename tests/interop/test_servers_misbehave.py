@@ -16,14 +16,13 @@ from __future__ import annotations
 import sys
 
 import anyio
-import mcp.client.stdio
 import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
 from conftest import PY, PYTHON_SERVER, Setup, connect_direct, connect_loom
 from dataplane_clients import DataSetup
-from test_lifecycle import _alive, _children
+from test_lifecycle import _alive, _children, sdk_kills
 
 pytestmark = pytest.mark.anyio
 
@@ -79,14 +78,7 @@ async def test_a_cancelled_call_is_cancelled_on_the_server_as_directly(setup, mo
 
 
 async def test_a_server_that_ignores_sigterm_is_killed_and_loom_still_exits(setup, mode, monkeypatch):
-    kills: list[int] = []
-    terminate = mcp.client.stdio._terminate_process_tree
-
-    async def record_kill(process):
-        kills.append(process.pid)
-        await terminate(process)
-
-    monkeypatch.setattr(mcp.client.stdio, "_terminate_process_tree", record_kill)
+    kills = sdk_kills(monkeypatch)
     setup.servers[PY] = {"command": sys.executable, "args": ["-c", STUBBORN, str(PYTHON_SERVER)], "env": {}}
     setup.use(PY)
     async with connect_loom(setup, mode) as client:
