@@ -151,6 +151,15 @@ impl Client {
         }
     }
 
+    /// `fx_rows` of `count` rows through loom: the ref of the envelope it becomes.
+    async fn rows_ref(&mut self, count: u64) -> String {
+        let envelope = self.call("fx_rows", json!({ "count": count })).await.json();
+        envelope["result"]["structuredContent"]["ref"]
+            .as_str()
+            .unwrap_or_else(|| panic!("an envelope: {envelope}"))
+            .to_string()
+    }
+
     fn with_header(mut self, name: &'static str, value: &str) -> Client {
         self.headers.push((name, value.to_string()));
         self
@@ -271,11 +280,7 @@ async fn two_sessions_cannot_see_each_others_datasets() {
     b.initialize().await;
     assert_ne!(a.session, b.session);
 
-    let envelope = a.call("fx_rows", json!({"count": 3000})).await.json();
-    let reference = envelope["result"]["structuredContent"]["ref"]
-        .as_str()
-        .unwrap_or_else(|| panic!("an envelope: {envelope}"))
-        .to_string();
+    let reference = a.rows_ref(3000).await;
     let sql = format!("SELECT count(*) AS n FROM {reference}");
     let mine = a.call("loom_query", json!({"sql": sql})).await.json();
     assert_eq!(
@@ -992,11 +997,7 @@ async fn sessions_export_into_folders_of_their_own_within_a_quota() {
     // stopped too (opening sessions in turn wrote without limit) ...
     let mut fresh = ab();
     fresh.initialize().await;
-    let envelope = fresh.call("fx_rows", json!({"count": 3000})).await.json();
-    let fresh_ref = envelope["result"]["structuredContent"]["ref"]
-        .as_str()
-        .expect("an envelope")
-        .to_string();
+    let fresh_ref = fresh.rows_ref(3000).await;
     for (client, reference) in [(&mut b, &refs[1]), (&mut fresh, &fresh_ref)] {
         let answer = client
             .call("loom_export", export(reference, "more.csv", false))
@@ -1008,11 +1009,7 @@ async fn sessions_export_into_folders_of_their_own_within_a_quota() {
     // ... while another credential's quota is its own.
     let mut c = Client::new(&loom).with_header("authorization", "Bearer token-of-c");
     c.initialize().await;
-    let envelope = c.call("fx_rows", json!({"count": 3000})).await.json();
-    let c_ref = envelope["result"]["structuredContent"]["ref"]
-        .as_str()
-        .expect("an envelope")
-        .to_string();
+    let c_ref = c.rows_ref(3000).await;
     let other = c
         .call("loom_export", export(&c_ref, "more.csv", false))
         .await
@@ -1101,11 +1098,7 @@ async fn a_session_running_a_heavy_query_does_not_hold_up_another() {
     let loom = LoomHttp::start(json!({"queryTimeoutMs": 6000}));
     let mut a = Client::new(&loom);
     a.initialize().await;
-    let envelope = a.call("fx_rows", json!({"count": 5000})).await.json();
-    let reference = envelope["result"]["structuredContent"]["ref"]
-        .as_str()
-        .unwrap_or_else(|| panic!("an envelope: {envelope}"))
-        .to_string();
+    let reference = a.rows_ref(5000).await;
     let heavy = format!(
         "SELECT count(*) AS n FROM {reference} x JOIN {reference} y ON x.id % 2 = y.id % 2 \
          JOIN {reference} z ON y.id % 2 = z.id % 2 WHERE x.name || y.name || z.name LIKE '%zz%'"
@@ -1115,11 +1108,7 @@ async fn a_session_running_a_heavy_query_does_not_hold_up_another() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut b = Client::new(&loom);
     b.initialize().await;
-    let mine = b.call("fx_rows", json!({"count": 3000})).await.json();
-    let own = mine["result"]["structuredContent"]["ref"]
-        .as_str()
-        .unwrap_or_else(|| panic!("an envelope: {mine}"))
-        .to_string();
+    let own = b.rows_ref(3000).await;
     let counted = b
         .call(
             "loom_query",
@@ -1230,11 +1219,7 @@ async fn a_long_search_of_one_credential_does_not_hold_another_s_query() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut b = Client::new(&loom).with_header("authorization", "Bearer token-of-b");
     b.initialize().await;
-    let mine = b.call("fx_rows", json!({"count": 2000})).await.json();
-    let own = mine["result"]["structuredContent"]["ref"]
-        .as_str()
-        .unwrap_or_else(|| panic!("an envelope: {mine}"))
-        .to_string();
+    let own = b.rows_ref(2000).await;
     let counted = b
         .call(
             "loom_query",
