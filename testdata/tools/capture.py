@@ -10,8 +10,9 @@ Usage (from the crate's root; CAPTURE_ROOT=<dir> if node/, venv/ and venv-sqlite
     venv/bin/python testdata/tools/capture.py            # all servers
     venv/bin/python testdata/tools/capture.py git time   # some of them
 
-Needs: venv with `mcp` and the four PyPI servers, node/node_modules with the four npm servers
-(see testdata/tools/README.md for the pinned versions and install commands).
+Needs: venv with `mcp` and the first three PyPI servers, venv-<prefix> for each later PyPI server
+(each pins its own `mcp`), node/node_modules with the npm servers (see testdata/tools/README.md
+for the pinned versions and install commands).
 """
 
 import asyncio
@@ -41,6 +42,23 @@ def servers() -> dict[str, StdioServerParameters]:
     def pypi(script: str, *args: str) -> StdioServerParameters:
         return StdioServerParameters(command=str(VENV_BIN / script), args=list(args))
 
+    # The servers added later (2026-12) run with a scratch HOME and only the variables named here,
+    # so nothing of the capturing machine's (a token, a config file) changes what they list.
+    # Servers that refuse to start without a credential get an obvious dummy: listing tools never
+    # calls their service.
+    def quiet_env(**extra: str) -> dict[str, str]:
+        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(SCRATCH), **extra}
+
+    def npm_entry(package: str, entry: str, *args: str, **env: str) -> StdioServerParameters:
+        return StdioServerParameters(
+            command="node", args=[str(ROOT / "node" / "node_modules" / package / entry), *args], env=quiet_env(**env)
+        )
+
+    def own_venv(prefix: str, script: str, *args: str, **env: str) -> StdioServerParameters:
+        return StdioServerParameters(
+            command=str(ROOT / f"venv-{prefix}" / "bin" / script), args=list(args), env=quiet_env(**env)
+        )
+
     return {
         "everything": npm("server-everything", "stdio"),
         "filesystem": npm("server-filesystem", str(SCRATCH)),
@@ -60,6 +78,23 @@ def servers() -> dict[str, StdioServerParameters]:
             command=str(ROOT / "venv-sqlite" / "bin" / "mcp-server-sqlite"),
             args=["--db-path", str(SCRATCH / "capture.db")],
         ),
+        # Added 2026-12 (issue 35: more servers to measure search on).
+        "github": npm_entry("@modelcontextprotocol/server-github", "dist/index.js"),
+        "playwright": npm_entry("@playwright/mcp", "cli.js"),
+        "notion": npm_entry("@notionhq/notion-mcp-server", "bin/cli.mjs"),
+        "slack": npm_entry(
+            "@modelcontextprotocol/server-slack", "dist/index.js", SLACK_BOT_TOKEN="xoxb-dummy", SLACK_TEAM_ID="T0"
+        ),
+        "maps": npm_entry("@modelcontextprotocol/server-google-maps", "dist/index.js", GOOGLE_MAPS_API_KEY="dummy"),
+        "brave": npm_entry("@brave/brave-search-mcp-server", "dist/index.js", BRAVE_API_KEY="dummy"),
+        "thinking": npm_entry("@modelcontextprotocol/server-sequential-thinking", "dist/index.js"),
+        "context7": npm_entry("@upstash/context7-mcp", "dist/index.js"),
+        "kubernetes": npm_entry("mcp-server-kubernetes", "dist/index.js"),
+        "firecrawl": npm_entry("firecrawl-mcp", "dist/index.js"),
+        "awsdocs": own_venv("awsdocs", "awslabs.aws-documentation-mcp-server"),
+        "excel": own_venv("excel", "excel-mcp-server", "stdio"),
+        "arxiv": own_venv("arxiv", "arxiv-mcp-server", ARXIV_STORAGE_PATH=str(SCRATCH / "arxiv")),
+        "obsidian": own_venv("obsidian", "mcp-obsidian", OBSIDIAN_API_KEY="dummy"),
     }
 
 
