@@ -9,12 +9,16 @@
 #   DIR/loom-<version>.mcpb                          an MCP Bundle for Claude Desktop
 #   DIR/loom-<version>-<target>.tar.gz (+ .sha256)   the binary, README and LICENSE
 #
-# Usage: packaging/dist.sh [--profile release|dev] [--out DIR] [--target TRIPLE]
+# Usage: packaging/dist.sh [--profile release|dev] [--out DIR] [--target TRIPLE] [--manylinux TAG]
+#
+# --manylinux TAG (Linux glibc targets) links with zig for an older glibc, e.g. manylinux_2_17,
+# so the wheel installs on older distributions than the build machine's (maturin's own way).
 #
 # It reuses the cargo target directory it is given (CARGO_TARGET_DIR, else ./target), so after
-# `cargo test` a dev-profile run only links the binary. What it needs besides cargo, python3 and
-# node/npm it installs into a folder of its own (LOOM_DIST_TOOLS, else <target dir>/dist-tools):
-# maturin from PyPI, the MCP Bundle CLI from npm, both pinned below.
+# `cargo test` a dev-profile run builds little more than loom itself. What it needs besides
+# cargo, python3 and node/npm it installs into a folder of its own (LOOM_DIST_TOOLS, else
+# <target dir>/dist-tools): maturin from PyPI (with ziglang for --manylinux), the MCP Bundle CLI
+# from npm, both pinned below.
 set -euo pipefail
 
 MATURIN_VERSION=1.16.0
@@ -26,6 +30,7 @@ cd "$root"
 profile=release
 out=dist
 target=""
+manylinux=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --profile) profile="${2:-}"; shift 2 ;;
@@ -34,13 +39,14 @@ while [ $# -gt 0 ]; do
         --out=*) out="${1#*=}"; shift ;;
         --target) target="${2:-}"; shift 2 ;;
         --target=*) target="${1#*=}"; shift ;;
-        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "dist.sh: unknown argument '$1' (expected --profile release|dev, --out DIR, --target TRIPLE)" >&2; exit 2 ;;
+        --manylinux) manylinux="${2:-}"; shift 2 ;;
+        --manylinux=*) manylinux="${1#*=}"; shift ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+        *) echo "dist.sh: unknown argument '$1' (expected --profile release|dev, --out DIR, --target TRIPLE, --manylinux TAG)" >&2; exit 2 ;;
     esac
 done
 case "$profile" in
-    release) profile_dir=release ;;
-    dev) profile_dir=debug ;;
+    release|dev) ;;
     *) echo "dist.sh: --profile must be 'release' or 'dev', not '$profile'" >&2; exit 2 ;;
 esac
 [ -n "$out" ] || { echo "dist.sh: --out needs a directory" >&2; exit 2; }
@@ -72,6 +78,10 @@ case "$target" in
 esac
 exe=""
 [ "$npm_os" = win32 ] && exe=.exe
+if [ -n "$manylinux" ] && { [ "$npm_libc" != glibc ] || ! [[ "$manylinux" =~ ^manylinux(2014|_2_[0-9]+)$ ]]; }; then
+    echo "dist.sh: --manylinux takes a tag like manylinux_2_17 and a Linux glibc target (got '$manylinux' for $target)" >&2
+    exit 2
+fi
 
 mkdir -p "$out" "$out/npm"
 out="$(cd "$out" && pwd)"
@@ -82,11 +92,14 @@ say() { printf 'dist.sh: %s\n' "$*" >&2; }
 # --- tools -------------------------------------------------------------------------------------
 venv="$tools/venv"
 if [ -x "$venv/bin/python" ]; then py="$venv/bin/python"; else py="$venv/Scripts/python.exe"; fi
-if ! [ -x "$py" ] || ! "$py" -m maturin --version 2>/dev/null | grep -qF " $MATURIN_VERSION"; then
-    say "installing maturin $MATURIN_VERSION into $venv"
-    "$python" -m venv "$venv"
+maturin="maturin==$MATURIN_VERSION"
+[ -n "$manylinux" ] && maturin="maturin[zig]==$MATURIN_VERSION"
+if ! [ -x "$py" ] || ! "$py" -m maturin --version 2>/dev/null | grep -qF " $MATURIN_VERSION" ||
+    { [ -n "$manylinux" ] && ! "$py" -c 'import ziglang' 2>/dev/null; }; then
+    say "installing $maturin into $venv"
+    [ -x "$py" ] || "$python" -m venv "$venv"
     if [ -x "$venv/bin/python" ]; then py="$venv/bin/python"; else py="$venv/Scripts/python.exe"; fi
-    "$py" -m pip install --quiet --disable-pip-version-check "maturin==$MATURIN_VERSION"
+    "$py" -m pip install --quiet --disable-pip-version-check "$maturin"
 fi
 mcpb="$tools/node/node_modules/.bin/mcpb"
 if ! [ -x "$mcpb" ] || [ "$("$mcpb" --version 2>/dev/null)" != "$MCPB_VERSION" ]; then
@@ -100,16 +113,29 @@ say "building mcp-loom $version for $target ($profile profile) into $out"
 rm -f "$out"/mcp_loom-"$version"-*.whl
 target_args=()
 [ "$target" != "$host" ] && target_args=(--target "$target")
-CARGO_TARGET_DIR="$target_dir" "$py" -m maturin build --profile "$profile" --out "$out" \
-    --manifest-path "$root/Cargo.toml" "${target_args[@]}" >&2
-if [ "$target" != "$host" ]; then
-    binary="$target_dir/$target/$profile_dir/loom$exe"
-else
-    binary="$target_dir/$profile_dir/loom$exe"
+[ -n "$manylinux" ] && target_args+=(--zig --compatibility "$manylinux")
+# The venv first on PATH: with --zig maturin runs `python -m ziglang` from there.
+PATH="$(dirname "$py"):$PATH" CARGO_TARGET_DIR="$target_dir" "$py" -m maturin build --profile "$profile" --out "$out" \
+    --manifest-path "$root/Cargo.toml" ${target_args[@]+"${target_args[@]}"} >&2
+# Every other artifact carries the very bytes the wheel does (maturin stripped them): one build,
+# five wrappers, whatever target directory layout the build used.
+wheel="$(ls "$out"/mcp_loom-"$version"-*.whl)"
+binary="$stage/loom$exe"
+"$python" - "$wheel" "$binary" <<'PY'
+import sys, zipfile
+wheel, destination = sys.argv[1:]
+with zipfile.ZipFile(wheel) as archive:
+    names = [n for n in archive.namelist() if n.split("/")[-2:-1] == ["scripts"] and n.split("/")[-1] in ("loom", "loom.exe")]
+    if len(names) != 1:
+        sys.exit(f"dist.sh: {wheel} holds {names or 'no'} loom binary")
+    with open(destination, "wb") as out:
+        out.write(archive.read(names[0]))
+PY
+chmod +x "$binary"
+if [ "$target" = "$host" ] && ! "$binary" --version >/dev/null 2>&1; then
+    echo "dist.sh: the built binary does not run: $binary" >&2
+    exit 1
 fi
-[ -x "$binary" ] || { echo "dist.sh: the build left no binary at $binary" >&2; exit 1; }
-"$binary" --version >/dev/null 2>&1 || [ "$target" != "$host" ] ||
-    { echo "dist.sh: $binary does not run" >&2; exit 1; }
 
 # --- npm: the platform package and the launcher ------------------------------------------------
 platform_dir="$stage/npm-platform"

@@ -88,8 +88,11 @@ async fn serve(config: crate::config::Config) -> ExitCode {
             ExitCode::SUCCESS
         }
     };
-    gateway.shutdown().await;
+    // The report first: it is what the session did, which stopping the servers does not change,
+    // and a client that gives loom a short grace (the 1.x Python SDK: 2 s after closing stdin,
+    // then SIGTERM, then SIGKILL) must not cost the user the report while servers stop.
     gateway.write_report();
+    gateway.shutdown().await;
     code
 }
 
@@ -198,8 +201,8 @@ async fn serve_http(config: crate::config::Config, addr: SocketAddr, stdio: bool
     server.stop();
     let _ = running.await;
     if let Some(gateway) = &stdio_session {
-        gateway.shutdown().await;
         gateway.write_report();
+        gateway.shutdown().await;
     }
     hub.shutdown().await;
     code

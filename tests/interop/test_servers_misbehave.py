@@ -13,6 +13,8 @@ something (SPEC §4.3, §4.4, §5.5, §7):
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
 import anyio
@@ -47,10 +49,16 @@ finally:
 
 # Runs python_server.py and exits with code 3 after 1.5 s, every time it is started: long enough
 # to answer loom's handshake and listings, never long enough to count as recovered (10 s).
+# python_server.py that records its pid, and exits at once (code 3) once the marker file exists:
+# the test lets it be listed, then kills it and makes every restart fail, so the crash loop does
+# not depend on how fast a loaded machine starts Python.
 CRASHING = """
-import os, runpy, sys, threading
-threading.Timer(1.5, lambda: os._exit(3)).start()
-server = sys.argv[1]
+import os, runpy, sys
+marker, pid_file, server = sys.argv[1:4]
+if os.path.exists(marker):
+    os._exit(3)
+with open(pid_file, "w") as f:
+    f.write(str(os.getpid()))
 sys.argv = [server]
 runpy.run_path(server, run_name="__main__")
 """
@@ -91,8 +99,13 @@ async def test_a_server_that_ignores_sigterm_is_killed_and_loom_still_exits(setu
     assert not _alive(stubborn), f"the server that ignores SIGTERM (pid {stubborn}) still runs"
 
 
-async def test_a_server_in_a_crash_loop_is_delisted_and_the_client_told(setup, mode):
-    setup.servers["crashy"] = {"command": sys.executable, "args": ["-c", CRASHING, str(PYTHON_SERVER)], "env": {}}
+async def test_a_server_in_a_crash_loop_is_delisted_and_the_client_told(setup, mode, tmp_path):
+    marker, pid_file = tmp_path / "crash-from-now-on", tmp_path / "crashy.pid"
+    setup.servers["crashy"] = {
+        "command": sys.executable,
+        "args": ["-c", CRASHING, str(marker), str(pid_file), str(PYTHON_SERVER)],
+        "env": {},
+    }
     seen: list[str] = []
 
     async def on_message(message) -> None:
@@ -102,7 +115,12 @@ async def test_a_server_in_a_crash_loop_is_delisted_and_the_client_told(setup, m
     looping = _with_options(setup, [PY, "crashy"], restart={"maxAttempts": 2, "baseDelayMs": 100})
     async with connect_loom(looping, mode, message_handler=on_message) as client:
         names = lambda tools: {tool.name for tool in tools.tools}  # noqa: E731
-        # A bound on a hang: two crashes 1.5 s apart and a 100 ms backoff.
+        # Hang guards, not timings: listed first, then killed, and every restart exits at once.
+        with anyio.fail_after(60):
+            while "crashy_add" not in names(await client.list_tools()):
+                await anyio.sleep(0.2)
+        marker.touch()
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
         with anyio.fail_after(60):
             while "crashy_add" in names(await client.list_tools()):
                 await anyio.sleep(0.2)
