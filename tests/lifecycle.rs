@@ -421,6 +421,27 @@ fn what_a_server_started_does_not_outlive_it_when_it_exits_first() {
 }
 
 /// Peak resident memory of a process, in MiB (`VmHWM`).
+#[test]
+fn a_plain_calls_log_lines_arrive_before_its_answer() {
+    // Directly, a server's log lines for a call come before the call's answer (one pipe, in
+    // order). Through loom the lines wait in the client's outbox while a plain call's answer
+    // takes the direct lane: the answer waits for what was queued before it (SPEC §5.9).
+    const LINES: usize = 400;
+    let (_dir, path) = write_config(&json!({"servers": [fixture_server("fx", &[])]}));
+    let mut loom = RawClient::loom(&path);
+    loom.initialize();
+    for round in 0..3 {
+        let answer = loom.call_tool("fx_logs", json!({"count": LINES, "bytes": 2000}));
+        assert_eq!(first_text(&answer), format!("sent {LINES}"), "{}", answer.raw);
+        let logged = loom
+            .take_pending()
+            .iter()
+            .filter(|line| line.value["method"] == "notifications/message")
+            .count();
+        assert_eq!(logged, LINES, "round {round}: log lines before the answer");
+    }
+}
+
 fn peak_mib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status

@@ -521,6 +521,7 @@ async fn run_modern(
                 _ if cancelled.is_cancelled() => return,
                 Decided::PassThrough(raw, keep) => {
                     let raw = relay.era.shape_raw(raw, false);
+                    gateway.notes_drained().await;
                     if let Err(error) = reply
                         .write_parts(&[head.as_bytes(), &one_line(raw.get().as_bytes()), b"}\n"])
                         .await
@@ -537,6 +538,7 @@ async fn run_modern(
         Err(ForwardError::Cancelled) => return,
         // The server's JSON-RPC error as it came (SPEC §5.6).
         Err(ForwardError::Rpc(error)) => {
+            gateway.notes_drained().await;
             write_error(&relay.id_text, &error, &reply, &cancelled).await;
             return;
         }
@@ -546,6 +548,7 @@ async fn run_modern(
         return;
     }
     let result = relay.era.shape_built(result);
+    gateway.notes_drained().await;
     match serde_json::to_vec(&result) {
         Ok(body) => {
             if let Err(error) = reply.write_parts(&[head.as_bytes(), &body, b"}\n"]).await {
@@ -673,6 +676,7 @@ async fn run(
                     _ if cancelled.is_cancelled() => return,
                     Decided::PassThrough(raw, keep) => {
                         let raw = relay.era.shape_raw(raw, false);
+                        gateway.notes_drained().await;
                         if let Err(error) = reply
                             .write_parts(&[
                                 head.as_bytes(),
@@ -694,6 +698,7 @@ async fn run(
             }) => match serde_json::from_str::<McpError>(error.get()) {
                 // The server's JSON-RPC error, passed on as the server wrote it (SPEC §5.6).
                 Ok(_) => {
+                    gateway.notes_drained().await;
                     let line = format!(
                         r#"{{"jsonrpc":"2.0","id":{},"error":{}}}"#,
                         relay.id_text,
@@ -728,6 +733,9 @@ async fn run(
             return;
         }
     };
+    // The call's log lines wait in the client's outbox; they go out before its answer, as
+    // directly (SPEC §5.9). Progress is written on this path itself, in order.
+    gateway.notes_drained().await;
     if let Err(error) = reply.write_parts(&[head.as_bytes(), &line, b"}\n"]).await {
         tracing::debug!(%error, "the client went away before the answer");
     }

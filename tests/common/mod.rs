@@ -222,6 +222,11 @@ impl RawClient {
         }
     }
 
+    /// The lines read so far and not yet claimed, in the order they arrived.
+    pub fn take_pending(&mut self) -> Vec<Line> {
+        self.pending.drain(..).collect()
+    }
+
     pub fn response(&mut self, id: i64) -> Line {
         self.wait_for(&format!("the response to request {id}"), |v| {
             v["id"] == json!(id) && (v.get("result").is_some() || v.get("error").is_some())
