@@ -516,3 +516,102 @@ fn pinned_views_leave_room_for_the_firewall() {
     let listed = loom.call_tool("loom_list_datasets", json!({}));
     assert_not_error(&listed);
 }
+
+/// `loom_describe` answers a page of columns (issue 35: thousands of columns made one answer of
+/// megabytes): 50 by default, up to 200 when asked, fewer when wide ones would take the answer
+/// over 64 KiB; `columns` counts them all, the pages followed by `nextOffset` give every column
+/// once, in order; bad paging arguments are named.
+#[test]
+fn a_wide_dataset_is_described_a_page_of_columns_at_a_time() {
+    let (_dir, mut loom) = loom_two_servers();
+    let env = envelope(&loom.call_tool("crm_rows", json!({"count": 300})));
+    let reference = env["ref"].as_str().expect("ref").to_string();
+    let long = |i: usize| format!("{}{i:03}", "n".repeat(190));
+    let mut expected = vec!["id".to_string()];
+    let mut select = vec!["id".to_string()];
+    for i in 0..250 {
+        select.push(format!("id AS c{i}"));
+        expected.push(format!("c{i}"));
+    }
+    for i in 0..40 {
+        select.push(format!(
+            "repeat('x', 190) || CAST(id AS VARCHAR) AS \"{}\"",
+            long(i)
+        ));
+        expected.push(long(i));
+    }
+    let sql = format!("SELECT {} FROM {reference}", select.join(", "));
+    let made = loom.call_tool("loom_materialize", json!({"sql": sql, "name": "wide"}));
+    assert_not_error(&made);
+
+    let first = loom.call_tool("loom_describe", json!({"ref": "ds_view_wide"}));
+    let answer = &first.value["result"]["structuredContent"];
+    assert_eq!(answer["columns"], 291, "{:.300}", first.raw);
+    assert_eq!(answer["nextOffset"], 50);
+    assert_eq!(answer["schema"].as_array().map(Vec::len), Some(50));
+    assert_eq!(answer["sample"].as_array().map(Vec::len), Some(10));
+    assert_eq!(answer["sample"][0].as_object().map(|r| r.len()), Some(50));
+
+    let mut names: Vec<String> = Vec::new();
+    let mut offset = Some(0u64);
+    let mut shortened = 0;
+    while let Some(at) = offset {
+        let page = loom.call_tool(
+            "loom_describe",
+            json!({"ref": "ds_view_wide", "offset": at, "limit": 200}),
+        );
+        assert_not_error(&page);
+        let text = first_text(&page);
+        assert!(text.len() <= 65_536, "a page of {} bytes", text.len());
+        let answer = &page.value["result"]["structuredContent"];
+        let shown: Vec<String> = answer["schema"]
+            .as_array()
+            .expect("schema")
+            .iter()
+            .filter_map(|c| c["name"].as_str().map(str::to_string))
+            .collect();
+        offset = answer["nextOffset"].as_u64();
+        if offset.is_some() && shown.len() < 200 {
+            shortened += 1;
+        }
+        names.extend(shown);
+    }
+    assert_eq!(names, expected);
+    assert!(shortened > 0, "the byte bound shortened a page");
+
+    for (arguments, says) in [
+        (
+            json!({"ref": "ds_view_wide", "offset": 291}),
+            "loom_describe: `offset` 291 is past the end: `ds_view_wide` has 291 columns \
+             (offsets 0–290)",
+        ),
+        (
+            json!({"ref": "ds_view_wide", "limit": 201}),
+            "loom_describe: `limit` must be from 1 to 200 columns, found 201",
+        ),
+        (
+            json!({"ref": "ds_view_wide", "offset": -5}),
+            "loom_describe: `offset` must be a whole number of 0 or more, found -5",
+        ),
+        (
+            json!({"ref": "ds_view_wide", "columns": 5}),
+            "loom_describe: unknown argument `columns`",
+        ),
+    ] {
+        let line = loom.call_tool("loom_describe", arguments);
+        assert_eq!(line.value["result"]["isError"], true, "{}", line.raw);
+        assert!(first_text(&line).contains(says), "{}", line.raw);
+    }
+    let listed = loom.call("tools/list", json!({}));
+    let describe = listed.value["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["name"] == "loom_describe")
+        .cloned()
+        .expect("loom_describe is listed");
+    assert_eq!(
+        describe["inputSchema"]["properties"]["limit"]["maximum"],
+        200
+    );
+}

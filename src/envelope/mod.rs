@@ -10,6 +10,7 @@
 
 pub mod sql;
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -109,8 +110,9 @@ fn round3(v: f64) -> Value {
     }
 }
 
-/// Schema entries with full statistics (what `loom_describe` shows).
-pub fn schema_json(dataset: &Dataset, text_min_max: bool, columns: usize) -> Vec<Value> {
+/// Schema entries with full statistics of the columns in `columns` (what a `loom_describe` page
+/// shows).
+pub fn schema_json(dataset: &Dataset, text_min_max: bool, columns: Range<usize>) -> Vec<Value> {
     schema_entries(dataset, Stats::Full, text_min_max, columns)
 }
 
@@ -118,12 +120,13 @@ fn schema_entries(
     dataset: &Dataset,
     stats: Stats,
     text_min_max: bool,
-    columns: usize,
+    columns: Range<usize>,
 ) -> Vec<Value> {
     dataset
         .profile
         .iter()
-        .take(columns)
+        .skip(columns.start)
+        .take(columns.len())
         .map(|p| {
             match stats {
                 Stats::Names => {
@@ -176,18 +179,24 @@ fn schema_entries(
         .collect()
 }
 
-/// The first `rows` rows as objects with typed values, strings cut to `string_chars`.
-pub fn sample_json(dataset: &Dataset, rows: usize, string_chars: usize) -> Vec<Value> {
-    sample_rows(dataset, rows, string_chars, usize::MAX, false)
+/// The first `rows` rows over the columns in `columns`, as objects with typed values, strings
+/// cut to `string_chars`.
+pub fn sample_json(
+    dataset: &Dataset,
+    rows: usize,
+    string_chars: usize,
+    columns: Range<usize>,
+) -> Vec<Value> {
+    sample_rows(dataset, rows, string_chars, columns, false)
 }
 
-/// The first `rows` rows over the first `columns` columns, as objects or as arrays in schema
-/// order; strings cut to `string_chars`.
+/// The first `rows` rows over the columns in `columns`, as objects or as arrays in schema order;
+/// strings cut to `string_chars`.
 fn sample_rows(
     dataset: &Dataset,
     rows: usize,
     string_chars: usize,
-    columns: usize,
+    columns: Range<usize>,
     as_arrays: bool,
 ) -> Vec<Value> {
     let mut out = Vec::with_capacity(rows);
@@ -201,7 +210,8 @@ fn sample_rows(
                 .fields()
                 .iter()
                 .zip(batch.columns())
-                .take(columns)
+                .skip(columns.start)
+                .take(columns.len())
                 .map(|(field, array)| {
                     let value = cell_shown(array, row, Shown::new(string_chars));
                     (cut(field.name(), MAX_NAME_CHARS), value)
@@ -261,7 +271,7 @@ fn dataset_json(view: &DatasetView<'_>, detail: Detail, with_path: bool) -> Map<
             d,
             detail.stats,
             detail.text_min_max,
-            detail.schema_columns,
+            0..detail.schema_columns,
         )),
     );
     if detail.schema_columns < d.profile.len() {
@@ -282,7 +292,7 @@ fn dataset_json(view: &DatasetView<'_>, detail: Detail, with_path: bool) -> Map<
                 d,
                 detail.sample_rows,
                 detail.string_chars,
-                detail.schema_columns,
+                0..detail.schema_columns,
                 detail.rows_as_arrays,
             )),
         );

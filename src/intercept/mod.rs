@@ -25,11 +25,8 @@ use locate::{FoundTable, Located, Rung};
 /// into the envelope's `context`.
 pub const MAX_TEXT_IN_CONTEXT: usize = 500;
 
-/// Datasets one result may become. A JSON object of 6,000 arrays made 6,000 datasets, a
-/// 1.35 MB envelope and 34 s of work, and every later listing carried them all; past this the
-/// result is no table result (the context firewall reduces it as a document, its original kept
-/// whole for `loom_read`, SPEC §19).
-pub const MAX_DATASETS_PER_RESULT: usize = 32;
+// In common/ because the context firewall caps a page's tables by it too.
+pub use crate::common::MAX_DATASETS_PER_RESULT;
 
 /// Just the parts of a `CallToolResult` interception looks at, as spans of the raw result
 /// ([`skim`]: the raw result is valid JSON already, so finding them needs no second parse).

@@ -28,8 +28,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::common::Origin;
 use crate::common::text::{now_rfc3339, thousands};
+use crate::common::{MAX_DATASETS_PER_RESULT, Origin};
 use crate::config::policy::Policy;
 use crate::ingest::{IngestOptions, ingest_json_array_with};
 use crate::store::document::DocumentKind;
@@ -408,49 +408,64 @@ fn reduce_text(
 
     // Stage 2 or 3: a page to Markdown, a JSON document to its summary.
     if is_html {
+        // Placeholders carry a nonce the page cannot know: text on the page that looks like one
+        // is left as it is, and each placeholder is found once.
+        let nonce = crate::token::random_hex()
+            .unwrap_or_else(|| crate::token::digest_hex("loom-table", current.as_bytes()));
+        let prefix = format!("{{loom-table-{nonce}-");
+        // (the table's place on the page, its rows): at most MAX_DATASETS_PER_RESULT of them, as
+        // for a JSON result; the page's other tables stay Markdown tables only, counted.
         let mut tables: Vec<(usize, Vec<Value>)> = Vec::new();
+        let mut past_cap = 0usize;
         let page = html::reduce_page_with(
             &current,
             &mut |index, table| {
-                let rows = html_table_rows(table);
-                if rows.len() < 2 {
+                if table.rows.len() < 2 {
                     return None;
                 }
-                tables.push((index, rows));
+                if tables.len() >= MAX_DATASETS_PER_RESULT {
+                    past_cap += 1;
+                    return None;
+                }
+                tables.push((index, html_table_rows(table)));
                 // The dataset's ref is not known yet: a placeholder, filled in below.
-                Some(format!("{{loom-table-{index}}}"))
+                Some(format!("{prefix}{}}}", tables.len() - 1))
             },
             interrupt,
         );
         not_cancelled(interrupt)?;
         if let Ok(page) = page {
-            let mut markdown = page.markdown;
             let mut made: Vec<String> = Vec::new();
-            for (index, rows) in tables {
-                let placeholder = format!("{{loom-table-{index}}}");
-                // A page the deadline sent to its text after some tables were rendered has no
-                // place for them: no dataset nobody is told about.
-                if !markdown.contains(&placeholder) {
-                    continue;
-                }
-                let line = match block.dataset(
+            let mut tables: Vec<Option<(usize, Vec<Value>)>> =
+                tables.into_iter().map(Some).collect();
+            // One pass in order. A page the deadline sent to its text after some tables were
+            // rendered has no placeholders: no dataset nobody is told about.
+            let markdown = fill_placeholders(&page.markdown, &prefix, |k| {
+                let Some((index, rows)) = tables.get_mut(k).and_then(Option::take) else {
+                    return String::new();
+                };
+                match block.dataset(
                     &format!("table{}", index + 1),
                     &serde_json::to_string(&rows).unwrap_or_default(),
                     true,
                 ) {
                     Some(reference) => {
-                        made.push(reference.clone());
-                        format!(
+                        let line = format!(
                             "[loom: this table is dataset {reference} ({} rows): loom_query \"SELECT * FROM {reference} LIMIT 20\"]",
                             rows.len()
-                        )
+                        );
+                        made.push(reference);
+                        line
                     }
                     None => String::new(),
-                };
-                markdown = markdown.replacen(&placeholder, &line, 1);
-            }
+                }
+            });
+            let rendered = !matches!(
+                page.method,
+                html::ReductionMethod::FlatText | html::ReductionMethod::OutOfTime
+            );
             block.done.push(format!(
-                "{}{}",
+                "{}{}{}",
                 match page.method {
                     html::ReductionMethod::FlatText => "its text (markup too costly to render)",
                     html::ReductionMethod::OutOfTime => {
@@ -467,6 +482,15 @@ fn reduce_text(
                         ", {n} tables as datasets {}{}",
                         made.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
                         if n > 3 { ", …" } else { "" }
+                    ),
+                },
+                match (rendered, past_cap) {
+                    (false, _) | (_, 0) => String::new(),
+                    (true, n) => format!(
+                        ", {} more table{} as Markdown only (at most \
+                         {MAX_DATASETS_PER_RESULT} datasets of one page)",
+                        thousands(n),
+                        if n == 1 { "" } else { "s" }
                     ),
                 }
             ));
@@ -578,6 +602,38 @@ fn reduce_text(
         reduced,
         summarizable,
     })
+}
+
+/// `markdown` with each `{<prefix><k>}` replaced by `line(k)`, in one pass: a page of 40,000
+/// tables was substituted one `replacen` over the whole text per table (quadratic). Text that
+/// starts like a placeholder but is not one is copied as it is.
+fn fill_placeholders(
+    markdown: &str,
+    prefix: &str,
+    mut line: impl FnMut(usize) -> String,
+) -> String {
+    let mut out = String::with_capacity(markdown.len());
+    let mut rest = markdown;
+    while let Some(at) = rest.find(prefix) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + prefix.len()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        match (
+            after[..digits].parse::<usize>(),
+            after[digits..].starts_with('}'),
+        ) {
+            (Ok(k), true) => {
+                out.push_str(&line(k));
+                rest = &after[digits + 1..];
+            }
+            _ => {
+                out.push_str(prefix);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// An HTML table as rows of objects keyed by its header (repeated or empty names made unique).

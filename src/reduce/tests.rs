@@ -321,3 +321,102 @@ fn a_cancelled_reduction_stops_and_lets_go_of_what_it_held() {
         assert!(store.list().is_empty(), "nothing held");
     }
 }
+
+/// Issue 35: a page of 40,000 data tables took 81 s, each table's placeholder filled by a pass
+/// over the whole Markdown and every table made a dataset. Now at most
+/// [`MAX_DATASETS_PER_RESULT`] become datasets (the first ones, in page order, each named
+/// right below its table); the others stay Markdown tables and the header counts them; the whole
+/// reduced text keeps every table, and the original is kept whole.
+#[test]
+fn a_page_of_forty_thousand_tables_makes_at_most_the_capped_datasets() {
+    use crate::store::document::Content;
+    let store = Store::new(StoreSettings::default()).expect("store");
+    let tables: String = (0..40_000)
+        .map(|i| {
+            format!(
+                "<table><tr><th>k</th><th>v</th></tr><tr><td>{i}</td><td>a{i}</td></tr>\
+                 <tr><td>{i}</td><td>b{i}</td></tr></table>"
+            )
+        })
+        .collect();
+    // Text on the page shaped like loom's placeholder is the page's text, left alone.
+    let html = format!(
+        "<!doctype html><html><body><main><h1>Tables</h1><p>{{loom-table-0}} is text.</p>\
+         {tables}</main></body></html>"
+    );
+    let reduction = reduce_with(
+        &result_of(&html),
+        &origin(),
+        &store,
+        &Policy::default(),
+        &Interrupt::none(),
+    )
+    .expect("reduced")
+    .expect("something to do");
+    let line = header(reduction);
+    assert!(
+        line.contains(&format!(
+            "{MAX_DATASETS_PER_RESULT} tables as datasets ds_logs_tail_table1_"
+        )) && line.contains(&format!(
+            "39,968 more tables as Markdown only (at most {MAX_DATASETS_PER_RESULT} datasets \
+             of one page)"
+        )),
+        "{line}"
+    );
+    let held = store.list();
+    let datasets: Vec<_> = held
+        .iter()
+        .filter(|d| matches!(d.content, Content::Table))
+        .collect();
+    assert_eq!(datasets.len(), MAX_DATASETS_PER_RESULT);
+    for (k, dataset) in (1..).zip(&datasets) {
+        let named = format!("ds_logs_tail_table{k}_");
+        assert!(
+            dataset.reference.starts_with(&named),
+            "{}",
+            dataset.reference
+        );
+    }
+    assert!(datasets.iter().all(|d| d.rows == 2));
+    // The whole reduced text: every table, each dataset named right below its own table, no
+    // placeholder left, the page's look-alike as it was.
+    let reduced = held
+        .iter()
+        .find_map(|d| match &d.content {
+            Content::Document(doc) if d.provenance.source == "reduced" => {
+                Some(doc.text().to_string())
+            }
+            _ => None,
+        })
+        .expect("the whole reduced text is kept");
+    assert_eq!(
+        reduced.matches("[loom: this table is dataset ").count(),
+        MAX_DATASETS_PER_RESULT
+    );
+    for (i, dataset) in datasets.iter().enumerate() {
+        let named = reduced
+            .find(&format!("dataset {} (2 rows)", dataset.reference))
+            .expect("named");
+        let own = reduced.find(&format!("| {i} | b{i} |")).expect("its table");
+        let next = reduced
+            .find(&format!("| {} | a{} |", i + 1, i + 1))
+            .expect("the next table");
+        assert!(own < named && named < next, "table {i}");
+    }
+    assert!(reduced.contains("| 39999 | b39999 |"));
+    assert_eq!(reduced.matches("{loom-table-").count(), 1);
+    assert!(reduced.contains("{loom-table-0} is text."));
+    let original = held.iter().find_map(|d| match &d.content {
+        Content::Document(doc) if d.provenance.source == "page" => Some(doc.text().len()),
+        _ => None,
+    });
+    assert_eq!(original, Some(html.len()), "the original is kept whole");
+}
+
+/// Placeholders are filled in one pass; what only starts like one is copied as it is.
+#[test]
+fn placeholders_are_filled_in_one_pass() {
+    let text = "a {p-0} b {p-x} c {p-12 d {p-1}{p-1} e {p-";
+    let filled = fill_placeholders(text, "{p-", |k| format!("<{k}>"));
+    assert_eq!(filled, "a <0> b {p-x} c {p-12 d <1><1> e {p-");
+}

@@ -21,15 +21,10 @@ pub fn list(store: &Store, arguments: &Option<Map<String, Value>>) -> CallToolRe
             "{LIST}: unknown argument `{unknown}`; it takes `offset` and `limit` (both optional)"
         ));
     }
-    let (offset, limit) = match (number(arguments, "offset"), number(arguments, "limit")) {
-        (Ok(offset), Ok(limit)) => (offset.unwrap_or(0), limit.unwrap_or(MAX_PAGE)),
-        (Err(e), _) | (_, Err(e)) => return error_result(format!("{LIST}: {e}")),
+    let (offset, limit) = match paging(arguments, MAX_PAGE, MAX_PAGE, "") {
+        Ok(paged) => paged,
+        Err(e) => return error_result(format!("{LIST}: {e}")),
     };
-    if !(1..=MAX_PAGE).contains(&limit) {
-        return error_result(format!(
-            "{LIST}: `limit` must be from 1 to {MAX_PAGE}, found {limit}"
-        ));
-    }
     let all = store.list();
     let total = all.len();
     let start = usize::try_from(offset).unwrap_or(usize::MAX).min(total);

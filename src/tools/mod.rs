@@ -58,8 +58,10 @@ never evicted) to query again or export. Returns its envelope.";
 const EXPORT_DESCRIPTION: &str = "Write a dataset to a file in loom's export directory: csv (RFC 4180) \
 or json (typed values). Returns the path, rows and bytes.";
 
-const DESCRIBE_DESCRIPTION: &str =
-    "One dataset in full: every column's type and statistics, a sample, join hints, provenance.";
+// Short: every byte here is in every tools/list (search mode keeps loom's own tools within 12%
+// of a full listing); the answer's `columns` and `nextOffset` say the rest.
+const DESCRIBE_DESCRIPTION: &str = "One dataset in full, by pages of columns (`nextOffset`): types, \
+statistics, a sample, join hints, provenance.";
 
 pub(crate) fn object_schema(properties: Value, required: &[&str]) -> Arc<Map<String, Value>> {
     let schema = json!({"type": "object", "properties": properties, "required": required,
@@ -124,7 +126,11 @@ pub fn tools() -> Vec<Tool> {
             DESCRIBE,
             DESCRIBE_DESCRIPTION,
             object_schema(
-                json!({"ref": {"type": "string"}}),
+                json!({
+                    "ref": {"type": "string"},
+                    "offset": {"type": "integer", "minimum": 0},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": describe::MAX_DESCRIBE_COLUMNS}
+                }),
                 &["ref"],
             ),
         )
@@ -211,6 +217,24 @@ fn number(arguments: &Map<String, Value>, name: &str) -> Result<Option<u64>, Str
         },
         Some(other) => Err(format!("`{name}` must be a whole number, found {other}")),
     }
+}
+
+/// The optional `offset` and `limit` of a paged tool: `limit` 1 to `max` (`default` when not
+/// given), each a whole number; the error names what was wrong, `unit` after the range (" columns").
+fn paging(
+    arguments: &Map<String, Value>,
+    default: u64,
+    max: u64,
+    unit: &str,
+) -> Result<(u64, u64), String> {
+    let offset = number(arguments, "offset")?.unwrap_or(0);
+    let limit = number(arguments, "limit")?.unwrap_or(default);
+    if !(1..=max).contains(&limit) {
+        return Err(format!(
+            "`limit` must be from 1 to {max}{unit}, found {limit}"
+        ));
+    }
+    Ok((offset, limit))
 }
 
 fn known_datasets(store: &Store) -> String {
