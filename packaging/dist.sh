@@ -54,7 +54,7 @@ esac
 for tool in cargo rustc node npm tar; do
     command -v "$tool" >/dev/null || { echo "dist.sh: needs $tool on PATH" >&2; exit 2; }
 done
-# Windows runners have `python`, not always `python3`.
+# Some machines have `python`, not `python3`.
 python=$(command -v python3 || command -v python || true)
 [ -n "$python" ] || { echo "dist.sh: needs python3 (or python) on PATH" >&2; exit 2; }
 
@@ -73,11 +73,9 @@ case "$target" in
     x86_64-unknown-linux-musl) npm_platform=linux-x64-musl; npm_os=linux; npm_cpu=x64; npm_libc=musl ;;
     aarch64-apple-darwin) npm_platform=darwin-arm64; npm_os=darwin; npm_cpu=arm64; npm_libc="" ;;
     x86_64-apple-darwin) npm_platform=darwin-x64; npm_os=darwin; npm_cpu=x64; npm_libc="" ;;
-    x86_64-pc-windows-msvc) npm_platform=win32-x64; npm_os=win32; npm_cpu=x64; npm_libc="" ;;
-    *) echo "dist.sh: no package layout for target '$target' (supported: x86_64/aarch64-unknown-linux-gnu, x86_64-unknown-linux-musl, aarch64/x86_64-apple-darwin, x86_64-pc-windows-msvc)" >&2; exit 2 ;;
+    # loom is Unix-only (raw stdio descriptors, process groups, signals): no Windows target yet.
+    *) echo "dist.sh: no package layout for target '$target' (supported: x86_64/aarch64-unknown-linux-gnu, x86_64-unknown-linux-musl, aarch64/x86_64-apple-darwin)" >&2; exit 2 ;;
 esac
-exe=""
-[ "$npm_os" = win32 ] && exe=.exe
 if [ -n "$manylinux" ] && { [ "$npm_libc" != glibc ] || ! [[ "$manylinux" =~ ^manylinux(2014|_2_[0-9]+)$ ]]; }; then
     echo "dist.sh: --manylinux takes a tag like manylinux_2_17 and a Linux glibc target (got '$manylinux' for $target)" >&2
     exit 2
@@ -91,14 +89,13 @@ say() { printf 'dist.sh: %s\n' "$*" >&2; }
 
 # --- tools -------------------------------------------------------------------------------------
 venv="$tools/venv"
-if [ -x "$venv/bin/python" ]; then py="$venv/bin/python"; else py="$venv/Scripts/python.exe"; fi
+py="$venv/bin/python"
 maturin="maturin==$MATURIN_VERSION"
 [ -n "$manylinux" ] && maturin="maturin[zig]==$MATURIN_VERSION"
 if ! [ -x "$py" ] || ! "$py" -m maturin --version 2>/dev/null | grep -qF " $MATURIN_VERSION" ||
     { [ -n "$manylinux" ] && ! "$py" -c 'import ziglang' 2>/dev/null; }; then
     say "installing $maturin into $venv"
     [ -x "$py" ] || "$python" -m venv "$venv"
-    if [ -x "$venv/bin/python" ]; then py="$venv/bin/python"; else py="$venv/Scripts/python.exe"; fi
     "$py" -m pip install --quiet --disable-pip-version-check "$maturin"
 fi
 mcpb="$tools/node/node_modules/.bin/mcpb"
@@ -120,12 +117,12 @@ PATH="$(dirname "$py"):$PATH" CARGO_TARGET_DIR="$target_dir" "$py" -m maturin bu
 # Every other artifact carries the very bytes the wheel does (maturin stripped them): one build,
 # five wrappers, whatever target directory layout the build used.
 wheel="$(ls "$out"/mcp_loom-"$version"-*.whl)"
-binary="$stage/loom$exe"
+binary="$stage/loom"
 "$python" - "$wheel" "$binary" <<'PY'
 import sys, zipfile
 wheel, destination = sys.argv[1:]
 with zipfile.ZipFile(wheel) as archive:
-    names = [n for n in archive.namelist() if n.split("/")[-2:-1] == ["scripts"] and n.split("/")[-1] in ("loom", "loom.exe")]
+    names = [n for n in archive.namelist() if n.split("/")[-2:-1] == ["scripts"] and n.split("/")[-1] == "loom"]
     if len(names) != 1:
         sys.exit(f"dist.sh: {wheel} holds {names or 'no'} loom binary")
     with open(destination, "wb") as out:
@@ -140,7 +137,7 @@ fi
 # --- npm: the platform package and the launcher ------------------------------------------------
 platform_dir="$stage/npm-platform"
 mkdir -p "$platform_dir/bin"
-cp "$binary" "$platform_dir/bin/loom$exe"
+cp "$binary" "$platform_dir/bin/loom"
 cp LICENSE "$platform_dir/"
 NAME="@mcp-loom/$npm_platform" VERSION="$version" OS="$npm_os" CPU="$npm_cpu" LIBC="$npm_libc" \
     node -e '
@@ -184,16 +181,17 @@ rm -f "$out/npm/mcp-loom-$version.tgz" "$out/npm/mcp-loom-$npm_platform-$version
 # --- the MCP Bundle ----------------------------------------------------------------------------
 bundle_dir="$stage/mcpb"
 mkdir -p "$bundle_dir/server"
-cp "$binary" "$bundle_dir/server/loom$exe"
+cp "$binary" "$bundle_dir/server/loom"
 cp LICENSE README.md "$bundle_dir/"
-VERSION="$version" OS="$npm_os" EXE="$exe" node -e '
+VERSION="$version" OS="$npm_os" PLATFORM="$npm_platform" node -e '
     const fs = require("fs");
     const [template, file] = process.argv.slice(1);
     const manifest = JSON.parse(fs.readFileSync(template, "utf8"));
     manifest.version = process.env.VERSION;
     manifest.compatibility.platforms = [process.env.OS];
-    manifest.server.entry_point = `server/loom${process.env.EXE}`;
-    manifest.server.mcp_config.command = `\${__dirname}/server/loom${process.env.EXE}`;
+    // MCPB has no architecture field: a Mac bundle says which Macs it is for.
+    const mac = { "darwin-arm64": "Apple silicon", "darwin-x64": "Intel" }[process.env.PLATFORM];
+    if (mac) manifest.display_name = `${manifest.display_name} (${mac} Macs)`;
     fs.writeFileSync(file, JSON.stringify(manifest, null, 2) + "\n");
     ' packaging/mcpb/manifest.json "$bundle_dir/manifest.json"
 "$mcpb" validate "$bundle_dir/manifest.json" >&2
@@ -203,9 +201,10 @@ rm -f "$out/loom-$version.mcpb"
 # --- the tarball and its checksum --------------------------------------------------------------
 archive="loom-$version-$target"
 mkdir -p "$stage/$archive"
-cp "$binary" "$stage/$archive/loom$exe"
+cp "$binary" "$stage/$archive/loom"
 cp README.md LICENSE "$stage/$archive/"
-tar -C "$stage" -czf "$out/$archive.tar.gz" "$archive"
+# No macOS extended attributes in the archive (GNU tar warns about them).
+COPYFILE_DISABLE=1 tar -C "$stage" -czf "$out/$archive.tar.gz" "$archive"
 if command -v sha256sum >/dev/null; then
     (cd "$out" && sha256sum "$archive.tar.gz" >"$archive.tar.gz.sha256")
 else

@@ -9,18 +9,19 @@
 "use strict";
 
 const { spawn } = require("node:child_process");
+const os = require("node:os");
 const path = require("node:path");
 
 // The platform packages this version publishes, in the order a machine prefers them. Keep in step
-// with TARGETS in packaging/dist.sh and the matrix in .github/workflows/release.yml.
+// with the target table in packaging/dist.sh and the matrix in .github/workflows/release.yml.
+// loom is Unix-only for now (no win32 package).
 const PACKAGES = {
   "linux-x64": { glibc: ["linux-x64", "linux-x64-musl"], musl: ["linux-x64-musl"] },
   "linux-arm64": { glibc: ["linux-arm64"], musl: [] },
   "darwin-arm64": ["darwin-arm64"],
   "darwin-x64": ["darwin-x64"],
-  "win32-x64": ["win32-x64"],
 };
-const SUPPORTED = "linux-x64 (glibc or musl), linux-arm64 (glibc), darwin-arm64, darwin-x64, win32-x64";
+const SUPPORTED = "linux-x64 (glibc or musl), linux-arm64 (glibc), darwin-arm64, darwin-x64";
 
 function fail(lines) {
   process.stderr.write(lines.map((line) => `mcp-loom: ${line}\n`).join(""));
@@ -54,11 +55,10 @@ function findBinary() {
       "Elsewhere, build it from source with `cargo install mcp-loom` (Rust 1.94 or newer).",
     ]);
   }
-  const executable = process.platform === "win32" ? "loom.exe" : "loom";
   for (const name of names) {
     try {
       const manifest = require.resolve(`@mcp-loom/${name}/package.json`);
-      return path.join(path.dirname(manifest), "bin", executable);
+      return path.join(path.dirname(manifest), "bin", "loom");
     } catch {
       // Not installed; try the next one this platform can run.
     }
@@ -76,7 +76,7 @@ function findBinary() {
 }
 
 const binary = findBinary();
-const child = spawn(binary, process.argv.slice(2), { stdio: "inherit", windowsHide: true });
+const child = spawn(binary, process.argv.slice(2), { stdio: "inherit" });
 
 const forwarded = ["SIGINT", "SIGTERM", "SIGHUP"];
 const forward = (signal) => {
@@ -91,8 +91,11 @@ child.on("error", (error) => {
 child.on("exit", (code, signal) => {
   if (signal !== null) {
     // Ended by a signal: end the same way, so a supervisor sees what it would see running loom
-    // directly (the handlers above would otherwise catch our own re-raise).
+    // directly (the handlers above would otherwise catch our own re-raise). Node ignores some
+    // signals itself (SIGPIPE; SIGUSR1 starts its inspector): then the shell's convention,
+    // 128 + the signal's number, is the exit code, never 0.
     for (const name of forwarded) process.removeAllListeners(name);
+    process.exitCode = 128 + (os.constants.signals[signal] ?? 0);
     process.kill(process.pid, signal);
     return;
   }
