@@ -432,7 +432,12 @@ fn a_plain_calls_log_lines_arrive_before_its_answer() {
     loom.initialize();
     for round in 0..3 {
         let answer = loom.call_tool("fx_logs", json!({"count": LINES, "bytes": 2000}));
-        assert_eq!(first_text(&answer), format!("sent {LINES}"), "{}", answer.raw);
+        assert_eq!(
+            first_text(&answer),
+            format!("sent {LINES}"),
+            "{}",
+            answer.raw
+        );
         let logged = loom
             .take_pending()
             .iter()
