@@ -7,7 +7,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use loom::gateway::search::{ToolIndex, ToolText, categories, closest_names, params_of};
+use loom::gateway::search::{ToolIndex, ToolText, categories, closest_names, params_of, title_of};
 use serde_json::Value;
 
 /// The folder with `<server>.json` tool lists and `queries.json`, from the crate's root.
@@ -64,6 +64,7 @@ fn load_tools(servers: &[&str]) -> Vec<ToolText> {
                 name: format!("{server}_{name}"),
                 server: (*server).to_owned(),
                 tool: name.to_owned(),
+                title: tool.as_object().map(title_of).unwrap_or_default(),
                 description: tool["description"].as_str().unwrap_or_default().to_owned(),
                 params: params_of(&tool["inputSchema"]),
             });
@@ -207,8 +208,9 @@ fn compare(label: &str, queries: &[Query], tools: &[ToolText]) -> [(&'static str
     table
 }
 
-/// The floors below sit a little under what the scorer reaches (see testdata/tools/README.md for
-/// the figures), so a change that loses two or three queries of a set fails.
+/// The floors in this file sit a little under what the scorer reaches (testdata/tools/README.md
+/// has the figures), so a change that loses two or three queries of a set fails. This set is the
+/// one the scorer was tuned on: 0.883 at 5 over the 22 servers.
 #[test]
 fn bm25f_finds_the_tool_meant_and_beats_keywords() {
     let tools = load_tools(SERVERS);
@@ -216,7 +218,7 @@ fn bm25f_finds_the_tool_meant_and_beats_keywords() {
     assert!(queries.len() >= 40, "the labelled set is too small");
     let scores = compare("queries.json", &queries, &tools);
     let ours = scores[0].1;
-    assert!(ours.1 >= 0.75, "recall@5 {:.3} is under 0.75", ours.1);
+    assert!(ours.1 >= 0.85, "recall@5 {:.3} is under 0.85", ours.1);
     assert_ours_is_best(&scores);
 }
 
@@ -237,40 +239,49 @@ fn assert_ours_is_best(scores: &[(&str, (f64, f64)); 3]) {
 /// `queries.json`), `holdout2.json` and `holdout3.json` (50 and 49, written together from the 22
 /// tool lists before the scorer ran on them, then split in two: the misses of the second were
 /// read while the scorer changed, the third was run blind until the changes were final).
-/// Together they are the honest estimate, the figure README gives.
+/// Together they are the honest estimate, the figure README gives: 0.861 at 5 (0.878 blind), under
+/// the 0.90 issue 35 aimed at. recall@1 (0.574) has a floor too, so a change that only shuffles
+/// the top five cannot pass unseen.
 #[test]
 fn bm25f_holds_up_on_queries_written_after_tuning() {
     let tools = load_tools(SERVERS);
     let sets = [
-        ("holdout.json", vec!["holdout.json"], 0.85),
-        ("holdout2.json", vec!["holdout2.json"], 0.68),
-        ("holdout3.json", vec!["holdout3.json"], 0.75),
+        ("holdout.json", vec!["holdout.json"], 0.87),
+        ("holdout2.json", vec!["holdout2.json"], 0.78),
+        ("holdout3.json", vec!["holdout3.json"], 0.83),
         (
             "held out, all three",
             vec!["holdout.json", "holdout2.json", "holdout3.json"],
-            0.74,
+            0.84,
         ),
     ];
+    // Every set is measured and printed before any floor is checked, so a failing run still shows
+    // all the figures.
+    let mut below = Vec::new();
+    let mut all = (0.0, 0.0);
     for (label, files, floor) in sets {
         let queries = labelled(&files, &tools);
         let scores = compare(label, &queries, &tools);
         let ours = scores[0].1;
-        assert!(
-            ours.1 >= floor,
-            "{label}: held-out recall@5 {:.3} is under {floor}",
-            ours.1
-        );
+        if ours.1 < floor {
+            below.push(format!("{label}: recall@5 {:.3} is under {floor}", ours.1));
+        }
         assert_ours_is_best(&scores);
+        all = ours;
     }
+    if all.0 < 0.55 {
+        below.push(format!("all held out: recall@1 {:.3} is under 0.55", all.0));
+    }
+    assert!(below.is_empty(), "held-out floors missed: {below:?}");
 }
 
-/// The first two sets on the eight servers they were written for, as measured before the catalog
-/// grew (README's history); labels naming the later servers' tools are dropped. Printed only: the
-/// floors are on the whole catalog, which is harder.
+/// The first two sets on the eight servers they were written for, comparable with the figures
+/// before the catalog grew (0.950 and 0.812 at 5 then; 0.933 and 0.875 now); labels naming the
+/// later servers' tools are dropped.
 #[test]
 fn first_sets_on_the_first_eight_servers() {
     let tools = load_tools(&SERVERS[..FIRST_EIGHT]);
-    for file in ["queries.json", "holdout.json"] {
+    for (file, floor) in [("queries.json", 0.9), ("holdout.json", 0.8)] {
         let mut queries = load_queries(file);
         for query in &mut queries {
             query
@@ -278,7 +289,13 @@ fn first_sets_on_the_first_eight_servers() {
                 .retain(|name| tools.iter().any(|t| &t.name == name));
             assert!(!query.right.is_empty(), "{file}: {:?}", query.text);
         }
-        compare(&format!("{file} (first eight servers)"), &queries, &tools);
+        let label = format!("{file} (first eight servers)");
+        let ours = compare(&label, &queries, &tools)[0].1;
+        assert!(
+            ours.1 >= floor,
+            "{label}: recall@5 {:.3} is under {floor}",
+            ours.1
+        );
     }
 }
 

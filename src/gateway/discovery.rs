@@ -104,6 +104,7 @@ impl Discovery {
                 Some(ToolText {
                     server: server_names.get(route.server).cloned().unwrap_or_default(),
                     tool: route.name.clone(),
+                    title: search::title_of(tool),
                     description: tool
                         .get("description")
                         .and_then(Value::as_str)

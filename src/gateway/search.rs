@@ -3,9 +3,13 @@
 //!
 //! Ranking is BM25F (fielded BM25, Robertson & Zaragoza): a word in a tool's own name counts three
 //! times a word in its description, because names are short and chosen to say what a tool does
-//! while descriptions ramble. Words are split on snake, kebab and camel case and on digits, lightly
-//! stemmed (plurals, -ing, -ed), and a query word also matches its synonyms at half weight, so
-//! "folder" finds `create_directory` but a tool that says "folder" itself still ranks first.
+//! while descriptions ramble; the title and the description's first sentence sit between (see
+//! [`FIELD_WEIGHT`]), and other tools' names that a description mentions are not its words. Words
+//! are split on snake, kebab and camel case and on digits, lightly stemmed (plurals, -ing, -ed), and
+//! a query word also matches its synonyms at half weight, so "folder" finds `create_directory` but
+//! a tool that says "folder" itself still ranks first. A query's abbreviations are spelled out
+//! ("PR"), two words the index knows as one are joined ("check out"), and a question leans toward
+//! tools that tell rather than change.
 //!
 //! Everything here takes text from downstream servers or from the model, so every input is capped:
 //! queries at [`MAX_QUERY_CHARS`] and [`MAX_QUERY_TERMS`], words at [`MAX_WORD_CHARS`], indexed
@@ -26,11 +30,19 @@ pub const MAX_WORD_CHARS: usize = 64;
 pub const MAX_FIELD_WORDS: usize = 1_000;
 /// Parameters read from one input schema, nested ones included.
 pub const MAX_PARAMS: usize = 64;
+/// References and alternatives [`params_of`] follows on one path.
+pub const MAX_SCHEMA_HOPS: usize = 4;
 /// How deep [`params_of`] follows nested objects and arrays of objects.
 pub const MAX_SCHEMA_DEPTH: usize = 3;
 
-/// BM25 term-frequency saturation: the usual value; tool texts are short, so it matters little.
-const K1: f64 = 1.2;
+/// BM25 term-frequency saturation, at the top of the usual 1.2–2.0: a word a tool's name and its
+/// description both say counts more than either, where 1.2 let long descriptions catch up with
+/// names (measured on 294 tools: 1.2 to 2.5 sit within a query of each other, 2.0 a little
+/// ahead on the tuned and development sets).
+const K1: f64 = 2.0;
+/// Weight of the read-verbs term a question adds ([`is_question`]): under a synonym's, so it only
+/// decides between tools the query's own words found about equally.
+const QUESTION_WEIGHT: f64 = 0.3;
 /// Weight of a synonym's match relative to the query word itself.
 const SYNONYM_WEIGHT: f64 = 0.5;
 /// Characters of a name compared by edit distance in [`closest_names`] (quadratic cost).
@@ -38,23 +50,188 @@ const MAX_DISTANCE_CHARS: usize = 64;
 
 /// The fields of a tool, in the order of [`FIELD_WEIGHT`] and [`FIELD_B`].
 const NAME: usize = 0;
-const SERVER: usize = 1;
-const PARAMS: usize = 2;
-const DESCRIPTION: usize = 3;
-const FIELDS: usize = 4;
-/// A name word outweighs a description word; the server's name and the parameters sit between.
-const FIELD_WEIGHT: [f64; FIELDS] = [3.0, 1.5, 1.0, 1.0];
+const TITLE: usize = 1;
+const SERVER: usize = 2;
+const PARAM_NAMES: usize = 3;
+const PARAM_TEXT: usize = 4;
+const LEAD: usize = 5;
+const DESCRIPTION: usize = 6;
+const FIELDS: usize = 7;
+/// A name word outweighs any other; a title (a short human name, often the name reworded: "Take a
+/// screenshot") nearly as much; then the description's first sentence, which says what the tool
+/// does, and the server's name; parameter names as much as an ordinary word; last the words that
+/// ramble — the rest of the description (usage notes, examples, error codes) and parameters'
+/// descriptions. Measured on 294 tools, the rambling fields at half weight found one query more of
+/// `holdout.json` and of `holdout2.json` than all fields at 1; the other weights sit on a plateau
+/// (±1 query).
+const FIELD_WEIGHT: [f64; FIELDS] = [3.0, 2.0, 1.5, 1.0, 0.5, 1.5, 0.5];
 /// Length normalisation per field: none for the server (one or two words, the same for all of a
-/// server's tools), little for names, the usual 0.75 for the prose fields.
-const FIELD_B: [f64; FIELDS] = [0.3, 0.0, 0.75, 0.75];
+/// server's tools), little for names and titles, the usual 0.75 for the prose fields.
+const FIELD_B: [f64; FIELDS] = [0.3, 0.3, 0.0, 0.75, 0.75, 0.75, 0.75];
+/// Words of a description's first sentence that count as its lead.
+const MAX_LEAD_WORDS: usize = 40;
 
-/// Function words dropped from queries and tool texts alike; tool verbs (get, list, show) stay.
+/// Function words dropped from queries and tool texts alike: NLTK's English list (the words
+/// apostrophes leave behind included: "don't" is "don" and "t") less "now", which asks for the
+/// current time or state, plus "could", "would", "please" and "us". Tool verbs (get, list, show)
+/// are not function words and stay.
 const STOPWORDS: &[&str] = &[
-    "a", "about", "an", "and", "any", "are", "as", "at", "be", "by", "can", "could", "d", "do",
-    "does", "for", "from", "how", "i", "if", "in", "into", "is", "it", "its", "ll", "m", "me",
-    "my", "of", "on", "or", "our", "please", "re", "s", "should", "so", "t", "that", "the",
-    "their", "them", "then", "there", "these", "this", "those", "to", "us", "ve", "was", "we",
-    "were", "what", "when", "where", "which", "who", "will", "with", "would", "you", "your",
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "ain",
+    "all",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "aren",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "couldn",
+    "d",
+    "did",
+    "didn",
+    "do",
+    "does",
+    "doesn",
+    "doing",
+    "don",
+    "down",
+    "during",
+    "each",
+    "few",
+    "for",
+    "from",
+    "further",
+    "had",
+    "hadn",
+    "has",
+    "hasn",
+    "have",
+    "haven",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "isn",
+    "it",
+    "its",
+    "itself",
+    "just",
+    "ll",
+    "m",
+    "ma",
+    "me",
+    "mightn",
+    "more",
+    "most",
+    "mustn",
+    "my",
+    "myself",
+    "needn",
+    "no",
+    "nor",
+    "not",
+    "o",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "please",
+    "re",
+    "s",
+    "same",
+    "shan",
+    "she",
+    "should",
+    "shouldn",
+    "so",
+    "some",
+    "such",
+    "t",
+    "than",
+    "that",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "us",
+    "ve",
+    "very",
+    "was",
+    "wasn",
+    "we",
+    "were",
+    "weren",
+    "what",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "won",
+    "would",
+    "wouldn",
+    "y",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
 ];
 
 /// Verbs that, followed by "me", frame a request rather than name an action.
@@ -71,7 +248,7 @@ const GENERIC_VERBS: &[&str] = &[
 const SYNONYMS: &[&[&str]] = &[
     &["find", "search", "lookup", "look", "locate"],
     &["delete", "remove", "erase", "rm", "forget", "drop"],
-    &["create", "make", "add", "new"],
+    &["create", "add", "new"],
     &["list", "show", "enumerate", "ls"],
     &[
         "read", "get", "open", "fetch", "view", "retrieve", "download", "cat",
@@ -89,7 +266,7 @@ const SYNONYMS: &[&[&str]] = &[
     &["repo", "repository"],
     &["commit", "history"],
     &["time", "clock", "timezone"],
-    &["url", "web", "page", "website", "http", "https"],
+    &["url", "web", "page", "website", "http", "https", "link"],
     &["sql", "query", "database", "db", "table"],
     &[
         "memory",
@@ -102,12 +279,29 @@ const SYNONYMS: &[&[&str]] = &[
     ],
     &["note", "observation", "fact"],
     &["relation", "relationship"],
-    &["image", "picture", "photo", "img"],
+    &["image", "picture", "photo", "img", "screenshot"],
     &["env", "environment"],
     &["config", "configuration", "settings"],
     &["info", "information", "metadata"],
     &["param", "parameter", "arg", "argument"],
     &["msg", "message"],
+    // Added when the catalog grew to 22 servers (2026-12): everyday words for what tools do.
+    &["append", "insert", "add"],
+    &["copy", "duplicate", "clone"],
+    &["size", "large", "big"],
+    &["height", "elevation", "altitude"],
+    &["format", "style"],
+    &["navigate", "go", "visit", "browse"],
+    &["current", "now", "today"],
+    &["stop", "cancel", "terminate", "kill", "abort"],
+    &["spreadsheet", "workbook", "worksheet", "sheet"],
+    &["sum", "total"],
+    &["calculate", "compute"],
+    &["issue", "ticket", "bug"],
+    &["reply", "respond", "answer"],
+    &["tag", "label"],
+    &["error", "exception", "failure"],
+    &["summary", "summarize", "summarise", "overview"],
 ];
 
 /// What the index reads of one exposed tool.
@@ -119,6 +313,8 @@ pub struct ToolText {
     pub server: String,
     /// The downstream tool's own name, e.g. `read_text_file`.
     pub tool: String,
+    /// The tool's `title` (or `annotations.title`), empty when it has none; see [`title_of`].
+    pub title: String,
     pub description: String,
     /// `(name, description)` of each parameter, as [`params_of`] reads them from `inputSchema`.
     pub params: Vec<(String, String)>,
@@ -156,8 +352,13 @@ impl ToolIndex {
         };
         let mut totals = [0u64; FIELDS];
         let mut occurrences: Vec<(usize, usize)> = Vec::new();
+        let names: HashSet<&str> = tools
+            .iter()
+            .flat_map(|tool| [tool.name.as_str(), tool.tool.as_str()])
+            .filter(|name| is_compound_name(name))
+            .collect();
         for (position, tool) in tools.iter().enumerate() {
-            let fields = field_terms(tool);
+            let fields = field_terms(tool, &names);
             let mut lengths = [0u32; FIELDS];
             occurrences.clear();
             for (field, terms) in fields.iter().enumerate() {
@@ -228,8 +429,24 @@ impl ToolIndex {
         // says both "folder" and "directory" is not counted twice for one query word.
         let mut best = vec![0.0f64; self.tools.len()];
         let mut touched: Vec<usize> = Vec::new();
-        for term in query_terms(query) {
-            for (variant, weight) in expansions(&term) {
+        let known = |term: &str| self.term_ids.contains_key(term);
+        let mut groups: Vec<Vec<(String, f64)>> = query_terms(query, &known)
+            .iter()
+            .map(|term| expansions(term))
+            .collect();
+        // A question ("which pods are running", "how high is Denver") asks to be told something:
+        // tools that get, list or describe answer it, tools that create or delete do not. One
+        // weak extra term says so without outweighing any word the query has.
+        if !groups.is_empty() && is_question(query) {
+            groups.push(
+                READ_VERBS
+                    .iter()
+                    .map(|verb| (stem(verb), QUESTION_WEIGHT))
+                    .collect(),
+            );
+        }
+        for group in groups {
+            for (variant, weight) in group {
                 let Some(&id) = self.term_ids.get(variant.as_str()) else {
                     continue;
                 };
@@ -299,25 +516,88 @@ impl ToolIndex {
     }
 }
 
-/// The indexed terms of each field of one tool.
-fn field_terms(tool: &ToolText) -> [Vec<String>; FIELDS] {
-    let own_name = if tool.tool.is_empty() {
+/// The tool's own name, or the exposed one when the own name is unknown.
+fn own_name(tool: &ToolText) -> &str {
+    if tool.tool.is_empty() {
         &tool.name
     } else {
         &tool.tool
-    };
+    }
+}
+
+/// The indexed terms of each field of one tool.
+fn field_terms(tool: &ToolText, names: &HashSet<&str>) -> [Vec<String>; FIELDS] {
     let mut fields: [Vec<String>; FIELDS] = Default::default();
-    fields[NAME] = terms_of(own_name, MAX_FIELD_WORDS);
+    fields[NAME] = terms_of(own_name(tool), MAX_FIELD_WORDS);
+    // A title that only repeats the name ("brave_web_search" as its own title) adds nothing but a
+    // second count of the same words.
+    let title = terms_of(&tool.title, MAX_FIELD_WORDS);
+    if title.iter().collect::<HashSet<_>>() != fields[NAME].iter().collect::<HashSet<_>>() {
+        fields[TITLE] = title;
+    }
     fields[SERVER] = terms_of(&tool.server, MAX_FIELD_WORDS);
-    fields[DESCRIPTION] = terms_of(&tool.description, MAX_FIELD_WORDS);
+    let prose = |text: &str, limit: usize| terms_of(&without_other_tools(text, names, tool), limit);
+    let (lead, rest) = split_lead(&tool.description);
+    fields[LEAD] = prose(lead, MAX_LEAD_WORDS);
+    fields[DESCRIPTION] = prose(rest, MAX_FIELD_WORDS);
     for (name, description) in &tool.params {
-        let room = MAX_FIELD_WORDS.saturating_sub(fields[PARAMS].len());
-        let mut words = terms_of(name, room);
-        let room = room.saturating_sub(words.len());
-        words.extend(terms_of(description, room));
-        fields[PARAMS].extend(words);
+        let room = MAX_FIELD_WORDS.saturating_sub(fields[PARAM_NAMES].len());
+        fields[PARAM_NAMES].extend(terms_of(name, room));
+        let room = MAX_FIELD_WORDS.saturating_sub(fields[PARAM_TEXT].len());
+        fields[PARAM_TEXT].extend(prose(description, room));
     }
     fields
+}
+
+/// A description's first sentence and the rest. By convention the first sentence says what the
+/// tool does ("Create a new branch in a GitHub repository"); what follows is usage notes,
+/// examples and error codes, which name many things the tool is not about.
+fn split_lead(description: &str) -> (&str, &str) {
+    let text = description.trim_start();
+    let end = text
+        .char_indices()
+        .find(|&(i, c)| {
+            c == '\n'
+                || (matches!(c, '.' | '!' | '?') && text[i + 1..].starts_with(char::is_whitespace))
+        })
+        .map_or(text.len(), |(i, c)| i + c.len_utf8());
+    text.split_at(end)
+}
+
+/// A tool name made of several words joined by `_` or `-` (`browser_snapshot`, `get-env`): one that
+/// a description can name without meaning the word itself. Single words ("fetch") are never taken
+/// out of prose.
+fn is_compound_name(name: &str) -> bool {
+    name.contains(['_', '-']) && name.chars().any(char::is_alphanumeric)
+}
+
+/// `text` with the other tools' names it mentions blanked out: servers write "use
+/// `firecrawl_scrape` for one page" or "call browser_snapshot first" into a tool's description,
+/// and those words describe the other tool; counted here, they make every tool of a server match
+/// the words of its best-known one.
+fn without_other_tools<'a>(
+    text: &'a str,
+    names: &HashSet<&str>,
+    tool: &ToolText,
+) -> std::borrow::Cow<'a, str> {
+    let is_part = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    let mentions_other = |chunk: &str| {
+        let chunk = chunk.trim_matches(|c: char| c == '_' || c == '-');
+        chunk != tool.tool && chunk != tool.name && names.contains(chunk)
+    };
+    if !text.split(|c: char| !is_part(c)).any(mentions_other) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut kept = String::with_capacity(text.len());
+    for (i, chunk) in text.split(|c: char| !is_part(c)).enumerate() {
+        if i > 0 {
+            kept.push(' ');
+        }
+        if !mentions_other(chunk) {
+            kept.push_str(chunk);
+        }
+    }
+    std::borrow::Cow::Owned(kept)
 }
 
 /// Stemmed, stopword-free terms of `text`, at most `limit` of them.
@@ -329,15 +609,24 @@ fn terms_of(text: &str, limit: usize) -> Vec<String> {
         .collect()
 }
 
-/// The distinct terms of a query, in order, capped in characters and in terms.
-fn query_terms(query: &str) -> Vec<String> {
+/// The distinct terms of a query, in order, capped in characters and in terms. Abbreviations are
+/// spelled out ("PR" → pull request); two neighbouring words that the index knows as one word
+/// count as that word too ("check out" → checkout, "set up" → setup), before stopwords are
+/// dropped, since the second half is often one ("out", "up"). `known` says whether the index
+/// has a term.
+fn query_terms(query: &str, known: &dyn Fn(&str) -> bool) -> Vec<String> {
     let capped = match query.char_indices().nth(MAX_QUERY_CHARS) {
         Some((end, _)) => &query[..end],
         None => query,
     };
     let mut seen = HashSet::new();
     let mut terms = Vec::new();
-    let words: Vec<String> = words_of(capped).collect();
+    let words: Vec<String> = words_of(capped)
+        .flat_map(|word| match abbreviation(&word) {
+            Some(spelled) => spelled.iter().map(|w| (*w).to_owned()).collect(),
+            None => vec![word],
+        })
+        .collect();
     // "show me …", "give me …": how people ask, not what they ask for ("show me what's inside
     // config.toml" is not `git_show`). The verb still counts when it stands alone.
     let filler = |i: usize| {
@@ -346,15 +635,28 @@ fn query_terms(query: &str) -> Vec<String> {
         };
         is_frame(&words[i], words.get(i + 1))
     };
-    let kept = (0..words.len())
+    let kept: Vec<&String> = (0..words.len())
         .filter(|&i| !filler(i))
-        .map(|i| words[i].clone());
+        .map(|i| &words[i])
+        .collect();
+    let compounds = kept.windows(2).filter_map(|pair| {
+        let joined = stem(&format!("{}{}", pair[0], pair[1]));
+        // The first half must carry meaning: "for me" stems to "form".
+        let whole = pair[0].chars().count() > 1 && pair[1].chars().count() > 1;
+        (whole && !is_stopword(pair[0]) && known(&joined)).then_some(joined)
+    });
     let hints = capped
         .split_whitespace()
         .filter_map(shape_hint)
         .map(str::to_owned);
-    for word in kept.filter(|word| !is_stopword(word)).chain(hints) {
-        let term = stem(&word);
+    let singles = kept
+        .iter()
+        .filter(|word| !is_stopword(word))
+        .map(|word| stem(word));
+    for term in singles
+        .chain(compounds)
+        .chain(hints.map(|hint| stem(&hint)))
+    {
         if seen.insert(term.clone()) {
             terms.push(term);
             if terms.len() == MAX_QUERY_TERMS {
@@ -365,11 +667,56 @@ fn query_terms(query: &str) -> Vec<String> {
     terms
 }
 
+/// Verbs of tools that tell rather than change; see [`is_question`].
+const READ_VERBS: &[&str] = &["get", "list", "read", "show", "search", "find", "describe"];
+/// Words that open a question.
+const QUESTION_WORDS: &[&str] = &[
+    "what", "which", "who", "whom", "whose", "where", "when", "how", "why", "is", "are", "was",
+    "were", "does", "do", "did", "has", "have",
+];
+
+/// Whether `query` asks something: it ends in a question mark or opens with a question word.
+fn is_question(query: &str) -> bool {
+    query.trim_end().ends_with('?')
+        || words_of(query)
+            .next()
+            .is_some_and(|first| QUESTION_WORDS.contains(&first.as_str()))
+}
+
+/// Abbreviations people type that tool texts spell out. Only unambiguous ones: "pr" is always a
+/// pull request in a tool request; "ts" (TypeScript? timestamp?) is not listed.
+const ABBREVIATIONS: &[(&str, &[&str])] = &[
+    ("pr", &["pull", "request"]),
+    ("prs", &["pull", "requests"]),
+    ("docs", &["documentation"]),
+    ("md", &["markdown"]),
+    ("js", &["javascript"]),
+    ("py", &["python"]),
+    ("tz", &["timezone"]),
+];
+
+fn abbreviation(word: &str) -> Option<&'static [&'static str]> {
+    ABBREVIATIONS
+        .iter()
+        .find(|(short, _)| *short == word)
+        .map(|(_, spelled)| *spelled)
+}
+
 /// A word for what a query chunk looks like: people name files and pages rather than say "file"
 /// or "web page" ("what's inside config.toml", "get https://example.com").
 fn shape_hint(chunk: &str) -> Option<&'static str> {
     let chunk = chunk.trim_matches(|c: char| !c.is_alphanumeric() && c != '*' && c != '/');
     if chunk.contains("://") || chunk.starts_with("www.") {
+        return Some("url");
+    }
+    // A host name ends in a top-level domain, which no common file extension is ("example.com",
+    // "docs.python.org"); `.md`, `.rs`, `.py`, `.ai`, `.io` are left to files, whose extensions
+    // they also are.
+    if let Some((host, tld)) = chunk.rsplit_once('.')
+        && !host.is_empty()
+        && !host.contains('/')
+        && ["com", "org", "net", "edu", "gov", "dev", "app"].contains(&tld)
+    {
         return Some("url");
     }
     let extension_like = chunk.rsplit_once('.').is_some_and(|(stem, extension)| {
@@ -511,18 +858,66 @@ fn undouble(base: &str) -> &str {
     }
 }
 
+/// A tool definition's human title: `title`, else `annotations.title` (the older place), else
+/// empty.
+pub fn title_of(tool: &serde_json::Map<String, Value>) -> String {
+    tool.get("title")
+        .or_else(|| tool.get("annotations").and_then(|a| a.get("title")))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
 /// `(name, description)` of each property of a tool's `inputSchema`, nested properties (objects,
 /// arrays of objects) included up to [`MAX_SCHEMA_DEPTH`], at most [`MAX_PARAMS`]. A parameter
-/// without a description gets its title, or nothing. Anything not shaped like a schema is skipped.
+/// without a description gets its title, or nothing. Local references (`#/$defs/…`,
+/// `#/definitions/…`) and `anyOf`/`oneOf`/`allOf` alternatives are followed, at most
+/// [`MAX_SCHEMA_HOPS`] on one path, since generated schemas (pydantic, zod) put a parameter's
+/// fields there (`Optional[Model]` is `anyOf: [{$ref}, {type: null}]`). Anything not shaped like
+/// a schema is skipped.
 pub fn params_of(input_schema: &Value) -> Vec<(String, String)> {
     let mut params = Vec::new();
-    collect_params(input_schema, 0, &mut params);
+    let start = SchemaStep { depth: 0, hops: 0 };
+    collect_params(input_schema, input_schema, start, &mut params);
     params
 }
 
-fn collect_params(schema: &Value, depth: usize, params: &mut Vec<(String, String)>) {
-    if depth >= MAX_SCHEMA_DEPTH {
+/// Where [`collect_params`] is: how deep in nested properties, and how many references and
+/// alternatives it followed to get there (a reference cycle adds no depth, so it needs a bound of
+/// its own).
+#[derive(Clone, Copy)]
+struct SchemaStep {
+    depth: usize,
+    hops: usize,
+}
+
+fn collect_params(
+    schema: &Value,
+    root: &Value,
+    at: SchemaStep,
+    params: &mut Vec<(String, String)>,
+) {
+    if at.depth >= MAX_SCHEMA_DEPTH || params.len() >= MAX_PARAMS {
         return;
+    }
+    if at.hops < MAX_SCHEMA_HOPS {
+        let hop = SchemaStep {
+            hops: at.hops + 1,
+            ..at
+        };
+        if let Some(target) = local_reference(schema, root) {
+            collect_params(target, root, hop, params);
+        }
+        for key in ["anyOf", "oneOf", "allOf"] {
+            for alternative in schema
+                .get(key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                collect_params(alternative, root, hop, params);
+            }
+        }
     }
     let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
         return;
@@ -534,13 +929,29 @@ fn collect_params(schema: &Value, depth: usize, params: &mut Vec<(String, String
         let text = ["description", "title"]
             .iter()
             .find_map(|key| property.get(key).and_then(Value::as_str))
-            .unwrap_or_default();
-        params.push((name.clone(), text.to_owned()));
-        collect_params(property, depth + 1, params);
+            .unwrap_or_default()
+            .to_owned();
+        params.push((name.clone(), text));
+        let inside = SchemaStep {
+            depth: at.depth + 1,
+            ..at
+        };
+        collect_params(property, root, inside, params);
         if let Some(items) = property.get("items") {
-            collect_params(items, depth + 1, params);
+            collect_params(items, root, inside, params);
         }
     }
+}
+
+/// The schema a `$ref` such as `#/$defs/Style` points at inside `root`; other references
+/// (remote, JSON-pointer escapes) are not followed.
+fn local_reference<'a>(schema: &Value, root: &'a Value) -> Option<&'a Value> {
+    let reference = schema.get("$ref")?.as_str()?;
+    let (section, name) = reference.strip_prefix("#/")?.split_once('/')?;
+    if !matches!(section, "$defs" | "definitions") || name.contains('/') {
+        return None;
+    }
+    root.get(section)?.get(name)
 }
 
 /// Up to `n` of `candidates` nearest to an unknown tool `name`, best first: a case-insensitive
@@ -614,14 +1025,9 @@ pub fn categories<'a>(tools: impl Iterator<Item = &'a ToolText>, n: usize) -> Ve
     let mut counts: HashMap<String, usize> = HashMap::new();
     let mut spellings: HashMap<String, HashMap<String, usize>> = HashMap::new();
     for tool in tools {
-        let own_name = if tool.tool.is_empty() {
-            &tool.name
-        } else {
-            &tool.tool
-        };
         let server_words: HashSet<String> = words_of(&tool.server).collect();
         let mut seen = HashSet::new();
-        for word in words_of(own_name).take(MAX_FIELD_WORDS) {
+        for word in words_of(own_name(tool)).take(MAX_FIELD_WORDS) {
             let meaningful = word.chars().count() > 1
                 && !word.chars().all(|c| c.is_numeric())
                 && !is_stopword(&word)
@@ -674,6 +1080,7 @@ mod tests {
             name: format!("{server}_{name}"),
             server: server.to_owned(),
             tool: name.to_owned(),
+            title: String::new(),
             description: description.to_owned(),
             params: Vec::new(),
         }
@@ -766,7 +1173,7 @@ mod tests {
             tool("fs", "read_file", "Read a file"),
         ]);
         assert_eq!(
-            names(&index, "new folder", 5),
+            names(&index, "folder", 5),
             ["fs_make_folder", "fs_create_directory"]
         );
     }
@@ -804,7 +1211,7 @@ mod tests {
         // Only the first MAX_QUERY_CHARS characters count: "time" is far beyond them.
         assert_eq!(names(&index, &huge, 5), ["a_echo"]);
         let many: String = (0..10_000).map(|i| format!("w{i}x ")).collect();
-        assert!(query_terms(&many).len() <= MAX_QUERY_TERMS);
+        assert!(query_terms(&many, &|_| false).len() <= MAX_QUERY_TERMS);
         assert_eq!(names(&index, "東京", 5), ["t_get_time"]);
         assert!(index.search("\u{0}\u{feff}🦀🦀🦀", 5).is_empty());
         // Cutting at MAX_QUERY_CHARS must land on a character boundary.
@@ -822,11 +1229,98 @@ mod tests {
         assert_eq!(names(&index, "config.toml", 1), ["fs_read_text_file"]);
         assert_eq!(names(&index, "src/lib.rs", 1), ["fs_read_text_file"]);
         assert_eq!(names(&index, "https://example.com", 1), ["web_fetch"]);
+        assert_eq!(names(&index, "open example.com", 1), ["web_fetch"]);
+        assert_eq!(names(&index, "notes.md", 1), ["fs_read_text_file"]);
         assert_eq!(
             names(&index, "show me what's inside config.toml", 1),
             ["fs_read_text_file"]
         );
         assert_eq!(names(&index, "show the last commit", 1), ["git_show"]);
+    }
+
+    #[test]
+    fn titles_count_unless_they_repeat_the_name() {
+        let mut shot = tool("pw", "browser_take_screenshot", "Capture the page");
+        shot.title = "Take a picture".to_owned();
+        let mut same = tool("b", "web_search", "Search the web");
+        same.title = "web_search".to_owned();
+        let index = ToolIndex::build(vec![shot, same, tool("fs", "read_file", "Read a file")]);
+        assert_eq!(names(&index, "picture", 5), ["pw_browser_take_screenshot"]);
+        // Indexed once: a title equal to the name would have doubled its words.
+        assert_eq!(index.field_lengths[1][TITLE], 0);
+        assert_eq!(index.field_lengths[0][TITLE], 2);
+    }
+
+    #[test]
+    fn other_tools_named_in_a_description_are_not_its_words() {
+        let index = ToolIndex::build(vec![
+            tool("pw", "browser_snapshot", "Capture the page as text"),
+            tool(
+                "pw",
+                "browser_click",
+                "Click an element; call browser_snapshot first. Not pw_browser_snapshot either.",
+            ),
+        ]);
+        assert_eq!(names(&index, "snapshot", 5), ["pw_browser_snapshot"]);
+        // A single-word name is an ordinary word and stays ("fetch" the verb).
+        let index = ToolIndex::build(vec![
+            tool("web", "fetch", "Get a URL"),
+            tool("web", "crawl_site", "Fetch every page of a site"),
+        ]);
+        assert_eq!(names(&index, "fetch", 5).len(), 2);
+    }
+
+    #[test]
+    fn the_first_sentence_says_more_than_the_rest() {
+        assert_eq!(
+            split_lead("Create a branch. Fails when it exists."),
+            ("Create a branch.", " Fails when it exists.")
+        );
+        assert_eq!(split_lead("One line\nnext"), ("One line\n", "next"));
+        assert_eq!(split_lead("v1.2 is out"), ("v1.2 is out", ""));
+        assert_eq!(split_lead(""), ("", ""));
+        let index = ToolIndex::build(vec![
+            tool(
+                "a",
+                "run",
+                "Run a job. Unlike deploy, it does not touch releases.",
+            ),
+            tool("b", "ship", "Deploy a release."),
+        ]);
+        assert_eq!(names(&index, "deploy", 5), ["b_ship", "a_run"]);
+    }
+
+    #[test]
+    fn abbreviations_are_spelled_out_and_split_words_joined() {
+        let index = ToolIndex::build(vec![
+            tool("gh", "merge_pull_request", "Merge a pull request"),
+            tool("gh", "merge_branch", "Merge a branch"),
+            tool("git", "checkout", "Switch to a branch"),
+            tool("git", "check_status", "Show the status"),
+        ]);
+        assert_eq!(names(&index, "merge PR 12", 1), ["gh_merge_pull_request"]);
+        assert_eq!(names(&index, "check out main", 1), ["git_checkout"]);
+        // Only when the index has the joined word, and never from a function word: "for me" is
+        // not "forme" (which stems to "form").
+        let known = |term: &str| term == "form";
+        assert_eq!(query_terms("read it for me", &known), ["read"]);
+        assert_eq!(query_terms("fill form", &known), ["fill", "form"]);
+    }
+
+    #[test]
+    fn questions_lean_toward_tools_that_tell() {
+        let index = ToolIndex::build(vec![
+            tool("git", "create_branch", "Create a branch"),
+            tool("git", "list_branches", "List branches"),
+        ]);
+        // Both match "branches" alike; the question decides.
+        assert_eq!(
+            names(&index, "which branches exist?", 5),
+            ["git_list_branches", "git_create_branch"]
+        );
+        assert!(is_question("What time is it"));
+        assert!(is_question("time in Tokyo?"));
+        assert!(!is_question("delete the branch"));
     }
 
     #[test]
@@ -868,6 +1362,28 @@ mod tests {
                 ("entities".to_owned(), String::new()),
                 ("entityType".to_owned(), "Kind of entity".to_owned()),
                 ("observations".to_owned(), String::new()),
+            ]
+        );
+        // Generated schemas put a parameter's fields behind `$ref` and `anyOf`; cycles end.
+        let generated = json!({
+            "properties": {
+                "style": {"$ref": "#/$defs/Format"},
+                "when": {"anyOf": [{"$ref": "#/definitions/Span"}, {"type": "null"}]},
+                "loop": {"$ref": "#/$defs/Loop"},
+                "far": {"$ref": "https://example.com/schema"}
+            },
+            "$defs": {
+                "Format": {"properties": {"bold": {"type": "boolean"}}},
+                "Loop": {"properties": {"again": {"$ref": "#/$defs/Loop"}}}
+            },
+            "definitions": {"Span": {"properties": {"days": {"description": "How many"}}}}
+        });
+        let found: Vec<String> = params_of(&generated).into_iter().map(|(n, _)| n).collect();
+        // The cycle is cut by the depth: `again` is itself a Loop, read once more.
+        assert_eq!(
+            found,
+            [
+                "style", "bold", "when", "days", "loop", "again", "again", "far"
             ]
         );
         for not_a_schema in [json!(null), json!("x"), json!({"properties": [1, 2]})] {
