@@ -108,11 +108,14 @@ fi
 # --- the wheel (it builds the binary) ----------------------------------------------------------
 say "building mcp-loom $version for $target ($profile profile) into $out"
 rm -f "$out"/mcp_loom-"$version"-*.whl
+# `--profile release` builds Cargo's `dist` profile: release with fat LTO (Cargo.toml says why).
+cargo_profile="$profile"
+[ "$profile" = release ] && cargo_profile=dist
 target_args=()
 [ "$target" != "$host" ] && target_args=(--target "$target")
 [ -n "$manylinux" ] && target_args+=(--zig --compatibility "$manylinux")
 # The venv first on PATH: with --zig maturin runs `python -m ziglang` from there.
-PATH="$(dirname "$py"):$PATH" CARGO_TARGET_DIR="$target_dir" "$py" -m maturin build --profile "$profile" --out "$out" \
+PATH="$(dirname "$py"):$PATH" CARGO_TARGET_DIR="$target_dir" "$py" -m maturin build --profile "$cargo_profile" --out "$out" \
     --manifest-path "$root/Cargo.toml" ${target_args[@]+"${target_args[@]}"} >&2
 # Every other artifact carries the very bytes the wheel does (maturin stripped them): one build,
 # five wrappers, whatever target directory layout the build used.
