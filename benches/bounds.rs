@@ -429,14 +429,7 @@ fn bench_html_hostile(c: &mut Criterion) {
     }
     // The whole firewall (datasets included) on a page of 40,000 data tables: it took 81 s when
     // every table became a dataset and each placeholder was filled by its own pass (issue 35).
-    let tables: String = (0..40_000)
-        .map(|i| {
-            format!(
-                "<table><tr><th>k</th><th>v</th></tr><tr><td>{i}</td><td>a{i}</td></tr>\
-                 <tr><td>{i}</td><td>b{i}</td></tr></table>"
-            )
-        })
-        .collect();
+    let tables: String = loom::common::hostile::many_tables(40_000);
     let page = format!("<!doctype html><html><body><main>{tables}</main></body></html>");
     let result = json!({"content": [{"type": "text", "text": page}]}).to_string();
     let origin = loom::common::Origin {

@@ -2,6 +2,10 @@
 //!
 //! * `passthrough/direct` vs `passthrough/via_loom`: one `tools/call` round trip (a small `echo`)
 //!   against the fixture server directly and through a real loom process in front of it.
+//! * `through_loom/intercept_10k_rows`: a 10,000-row result through loom to its envelope (ingest,
+//!   statistics, hints); `through_loom/query_join_aggregate`: a `loom_query` join + aggregate
+//!   over it. `LOOM_BENCH_BIN` runs another build of loom (e.g. packaging/dist.sh's) instead of
+//!   this bench's, to compare code generation on one source.
 //! * After criterion, a fixed-count run prints p50/p99 of three sides in one run: the fixture
 //!   directly, through a bare relay (this bench binary re-executed as a 30-line program that
 //!   copies lines both ways with blocking threads and parses nothing: the floor any stdio proxy
@@ -22,7 +26,7 @@
 //!   call (run when .ci/setup-interop has installed them; skipped, with a note, otherwise).
 //!
 //! Run: `cargo bench --bench passthrough` (append `-- skip` to skip criterion and print only the
-//! fixed-count figures). Figures go in `benches/README.md`.
+//! fixed-count figures; set `LOOM_BENCH_CRITERION_ONLY=1` for criterion alone). Figures go in `benches/README.md`.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -157,8 +161,13 @@ fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_loom-fixture"))
 }
 
+/// The loom under test: this build's, or `LOOM_BENCH_BIN` (to compare two builds of one source,
+/// e.g. the release profile against packaging/dist.sh's fat-LTO `dist` profile).
 fn loom() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_loom"))
+    std::env::var_os("LOOM_BENCH_BIN")
+        .filter(|path| !path.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_loom")))
 }
 
 /// The config of the passthrough rounds: the fixture, plus the top-level settings in
@@ -211,6 +220,18 @@ fn via_loom(config: &tempfile::NamedTempFile) -> Peer {
     peer
 }
 
+/// The ref of a `count`-row dataset made by calling the fixture's `rows` through loom.
+fn rows_dataset(loom: &mut Peer, count: usize) -> String {
+    let envelope = loom.call(
+        "tools/call",
+        json!({"name": "fx_rows", "arguments": {"count": count}}),
+    );
+    envelope["result"]["structuredContent"]["ref"]
+        .as_str()
+        .expect("an envelope")
+        .to_string()
+}
+
 fn bench_calls(c: &mut Criterion) {
     let config = config_file();
     let mut group = c.benchmark_group("passthrough");
@@ -220,6 +241,39 @@ fn bench_calls(c: &mut Criterion) {
     group.bench_function("via_relay", |b| b.iter(|| r.echo("echo")));
     let mut l = via_loom(&config);
     group.bench_function("via_loom", |b| b.iter(|| l.echo("fx_echo")));
+    group.finish();
+
+    // The data path through the same process: what a build's code generation changes (the
+    // in-process `ingest` and `engine` benches measure the same stages without the hops).
+    let mut group = c.benchmark_group("through_loom");
+    group.sample_size(20);
+    group.bench_function("intercept_10k_rows", |b| {
+        b.iter(|| {
+            let answer = l.call(
+                "tools/call",
+                json!({"name": "fx_rows", "arguments": {"count": 10_000}}),
+            );
+            assert!(
+                answer["result"]["structuredContent"]["ref"].is_string(),
+                "{answer}"
+            );
+        })
+    });
+    let reference = rows_dataset(&mut l, 10_000);
+    let sql = format!(
+        "SELECT a.active, count(*) AS n, avg(a.score) AS mean, max(b.email) AS last \
+         FROM {reference} a JOIN {reference} b ON a.id = b.id GROUP BY a.active ORDER BY n"
+    );
+    group.bench_function("query_join_aggregate", |b| {
+        b.iter(|| {
+            let answer = l.call(
+                "tools/call",
+                json!({"name": "loom_query", "arguments": {"sql": sql}}),
+            );
+            assert!(answer["result"]["content"].is_array(), "{answer}");
+            assert_ne!(answer["result"]["isError"], json!(true), "{answer}");
+        })
+    });
     group.finish();
 }
 
@@ -438,14 +492,7 @@ fn report_under_load() {
     const HEAVY: usize = 4;
     let config = config_with(json!({"queryTimeoutMs": 60_000}));
     let mut l = via_loom(&config);
-    let envelope = l.call(
-        "tools/call",
-        json!({"name": "fx_rows", "arguments": {"count": 5000}}),
-    );
-    let reference = envelope["result"]["structuredContent"]["ref"]
-        .as_str()
-        .expect("an envelope")
-        .to_string();
+    let reference = rows_dataset(&mut l, 5000);
     let idle = timed(&mut l, "fx_echo", N);
     // Fire the heavy queries without waiting: their answers are skipped by `call` while the
     // echoes are timed (each runs to the 60 s timeout, longer than the timed calls take).
@@ -486,6 +533,9 @@ fn main() {
     }
     benches();
     Criterion::default().configure_from_args().final_summary();
+    if std::env::var_os("LOOM_BENCH_CRITERION_ONLY").is_some() {
+        return;
+    }
     report();
     report_under_load();
     report_official_client();

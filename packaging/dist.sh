@@ -108,7 +108,8 @@ fi
 # --- the wheel (it builds the binary) ----------------------------------------------------------
 say "building mcp-loom $version for $target ($profile profile) into $out"
 rm -f "$out"/mcp_loom-"$version"-*.whl
-# `--profile release` builds Cargo's `dist` profile: release with fat LTO (Cargo.toml says why).
+# `--profile release` builds Cargo's `dist` profile: release for size with fat LTO (Cargo.toml
+# says why).
 cargo_profile="$profile"
 [ "$profile" = release ] && cargo_profile=dist
 target_args=()

@@ -1,9 +1,10 @@
 //! loom — a context gateway for the Model Context Protocol.
 //!
-//! A tool result travels from a server (`downstream`) to the `gateway`, which hands it to
-//! `intercept`: small results pass through untouched; tables go `ingest → store → hints →
-//! envelope`; other large results go to the context firewall (`reduce`), their original kept in
-//! the `store`. Shared small items live in `common`, below everything. The binary in `main.rs`
+//! A tool result travels from a server (`downstream`) to the `gateway`, which hands it to the
+//! `result` path, where everything that becomes of it is decided in one direction: small results
+//! pass through untouched; `intercept` sends tables `ingest → store → hints → envelope` and other
+//! large results to the context firewall (`reduce`), their original kept in the `store`; what is
+//! still over budget may go to the model (`llm`). Shared small items live in `common`, below everything. The binary in `main.rs`
 //! only parses arguments and calls [`cli::run`]; README's Layout is the map.
 
 // Unsafe code is refused everywhere but in the three reviewed places that allow it by name
@@ -28,6 +29,7 @@ pub mod parallel;
 pub mod redact;
 pub mod reduce;
 pub mod report;
+pub mod result;
 pub mod snapshot;
 pub mod store;
 pub mod token;

@@ -5,11 +5,7 @@
 /// Below this many cells (rows × columns) work stays on the calling thread.
 pub const PARALLEL_CELLS: usize = 50_000;
 
-/// The cores this process may use, asked once (the answer reads cgroup files on Linux).
-pub fn cores() -> usize {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
+pub use crate::common::cores;
 
 /// `(0..columns).map(work)`, in order, on up to as many threads as the machine has when the
 /// table has at least [`PARALLEL_CELLS`] cells. A panic in `work` is re-raised on the caller

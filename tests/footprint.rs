@@ -1,6 +1,10 @@
 //! How loom sits on its stdio and in memory (SPEC §5.1): stdin/stdout as a Unix socket pair (how
 //! Node's `child_process` starts a server) work as pipes do, and an idle loom hands back the code
 //! pages its start-up touched.
+//!
+//! A binary of its own, not a module of tests/integration: `MADV_PAGEOUT` hands back only pages
+//! no other process maps, and tests running beside it start other loom processes that map the
+//! same executable, so its pages would stay (seen when it ran there).
 
 mod common;
 

@@ -101,7 +101,7 @@ async fn load(url: &str, session: Option<&str>) -> Result<(String, Arc<Store>), 
     for entry in &manifest.datasets {
         let (schema, batches) =
             crate::snapshot::dataset_batches(&location, &session, entry).await?;
-        let columns = columns_of(&schema);
+        let columns = crate::ingest::ColumnInfo::of_schema(&schema, true);
         store.add(NewDataset {
             server: entry.provenance.server.clone(),
             tool: entry.provenance.tool.clone(),
@@ -154,11 +154,11 @@ async fn load_all(url: &str, action: &Action<'_>) -> Result<(String, Arc<Store>)
         eprintln!("loom query: left out: {error}");
     }
     let store = fresh_store()?;
-    let add = |name: &str, schema, batches, source: &str| {
+    let add = |name: &str, schema: arrow::datatypes::SchemaRef, batches, source: &str| {
         store.add(NewDataset {
             server: "loom".into(),
             tool: "snapshots".into(),
-            columns: columns_of(&schema),
+            columns: crate::ingest::ColumnInfo::of_schema(&schema, true),
             schema,
             batches,
             provenance: Provenance {
@@ -222,22 +222,6 @@ async fn load_all(url: &str, action: &Action<'_>) -> Result<(String, Arc<Store>)
         }
     }
     Ok((format!("{count} sessions"), store))
-}
-
-fn columns_of(schema: &arrow::datatypes::SchemaRef) -> Vec<crate::ingest::ColumnInfo> {
-    schema
-        .fields()
-        .iter()
-        .map(|f| crate::ingest::ColumnInfo {
-            name: f.name().clone(),
-            source: f
-                .metadata()
-                .get(crate::ingest::SOURCE_KEY)
-                .cloned()
-                .unwrap_or_else(|| f.name().clone()),
-            typing: crate::ingest::ColumnType::Text,
-        })
-        .collect()
 }
 
 async fn execute(url: &str, sessions: Sessions<'_>, action: Action<'_>) -> Result<(), String> {

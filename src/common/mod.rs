@@ -1,11 +1,17 @@
 //! Small items several layers share, kept below all of them so that no module imports one above
 //! it (DataFusion's `*-common` crates are the model): the token estimate, SQL identifier
 //! quoting, text and number formatting, timestamps, who produced a result, how many datasets one
-//! result may become, and the names and page limit of loom's own tools. Nothing here imports
-//! another module of loom.
+//! result may become, a tool's resolved compression policy, the process's TLS provider, a raw JSON lexer, the
+//! cores this process may use, and the names and page limit of loom's own tools (plus, for tests and benches, hostile inputs).
+//! Nothing here imports another module of loom.
 
+#[cfg(any(test, feature = "fixture"))]
+pub mod hostile;
+pub mod json;
+pub mod policy;
 pub mod sql;
 pub mod text;
+pub mod tls;
 pub mod tokens;
 pub mod tools;
 
@@ -23,4 +29,10 @@ pub struct Origin {
     pub tool: String,
     /// Arguments, already redacted.
     pub args: serde_json::Value,
+}
+
+/// The cores this process may use, asked once (the answer reads cgroup files on Linux).
+pub fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }

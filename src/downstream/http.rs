@@ -19,7 +19,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, Once, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -193,15 +193,7 @@ pub fn transport(
     ))
 }
 
-/// rustls needs one process-wide crypto provider; loom uses ring (see Cargo.toml). Anything in
-/// this process that builds a reqwest client calls this first.
-pub fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // Err only when one is installed already, which is just as good.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
+pub use crate::common::tls::install_crypto_provider;
 
 impl CapturingClient {
     fn shown_url(&self) -> String {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use rmcp::ErrorData as McpError;
-use rmcp::model::RequestId;
+use rmcp::model::{RequestId, ServerResult};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
@@ -26,9 +26,10 @@ use tokio_util::task::TaskTracker;
 
 use super::era::Era;
 use super::forward::{ForwardError, PROTOCOL_META_PREFIX, expire};
-use super::{Decided, Gateway, discovery};
+use super::{Gateway, discovery};
 use crate::downstream::Live;
 use crate::downstream::callers::{Answerer, Ask};
+use crate::result::Decision;
 use crate::tools;
 use crate::wire::direct::{Arrival, BoxFuture, Bypass, DirectCall, DirectCalls, LineSink};
 use crate::wire::one_line;
@@ -136,6 +137,8 @@ struct Relay {
     /// The name the client called (the exposed one).
     exposed: String,
     era: Era,
+    /// The client predates `resource_link` blocks: they reach it as text (SPEC §5.7).
+    links_as_text: bool,
     /// The client: where the server's own requests during the call go (SPEC §5.8).
     peer: rmcp::Peer<rmcp::RoleServer>,
     /// A 2026-07-28 request: what it declared its client can answer, and the log level it asked
@@ -146,6 +149,25 @@ struct Relay {
     line: Vec<u8>,
     calls: Arc<DirectCalls>,
     call: DirectCall,
+}
+
+/// The server's answer shaped for the client's era (SPEC §5.7); `links_as_text` is
+/// [`Relay::links_as_text`].
+fn shape_raw(era: Era, links_as_text: bool, raw: Box<RawValue>) -> Box<RawValue> {
+    let raw = era.shape_raw(raw, false);
+    match links_as_text {
+        true => super::era::raw_without_resource_links(raw),
+        false => raw,
+    }
+}
+
+/// A result loom built for a call, shaped for the client's era.
+fn shape_built(era: Era, links_as_text: bool, result: ServerResult) -> ServerResult {
+    let result = era.shape_built(result);
+    match links_as_text {
+        true => super::era::built_without_resource_links(result),
+        false => result,
+    }
 }
 
 impl Bypass for DirectLane {
@@ -248,12 +270,15 @@ impl DirectLane {
         let meta = params.meta.unwrap_or_default();
         // rmcp's session must be under way (its first request chose the lifecycle).
         let peer = gateway.upstream.get()?;
+        let mut links_as_text = false;
         let (era, modern) = if meta.keys().any(|key| key.starts_with(PROTOCOL_META_PREFIX)) {
             // A 2026-07-28 request whose envelope is in order (anything else is rmcp's path,
             // which words the error).
             (Era::Discover, Some(modern_envelope(&meta)?))
         } else {
-            (Era::of(Some(&peer.peer_info()?.protocol_version)), None)
+            let version = &peer.peer_info()?.protocol_version;
+            links_as_text = super::era::predates_resource_links(Some(version.as_str()));
+            (Era::of(Some(version)), None)
         };
         let exposed = gateway.exposed();
         let route = exposed.tool_route(&params.name)?;
@@ -262,7 +287,7 @@ impl DirectLane {
             // server when called plainly: either way not a plain relay.
             return None;
         }
-        let server = gateway.servers.get(route.server)?;
+        let server = gateway.hub.servers.get(route.server)?;
         let Ok(Live {
             direct: Some(calls),
             ..
@@ -298,6 +323,7 @@ impl DirectLane {
             progress_token,
             exposed: params.name.to_string(),
             era,
+            links_as_text,
             peer,
             modern,
             timeout: Duration::from_millis(server.config.call_timeout_ms),
@@ -519,8 +545,8 @@ async fn run_modern(
             };
             match decided {
                 _ if cancelled.is_cancelled() => return,
-                Decided::PassThrough(raw, keep) => {
-                    let raw = relay.era.shape_raw(raw, false);
+                Decision::PassThrough(raw, keep) => {
+                    let raw = shape_raw(relay.era, relay.links_as_text, raw);
                     gateway.notes_drained().await;
                     if let Err(error) = reply
                         .write_parts(&[head.as_bytes(), &one_line(raw.get().as_bytes()), b"}\n"])
@@ -531,7 +557,7 @@ async fn run_modern(
                     drop(keep);
                     return;
                 }
-                Decided::Built(result) => *result,
+                Decision::Built(result) => *result,
             }
         }
         Ok(super::input::Reply::Done(super::forward::Forwarded::Typed(result))) => *result,
@@ -547,7 +573,7 @@ async fn run_modern(
     if cancelled.is_cancelled() {
         return;
     }
-    let result = relay.era.shape_built(result);
+    let result = shape_built(relay.era, relay.links_as_text, result);
     gateway.notes_drained().await;
     match serde_json::to_vec(&result) {
         Ok(body) => {
@@ -674,8 +700,8 @@ async fn run(
                 };
                 match decided {
                     _ if cancelled.is_cancelled() => return,
-                    Decided::PassThrough(raw, keep) => {
-                        let raw = relay.era.shape_raw(raw, false);
+                    Decision::PassThrough(raw, keep) => {
+                        let raw = shape_raw(relay.era, relay.links_as_text, raw);
                         gateway.notes_drained().await;
                         if let Err(error) = reply
                             .write_parts(&[
@@ -690,7 +716,7 @@ async fn run(
                         drop(keep);
                         return;
                     }
-                    Decided::Built(result) => *result,
+                    Decision::Built(result) => *result,
                 }
             }
             Ok(Answer {
@@ -725,7 +751,7 @@ async fn run(
     if cancelled.is_cancelled() {
         return;
     }
-    let result = relay.era.shape_built(result);
+    let result = shape_built(relay.era, relay.links_as_text, result);
     let line = match serde_json::to_vec(&result) {
         Ok(body) => body,
         Err(error) => {

@@ -125,7 +125,10 @@ impl Gateway {
     ) -> ServerResult {
         match forwarded {
             Forwarded::Raw(raw) => {
-                let raw = Era::of_request(context).shape_raw(raw, cacheable);
+                let mut raw = Era::of_request(context).shape_raw(raw, cacheable);
+                if Era::request_predates_resource_links(context) {
+                    raw = super::era::raw_without_resource_links(raw);
+                }
                 self.splice.put(context.id.clone(), raw);
                 ServerResult::CustomResult(placeholder_result())
             }
@@ -150,7 +153,8 @@ impl Gateway {
 
     /// The server's `callTimeoutMs`.
     pub(super) fn call_timeout(&self, index: usize) -> Option<Duration> {
-        self.servers
+        self.hub
+            .servers
             .get(index)
             .map(|server| Duration::from_millis(server.config.call_timeout_ms))
     }
@@ -264,7 +268,7 @@ impl Gateway {
         launch: Launch,
     ) -> Result<Running, ForwardError> {
         self.hub.calling(index, &self.upstream);
-        let Some(server) = self.servers.get(index) else {
+        let Some(server) = self.hub.servers.get(index) else {
             return Err(ForwardError::Down(ServerState::Stopped));
         };
         let live = server.live().map_err(ForwardError::Down)?;

@@ -143,9 +143,14 @@ impl Service<RoleServer> for GatewayService {
         if let Err(error) = super::era::check_request(&request, &context) {
             return Err(era.shape_error(error));
         }
+        let predates_links = Era::request_predates_resource_links(&context);
         self.route(request, context)
             .await
             .map(|result| era.shape_built(result))
+            .map(|result| match predates_links {
+                true => super::era::built_without_resource_links(result),
+                false => result,
+            })
             .map_err(|error| era.shape_error(error))
     }
 
@@ -230,7 +235,7 @@ impl GatewayService {
                     return Err(unknown_tool(gateway, &params.name));
                 };
                 let route = &route;
-                let server = gateway.servers()[route.server].name().to_string();
+                let server = gateway.hub.servers()[route.server].name().to_string();
                 let what = format!("tool `{}`", route.name);
                 let call = Call {
                     method: "tools/call",
@@ -340,7 +345,7 @@ impl GatewayService {
                         None,
                     ));
                 };
-                let server = gateway.servers()[owner].name().to_string();
+                let server = gateway.hub.servers()[owner].name().to_string();
                 let call = Call {
                     method: "resources/read",
                     target: uri.clone(),
@@ -387,7 +392,7 @@ impl GatewayService {
                         None,
                     ));
                 };
-                let server = gateway.servers()[route.server].name().to_string();
+                let server = gateway.hub.servers()[route.server].name().to_string();
                 let call = Call {
                     method: "prompts/get",
                     target: params.name.clone(),
@@ -433,7 +438,7 @@ impl GatewayService {
                     ));
                 };
                 complete.params.meta = None;
-                let server = gateway.servers()[owner].name().to_string();
+                let server = gateway.hub.servers()[owner].name().to_string();
                 gateway
                     .forward(owner, ClientRequest::CompleteRequest(complete), &context)
                     .await

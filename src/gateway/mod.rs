@@ -8,18 +8,17 @@
 pub mod catalog;
 pub mod direct;
 pub mod discovery;
-pub mod era;
 mod forward;
 mod handler;
 mod hub;
-mod input;
-mod keep;
-mod logging;
 pub mod naming;
 mod outbox;
-pub mod search;
-pub mod task_extension;
-pub mod tasks;
+pub mod protocol;
+// Tool search keeps its path (`loom::gateway::search`), which tests and benches use.
+pub use discovery::search;
+
+// The protocol's rules by their short names, for this module and the ones beside it.
+use protocol::{era, input, logging, task_extension, tasks};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,7 +34,8 @@ pub use catalog::{ExposedCatalog, Route, ServerListing};
 pub use handler::GatewayService;
 pub use hub::Hub;
 
-use crate::intercept::{Origin, Outcome};
+use crate::intercept::Origin;
+use crate::result::{Decision, ResultPath};
 use crate::store::{Store, StoreSettings};
 
 use crate::config::Config;
@@ -63,16 +63,6 @@ pub enum StartError {
     AllFailed(Vec<(String, String)>),
 }
 
-/// What answers a downstream tool result ([`Gateway::decide`]).
-pub(crate) enum Decided {
-    /// The server's bytes, passed through; the [`keep::Keep`] hands them to the session's
-    /// keeper once dropped: on the direct lane after the answer is written, on rmcp's path once
-    /// the answer is handed to rmcp to write (SPEC §8.4).
-    PassThrough(Box<serde_json::value::RawValue>, keep::Keep),
-    /// A result loom built in its place.
-    Built(Box<rmcp::model::ServerResult>),
-}
-
 /// One client session of the gateway: the catalog it sees, its datasets and documents, its
 /// report. The downstream servers are the [`Hub`]'s, shared by every session (one over stdio;
 /// one per HTTP session).
@@ -80,8 +70,6 @@ pub struct Gateway {
     hub: Arc<Hub>,
     /// Whether ending this session ends the hub too (stdio: the session is the process).
     owns_hub: bool,
-    config: Arc<Config>,
-    servers: Vec<Arc<Downstream>>,
     exposed: RwLock<Arc<ExposedCatalog>>,
     upstream: UpstreamLink,
     /// Raw results waiting to be spliced into upstream responses, by upstream request id.
@@ -97,8 +85,8 @@ pub struct Gateway {
     bridged: task_extension::BridgedTasks,
     dirty: Notify,
     store: Arc<Store>,
-    /// Keeps the tables of results that pass through whole (SPEC §8.4).
-    keeper: keep::Keeper,
+    /// What becomes of each downstream tool result (SPEC §8, §19).
+    result: ResultPath,
     /// The snapshot writer, drained at shutdown.
     snapshot_task: Mutex<Option<JoinHandle<()>>>,
     shutdown: CancellationToken,
@@ -117,7 +105,7 @@ pub struct Gateway {
     tools_changed: AtomicBool,
     /// Marks server-written descriptions in `loom_find_tools` results.
     nonce: String,
-    stats: crate::report::SessionStats,
+    stats: Arc<crate::report::SessionStats>,
     /// Where this session's exports go and what they wrote so far (SPEC §15).
     exports: crate::tools::Exports,
     /// Log lines and progress waiting for the client, bounded (SPEC §5.9).
@@ -180,12 +168,11 @@ impl Gateway {
                 Err(error) => tracing::warn!("session snapshots are off: {error}"),
             }
         }
+        let stats = Arc::new(crate::report::SessionStats::new());
         let gateway = Arc::new(Self {
             upstream: UpstreamLink::mirrored(&hub.latest),
             hub: hub.clone(),
             owns_hub,
-            config: config.clone(),
-            servers: hub.servers.clone(),
             exposed: RwLock::new(Arc::new(ExposedCatalog::default())),
             splice: RawResults::new(),
             progress: forward::ProgressTable::default(),
@@ -193,7 +180,12 @@ impl Gateway {
             suspended: input::Suspended::default(),
             bridged: task_extension::BridgedTasks::default(),
             dirty: Notify::new(),
-            keeper: keep::Keeper::start(store.clone()),
+            result: ResultPath::new(
+                store.clone(),
+                config.clone(),
+                hub.summarizer.clone(),
+                stats.clone(),
+            ),
             store,
             snapshot_task: Mutex::new(snapshot_task),
             shutdown: CancellationToken::new(),
@@ -204,7 +196,7 @@ impl Gateway {
             joined: discovery::Joined::default(),
             tools_changed: AtomicBool::new(false),
             nonce: discovery::new_nonce(),
-            stats: crate::report::SessionStats::new(),
+            stats,
             exports: crate::tools::Exports::new(&config.export_dir, owns_hub),
             outbox: outbox::Outbox::default(),
             subscriptions: Mutex::new(std::collections::HashSet::new()),
@@ -235,11 +227,11 @@ impl Gateway {
     }
 
     pub fn config(&self) -> &Config {
-        &self.config
+        &self.hub.config
     }
 
     pub fn servers(&self) -> &[Arc<Downstream>] {
-        &self.servers
+        &self.hub.servers
     }
 
     pub fn exposed(&self) -> Arc<ExposedCatalog> {
@@ -261,7 +253,7 @@ impl Gateway {
         route: &Route,
         arguments: Option<&serde_json::Map<String, serde_json::Value>>,
     ) -> Origin {
-        let server = &self.servers[route.server];
+        let server = &self.hub.servers[route.server];
         let denied = server.config.provenance_denylist.contains(&route.name);
         Origin {
             server: server.name().to_string(),
@@ -294,206 +286,27 @@ impl Gateway {
             }
         };
         match decided {
-            Decided::PassThrough(raw, _keep) => {
+            Decision::PassThrough(raw, _keep) => {
                 self.pass_on(forward::Forwarded::Raw(raw), context, false)
             }
-            Decided::Built(result) => *result,
+            Decision::Built(result) => *result,
         }
     }
 
-    /// What answers a raw tool result: its own bytes (not yet shaped for the client's era), or
-    /// an envelope, a reduced result or an error loom built. Counted in the session's report.
+    /// What answers a raw tool result ([`crate::result`] decides; the session tells it whether
+    /// the tool has an MCP Apps view, which only its catalog knows).
     pub(crate) async fn decide(
         &self,
         raw: Box<serde_json::value::RawValue>,
         origin: Origin,
-    ) -> Decided {
-        use crate::report::{Handling, Size};
-        let before = Size::of(raw.get());
-        let tool = format!("{}/{}", origin.server, origin.tool);
-        let store = self.store.clone();
-        let threshold = self.config.token_threshold;
-        let mut policy = self
-            .config
-            .compression
-            .resolve(&origin.server, &origin.tool);
-        policy.view = self
+    ) -> Decision {
+        let view = self
+            .hub
             .servers
             .iter()
             .position(|s| s.name() == origin.server)
             .is_some_and(|index| self.exposed().has_view(index, &origin.tool));
-        // A result that cannot be over the threshold is decided at once; a large one means
-        // parsing and ingesting, CPU work kept off the I/O threads.
-        let small = crate::common::tokens::upper_bound_tokens(raw.get().len()) <= threshold;
-        let outcome = if small {
-            crate::intercept::intercept(raw, &origin, &store, threshold, &policy)
-        } else {
-            crate::footprint::heavy_work();
-            let origin = origin.clone();
-            // A call cancelled while its result is decided drops this future; the flag then
-            // stops the reduction still running on the blocking pool (SPEC §19.3).
-            let cancelled = Arc::new(AtomicBool::new(false));
-            let _cancel_on_drop = CancelOnDrop(cancelled.clone());
-            let interrupt = crate::reduce::Interrupt::after(crate::reduce::DEFAULT_TIME_LIMIT)
-                .with_cancel(cancelled);
-            let outcome = tokio::task::spawn_blocking(move || {
-                crate::intercept::intercept_with(
-                    raw, &origin, &store, threshold, &policy, &interrupt,
-                )
-            })
-            .await;
-            crate::footprint::heavy_work();
-            match outcome {
-                Ok(outcome) => outcome,
-                Err(error) => {
-                    tracing::error!(%error, "interception crashed; the result is lost");
-                    return Decided::Built(Box::new(rmcp::model::ServerResult::CallToolResult(
-                        crate::tools::error_result(
-                            "loom: interception of this result failed unexpectedly; call the tool again",
-                        ),
-                    )));
-                }
-            }
-        };
-        let outcome = match outcome {
-            Outcome::Summarize(pending) => self.summarize(*pending).await,
-            other => other,
-        };
-        let (handling, value) = match outcome {
-            // `summarize` never hands one back; were it to, the server's bytes answer.
-            Outcome::Summarize(pending) => {
-                self.stats
-                    .called(&tool, Handling::PassedThrough, before, before);
-                return Decided::PassThrough(pending.raw, keep::Keep::none());
-            }
-            Outcome::PassThrough(raw, why) => {
-                self.stats
-                    .called(&tool, Handling::PassedThrough, before, before);
-                // Under the threshold, a table in it is kept too, once the answer is on its way.
-                let keep = match why == "small"
-                    && policy.keep_small_tables
-                    && crate::intercept::may_hold_table(&raw)
-                {
-                    true => self.keeper.keep(&raw, origin),
-                    false => keep::Keep::none(),
-                };
-                return Decided::PassThrough(raw, keep);
-            }
-            // A tool with a view: the server's bytes with loom's `content`, on the raw path.
-            Outcome::Spliced(raw, built) => {
-                let handling = match built {
-                    crate::intercept::Built::Table => Handling::Table,
-                    crate::intercept::Built::Document => Handling::Document,
-                };
-                self.stats
-                    .called(&tool, handling, before, Size::of(raw.get()));
-                return Decided::PassThrough(raw, keep::Keep::none());
-            }
-            Outcome::Replaced(value) => (Handling::Table, value),
-            Outcome::Reduced(value) => (Handling::Document, value),
-        };
-        let after = serde_json::to_string(&value)
-            .map(|text| Size::of(&text))
-            .unwrap_or_default();
-        self.stats.called(&tool, handling, before, after);
-        Decided::Built(Box::new(rmcp::model::ServerResult::CallToolResult(
-            match serde_json::from_value(value) {
-                Ok(result) => result,
-                Err(error) => crate::tools::error_result(format!(
-                    "loom: could not encode the envelope: {error}"
-                )),
-            },
-        )))
-    }
-
-    /// The model summary stage (SPEC §19.9): each over-budget text to the endpoint, its summary
-    /// in place of the cut text when one comes within the budget; the cut text otherwise.
-    async fn summarize(&self, pending: crate::intercept::ToSummarize) -> Outcome {
-        let Some(summarizer) = self.hub.summarizer.clone() else {
-            return crate::intercept::summarized(pending, &self.store);
-        };
-        // Never worse than no proxy: were the stage to panic, the server's bytes answer.
-        let original = pending.raw.clone();
-        let answered = std::panic::AssertUnwindSafe(self.summarize_with(pending, &summarizer));
-        match futures::FutureExt::catch_unwind(answered).await {
-            Ok(Some(outcome)) => outcome,
-            _ => {
-                tracing::error!("the model summary stage panicked; passed through unchanged");
-                Outcome::PassThrough(original, "failed")
-            }
-        }
-    }
-
-    async fn summarize_with(
-        &self,
-        pending: crate::intercept::ToSummarize,
-        summarizer: &crate::llm::Summarizer,
-    ) -> Option<Outcome> {
-        // Cutting a long text for the model is linear work: off the I/O thread.
-        let max_input = summarizer.max_input_chars();
-        let prepared = tokio::task::spawn_blocking(move || {
-            let mut pending = pending;
-            let asks: Vec<_> = pending
-                .reduction
-                .summarizable
-                .iter_mut()
-                .map(|block| {
-                    let (input, cut) = block.take_input(max_input);
-                    (input, cut, block.budget_chars())
-                })
-                .collect();
-            (pending, asks)
-        })
-        .await;
-        let (mut pending, asks) = prepared.ok()?;
-        // A call dropped while the endpoint answers (the client cancelled it) never sends its
-        // result: what the reduction holds for it goes then.
-        let abandoned = LetGoUnlessDone {
-            store: &self.store,
-            refs: pending.reduction.held().to_vec(),
-            done: false,
-        };
-        let answers = futures::future::join_all(
-            asks.iter()
-                .map(|(input, cut, budget)| summarizer.summarize(input, *cut, *budget)),
-        )
-        .await;
-        drop(asks);
-        let mut abandoned = abandoned;
-        abandoned.done = true;
-        for (index, answer) in answers.into_iter().enumerate() {
-            let failure = match answer {
-                Ok(summary) => {
-                    self.stats
-                        .model_tokens(summary.prompt_tokens, summary.completion_tokens);
-                    let block = &pending.reduction.summarizable[index];
-                    match block.compose(&summary.text, summarizer.model()) {
-                        Some(composed) => {
-                            pending.reduction.summarized(index, composed);
-                            self.stats.summarized(true);
-                            continue;
-                        }
-                        None => crate::llm::Failure::new(
-                            crate::llm::FailureKind::OverBudget,
-                            format!(
-                                "the summary has {} chars; with its header it must fit the budget \
-                                 of {} chars and be shorter than the original",
-                                crate::common::text::thousands(summary.text.trim().chars().count()),
-                                crate::common::text::thousands(block.budget_chars())
-                            ),
-                        ),
-                    }
-                }
-                Err(failure) => {
-                    self.stats
-                        .model_tokens(failure.prompt_tokens, failure.completion_tokens);
-                    failure
-                }
-            };
-            self.stats.summarized(false);
-            summarizer.failed(&failure);
-        }
-        Some(crate::intercept::summarized(pending, &self.store))
+        self.result.decide(raw, origin, view).await
     }
 
     /// One of loom's own tools answered: its answer counts against the session's saving.
@@ -646,7 +459,7 @@ impl Gateway {
     /// At the end of the session: the short report on stderr and, with `report.path`, the file
     /// (SPEC §21). Off with `report.enabled: false`.
     pub fn write_report(&self) {
-        let settings = &self.config.report;
+        let settings = &self.hub.config.report;
         if !settings.enabled {
             return;
         }
@@ -677,7 +490,7 @@ impl Gateway {
         arguments: &Option<serde_json::Map<String, serde_json::Value>>,
     ) -> rmcp::model::CallToolResult {
         let store = self.store.clone();
-        let config = self.config.clone();
+        let config = self.hub.config.clone();
         let exports = self.exports.clone();
         let tool = name.to_string();
         let arguments = arguments.clone();
@@ -792,6 +605,7 @@ impl Gateway {
     /// Rebuild the exposed catalog now; returns which lists changed.
     fn rebuild(&self) -> ListsChanged {
         let listings: Vec<ServerListing<'_>> = self
+            .hub
             .servers
             .iter()
             .filter(|s| !matches!(s.state(), ServerState::Failed { .. }))
@@ -808,16 +622,22 @@ impl Gateway {
             .chain([discovery::STATS])
             .collect();
         let mut next =
-            ExposedCatalog::build(&listings, self.config.max_tool_name_length, &reserved);
-        let compression = &self.config.compression;
+            ExposedCatalog::build(&listings, self.hub.config.max_tool_name_length, &reserved);
+        let compression = &self.hub.config.compression;
         next.apply_output_schema_policy(|route| {
-            self.servers
+            self.hub
+                .servers
                 .get(route.server)
                 .is_some_and(|s| compression.resolve(s.name(), &route.name).bypass)
         });
-        let names: Vec<String> = self.servers.iter().map(|s| s.name().to_string()).collect();
+        let names: Vec<String> = self
+            .hub
+            .servers
+            .iter()
+            .map(|s| s.name().to_string())
+            .collect();
         let found = discovery::Discovery::build(&next, &names);
-        if let Some(max) = self.config.tools.max_description_chars {
+        if let Some(max) = self.hub.config.tools.max_description_chars {
             for tool in &mut next.tools {
                 let cut = tool
                     .get("description")
@@ -945,7 +765,12 @@ impl Gateway {
                 {
                     return;
                 }
-                let name = self.servers.get(*server).map(|s| s.name()).unwrap_or("?");
+                let name = self
+                    .hub
+                    .servers
+                    .get(*server)
+                    .map(|s| s.name())
+                    .unwrap_or("?");
                 let mut params = params.clone();
                 params.logger = Some(match params.logger.take() {
                     Some(logger) => format!("{name}/{logger}"),
@@ -1030,30 +855,4 @@ struct ListsChanged {
     tools: bool,
     resources: bool,
     prompts: bool,
-}
-
-/// Store entries let go when dropped, unless `done` was set first.
-struct LetGoUnlessDone<'a> {
-    store: &'a crate::store::Store,
-    refs: Vec<String>,
-    done: bool,
-}
-
-impl Drop for LetGoUnlessDone<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            for reference in &self.refs {
-                self.store.remove(reference);
-            }
-        }
-    }
-}
-
-/// Sets its flag when dropped: a decision whose caller went away tells its blocking work to stop.
-struct CancelOnDrop(Arc<AtomicBool>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
 }

@@ -243,7 +243,7 @@ pub fn check_headers(body: &str, headers: &Headers<'_>) -> Result<(), String> {
     if envelope
         .method
         .as_deref()
-        .is_some_and(crate::gateway::era::absent_in_2026)
+        .is_some_and(crate::gateway::protocol::era::absent_in_2026)
     {
         return Ok(());
     }

@@ -13,11 +13,11 @@ use arrow::datatypes::Field;
 use serde_json::value::RawValue;
 
 use super::cells::{
-    Kind, NumberText, canonical_decimal, canonical_int, classify_number, for_each_element, kind,
-    string_content,
+    NumberText, canonical_decimal, canonical_int, classify_number, for_each_element,
 };
 use super::infer::{ColumnType, ListElement, parse_date, parse_datetime};
 use super::{IngestError, SOURCE_KEY, TYPING_KEY};
+use crate::common::json::{Kind, kind, string_content};
 
 fn mismatch(source: &str, value: &RawValue, wanted: &str) -> IngestError {
     let mut shown = value.get().to_string();

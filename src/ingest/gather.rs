@@ -14,8 +14,8 @@ use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::cells::{Key, is_whitespace, skip_whitespace};
 use super::{IngestError, MAX_COLUMNS};
+use crate::common::json::{Key, is_whitespace, skip_whitespace};
 
 /// A column before typing: its source path and one optional raw value per row.
 pub(super) struct SourceColumn<'a> {

@@ -6,9 +6,9 @@ use serde_json::value::RawValue;
 
 use super::IngestOptions;
 use super::cells::{
-    Kind, NumberText, canonical_decimal, canonical_int, classify_number, for_each_element, kind,
-    string_content,
+    NumberText, canonical_decimal, canonical_int, classify_number, for_each_element,
 };
+use crate::common::json::{Kind, kind, string_content};
 
 /// Largest integer every f64 holds exactly; an int+float column with a bigger integer would be
 /// rounded, so it stays text instead.

@@ -60,6 +60,27 @@ pub struct ColumnInfo {
     pub typing: ColumnType,
 }
 
+impl ColumnInfo {
+    /// The columns of a table loom did not type itself (a query's result, a table built by a
+    /// stage): each named as in `schema`, typed as Arrow says (`Text`: no typing of loom's), its
+    /// source its name — or, with `stored_sources`, the `loom.source` field metadata a dataset
+    /// loom wrote carries (a re-opened snapshot keeps the JSON paths its columns came from).
+    pub fn of_schema(schema: &Schema, stored_sources: bool) -> Vec<Self> {
+        schema
+            .fields()
+            .iter()
+            .map(|field| Self {
+                name: field.name().clone(),
+                source: stored_sources
+                    .then(|| field.metadata().get(SOURCE_KEY).cloned())
+                    .flatten()
+                    .unwrap_or_else(|| field.name().clone()),
+                typing: ColumnType::Text,
+            })
+            .collect()
+    }
+}
+
 /// How values are typed beyond the rules every table shares (SPEC §9.2).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IngestOptions {
@@ -90,9 +111,9 @@ fn flatten<'a>(
         let mut objects = 0;
         let all_objects = column.cells.iter().all(|cell| match cell {
             None => true,
-            Some(raw) => match cells::kind(raw) {
-                cells::Kind::Null => true,
-                cells::Kind::Object => {
+            Some(raw) => match crate::common::json::kind(raw) {
+                crate::common::json::Kind::Null => true,
+                crate::common::json::Kind::Object => {
                     objects += 1;
                     true
                 }
@@ -107,7 +128,9 @@ fn flatten<'a>(
         let mut nested = Gatherer::new(&column.path);
         let mut unreadable = false;
         for cell in &column.cells {
-            match cell.filter(|raw| cells::kind(raw) == cells::Kind::Object) {
+            match cell
+                .filter(|raw| crate::common::json::kind(raw) == crate::common::json::Kind::Object)
+            {
                 None => nested.skip_row(),
                 // An object whose keys cannot be decoded (a lone surrogate) must not become a
                 // row of nulls: the column then stays whole, as JSON text.

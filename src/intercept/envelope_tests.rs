@@ -150,7 +150,7 @@ fn envelope_with_args(columns: usize, args: Value) -> Value {
         &origin,
         &store,
         2000,
-        &crate::config::policy::Policy::tables_only(),
+        &crate::common::policy::Policy::tables_only(),
     ) {
         Outcome::Replaced(value) => value["structuredContent"].clone(),
         Outcome::PassThrough(_, why) => panic!("{columns} columns passed through: {why}"),

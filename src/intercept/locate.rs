@@ -17,8 +17,8 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::skim;
+use crate::common::json::{Kind, kind_of, string_content_of};
 use crate::ingest::RawTable;
-use crate::ingest::cells::{Kind, kind_of, string_content_of};
 
 /// How deep inside objects tables are looked for (`{"data": {"items": [...]}}` is depth 2).
 pub const NESTING_DEPTH: usize = 3;

@@ -12,11 +12,11 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 pub use crate::common::Origin;
+use crate::common::json::string_content_of;
+use crate::common::policy::Policy;
 use crate::common::text::now_rfc3339;
 use crate::common::tokens::{estimate_tokens, upper_bound_tokens};
-use crate::config::policy::Policy;
 use crate::envelope::{self, DatasetView};
-use crate::ingest::cells::string_content_of;
 use crate::ingest::{IngestOptions, ingest_json_array_with, ingest_table_with};
 use crate::store::{NewDataset, Provenance, Store};
 use locate::{FoundTable, Located, Rung};
@@ -220,6 +220,20 @@ pub fn intercept_with(
     if upper_bound_tokens(raw.get().len()) <= threshold {
         return Outcome::PassThrough(raw, "small");
     }
+    over_threshold(raw, origin, store, threshold, policy, interrupt)
+}
+
+/// The stages for a result its caller found may be over `threshold` by its bytes, and whose
+/// tool is not bypassed: the table rungs, then the firewall. The result path makes those two
+/// tests itself before it leaves the I/O thread ([`intercept_with`] makes them for the others).
+pub(crate) fn over_threshold(
+    raw: Box<RawValue>,
+    origin: &Origin,
+    store: &Arc<Store>,
+    threshold: usize,
+    policy: &Policy,
+    interrupt: &crate::reduce::Interrupt,
+) -> Outcome {
     // Never worse than no proxy: even a bug (a panic) in the data path passes the original on.
     let decided = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         replace(&raw, origin, store, threshold)

@@ -13,7 +13,7 @@
 
 use std::borrow::Cow;
 
-use crate::ingest::cells::{is_whitespace, skip_whitespace, string_content_of};
+use crate::common::json::{is_whitespace, skip_whitespace, string_content_of};
 
 /// Where four kinds of byte sit in a block of 64 (bit `i` for byte `i`): quotes, backslashes,
 /// `{` or `[`, `}` or `]`.

@@ -48,7 +48,7 @@ async fn a_large_json_text_result_becomes_an_envelope_and_a_dataset() {
         &origin(),
         &store,
         2000,
-        &crate::config::policy::Policy::tables_only(),
+        &crate::common::policy::Policy::tables_only(),
     ));
     let envelope = &value["structuredContent"];
     assert_eq!(envelope["kind"], "loom_dataset_ref");
@@ -89,7 +89,7 @@ async fn several_tables_in_structured_content_with_context() {
         &origin(),
         &store,
         2000,
-        &crate::config::policy::Policy::tables_only(),
+        &crate::common::policy::Policy::tables_only(),
     ));
     let envelope = &value["structuredContent"];
     assert_eq!(
@@ -126,7 +126,7 @@ async fn a_result_of_thousands_of_tables_makes_no_datasets() {
         &origin(),
         &store,
         2000,
-        &crate::config::policy::Policy::tables_only(),
+        &crate::common::policy::Policy::tables_only(),
     );
     assert!(!matches!(outcome, Outcome::Replaced(_)));
     assert!(store.list().is_empty(), "{} datasets", store.list().len());
@@ -140,7 +140,7 @@ async fn a_result_of_thousands_of_tables_makes_no_datasets() {
         &origin(),
         &store,
         200,
-        &crate::config::policy::Policy::tables_only(),
+        &crate::common::policy::Policy::tables_only(),
     ));
     assert_eq!(
         value["structuredContent"]["datasets"]
@@ -160,7 +160,7 @@ async fn what_must_pass_through_does() {
             &origin(),
             &store,
             2000,
-            &crate::config::policy::Policy::tables_only()
+            &crate::common::policy::Policy::tables_only()
         ),
         Outcome::PassThrough(_, "small")
     ));
@@ -179,7 +179,7 @@ async fn what_must_pass_through_does() {
             &origin(),
             &store,
             2000,
-            &crate::config::policy::Policy::tables_only(),
+            &crate::common::policy::Policy::tables_only(),
         ) {
             Outcome::PassThrough(bytes, _) => assert_eq!(bytes.get(), text),
             Outcome::Replaced(v) | Outcome::Reduced(v) => panic!("replaced: {v}"),
@@ -203,7 +203,7 @@ async fn a_text_copy_of_the_structured_content_is_not_lost_data() {
         &origin(),
         &store,
         2000,
-        &crate::config::policy::Policy::tables_only(),
+        &crate::common::policy::Policy::tables_only(),
     ));
     assert_eq!(
         value["structuredContent"]["context"]["content.preamble"],
@@ -233,7 +233,7 @@ async fn a_pretty_printed_copy_of_the_structured_content_is_recognised() {
         &origin(),
         &store,
         2000,
-        &crate::config::policy::Policy::tables_only(),
+        &crate::common::policy::Policy::tables_only(),
     ));
     let datasets = value["structuredContent"]["datasets"]
         .as_array()
@@ -258,7 +258,7 @@ async fn a_pretty_printed_copy_of_the_structured_content_is_recognised() {
             &origin(),
             &store,
             2000,
-            &crate::config::policy::Policy::tables_only()
+            &crate::common::policy::Policy::tables_only()
         ),
         Outcome::PassThrough(..)
     ));
@@ -390,7 +390,7 @@ async fn a_pretty_printed_copy_of_a_table_is_recognised() {
         &origin(),
         &store,
         2000,
-        &crate::config::policy::Policy::tables_only(),
+        &crate::common::policy::Policy::tables_only(),
     ));
     assert_eq!(value["structuredContent"]["rows"], 300, "{value}");
 }

@@ -346,7 +346,7 @@ impl Drop for Waiting<'_> {
 
 impl Summarizer {
     pub fn new(config: LlmConfig) -> Result<Self, String> {
-        crate::downstream::http::install_crypto_provider();
+        crate::common::tls::install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             // A redirect would carry the key to wherever it points.

@@ -28,9 +28,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::common::policy::Policy;
 use crate::common::text::{now_rfc3339, thousands};
 use crate::common::{MAX_DATASETS_PER_RESULT, Origin};
-use crate::config::policy::Policy;
 use crate::ingest::{IngestOptions, ingest_json_array_with};
 use crate::store::document::DocumentKind;
 use crate::store::{Dataset, NewDataset, Provenance, Store};

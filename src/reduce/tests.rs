@@ -331,14 +331,7 @@ fn a_cancelled_reduction_stops_and_lets_go_of_what_it_held() {
 fn a_page_of_forty_thousand_tables_makes_at_most_the_capped_datasets() {
     use crate::store::document::Content;
     let store = Store::new(StoreSettings::default()).expect("store");
-    let tables: String = (0..40_000)
-        .map(|i| {
-            format!(
-                "<table><tr><th>k</th><th>v</th></tr><tr><td>{i}</td><td>a{i}</td></tr>\
-                 <tr><td>{i}</td><td>b{i}</td></tr></table>"
-            )
-        })
-        .collect();
+    let tables: String = crate::common::hostile::many_tables(40_000);
     // Text on the page shaped like loom's placeholder is the page's text, left alone.
     let html = format!(
         "<!doctype html><html><body><main><h1>Tables</h1><p>{{loom-table-0}} is text.</p>\

@@ -476,15 +476,7 @@ impl Store {
             (_, Some(batch)) => document::plain_profile(&schema, batch),
         };
         let columns = if columns.is_empty() {
-            schema
-                .fields()
-                .iter()
-                .map(|f| ColumnInfo {
-                    name: f.name().clone(),
-                    source: f.name().clone(),
-                    typing: crate::ingest::ColumnType::Text,
-                })
-                .collect()
+            ColumnInfo::of_schema(&schema, false)
         } else {
             columns
         };

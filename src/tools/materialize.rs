@@ -44,7 +44,7 @@ pub async fn materialize(
         Ok(output) => output,
         Err(error) => return query_error("loom_materialize", &error, store),
     };
-    let columns = query_columns(&output.schema);
+    let columns = crate::ingest::ColumnInfo::of_schema(&output.schema, false);
     let added = store.add(NewDataset {
         server: "view".into(),
         tool: name.to_string(),

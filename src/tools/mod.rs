@@ -161,19 +161,6 @@ pub fn tools() -> Vec<Tool> {
     ]
 }
 
-/// Column infos for a dataset made by a query: names are the query's, types are Arrow's own.
-fn query_columns(schema: &arrow::datatypes::SchemaRef) -> Vec<crate::ingest::ColumnInfo> {
-    schema
-        .fields()
-        .iter()
-        .map(|f| crate::ingest::ColumnInfo {
-            name: f.name().clone(),
-            source: f.name().clone(),
-            typing: crate::ingest::ColumnType::Text,
-        })
-        .collect()
-}
-
 /// A result carrying `value` as text and as structured content.
 pub fn json_result(value: Value) -> CallToolResult {
     let mut result = CallToolResult::success(vec![ContentBlock::text(value.to_string())]);
@@ -310,7 +297,7 @@ mod tests {
             &origin,
             &store,
             2000,
-            &crate::config::policy::Policy::tables_only(),
+            &crate::common::policy::Policy::tables_only(),
         ) {
             Outcome::Replaced(value) => value["structuredContent"].clone(),
             Outcome::PassThrough(_, why) => panic!("passed through: {why}"),

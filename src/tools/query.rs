@@ -76,7 +76,7 @@ pub async fn query(
         .sum::<usize>()
         / 4;
     // Too large to show: keep it as an implicit dataset and describe it instead.
-    let infos = query_columns(&schema);
+    let infos = crate::ingest::ColumnInfo::of_schema(&schema, false);
     let added = store.add(NewDataset {
         server: "query".into(),
         tool: "result".into(),

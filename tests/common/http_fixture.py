@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A Streamable HTTP MCP server with exact control over its bytes and its failures.
 
-The remote-server tests (tests/remote.rs) need what a well-behaved SDK server will not do on
+The remote-server tests (tests/integration/remote.rs) need what a well-behaved SDK server will not do on
 purpose: answer with byte strings chosen in advance (odd key order, `2.50`, unknown fields),
 stop an SSE stream in the middle of an event, require a token, answer HTML, forget its
 sessions. Standard library only, so it runs wherever python3 does.

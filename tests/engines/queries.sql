@@ -1,4 +1,4 @@
--- The queries tests/engines runs on every engine over a snapshot loom wrote (tests/snapshot.rs
+-- The queries tests/engines runs on every engine over a snapshot loom wrote (tests/integration/snapshot.rs
 -- makes the session and loom query's answers). One statement per line; `[no-spark]` marks a query
 -- over a table catalog.spark.sql leaves out (nanosecond timestamps Spark cannot read),
 -- `[no-duckdb]` one over columns whose names differ only in case (DuckDB matches names

@@ -1,6 +1,6 @@
 """Engines other than loom open a snapshot loom wrote, and give loom's answers.
 
-Run by tests/snapshot.rs (`engines_read_a_snapshot_with_loom_s_answers`) with:
+Run by tests/integration/snapshot.rs (`engines_read_a_snapshot_with_loom_s_answers`) with:
   LOOM_SNAPSHOT_ROOT   the snapshot root (a directory)
   LOOM_SESSION_FOLDER  the session's folder under it (session_id=...)
   LOOM_EXPECTED        a JSON file: {"queries": [{"sql", "spark", "duckdb"}], "answers": [rows...],

@@ -62,7 +62,7 @@ def fw(dp: DataSetup) -> DataSetup:
 
 
 def a_log(lines: int = 10_000) -> str:
-    """The log of tests/firewall.rs: INFO lines, one ERROR on line 3, a SUMMARY line last
+    """The log of tests/integration/firewall.rs: INFO lines, one ERROR on line 3, a SUMMARY line last
     (`lines` + 1 lines, no final newline)."""
     out = [
         ERROR_LINE if n == 3 else f"2026-12-01T00:{n // 60 % 60:02d}:{n % 60:02d}Z INFO request {n} served in {n % 17} ms"

@@ -18,10 +18,9 @@ in tests/interop/constraints.txt) ships `schema/<version>.json` for the versions
 (2025-11-25 and 2026-07-28), copied from the specification repository at the commits recorded in
 its `schema/PINNED.json`; the wheel does not, so .ci/setup-interop unpacks them into
 .ci/venv/mcp-schema/<mcp version>/. No registry package ships the schemas of 2024-11-05,
-2025-03-26 and 2025-06-18: a session on one of those versions is validated against
-`tests/interop/schemas/<version>.json` when that file exists, else against the oldest shipped
-schema (2025-11-25, which accepts every shape those versions define and a few later ones). The
-test id names the schema used, e.g. `2025-06-18-vs-2025-11-25`.
+2025-03-26 and 2025-06-18, so those are kept unchanged in tests/interop/schemas/<version>.json
+(copied from the specification repository; its README names the commit). Every version is
+validated against its own schema: a missing one fails, it never falls back to another version's.
 
 Environment: LOOM_BIN (default target/debug/loom), LOOM_FIXTURE_BIN (default: loom-fixture next
 to LOOM_BIN), LOOM_MCP_SCHEMA_DIR (a directory of `<version>.json` and PINNED.json, instead of
@@ -172,10 +171,11 @@ def schema_for(version: str) -> Schema:
     elif (VENDORED_SCHEMA_DIR / f"{version}.json").is_file():
         path = VENDORED_SCHEMA_DIR / f"{version}.json"
     else:
-        newer = sorted(v for v in shipped if v >= version)
-        if not newer:
-            raise FileNotFoundError(f"no schema for {version} nor a newer one in {shipped_schema_dir()}")
-        path = shipped[newer[0]]
+        raise FileNotFoundError(
+            f"no schema for {version} in {shipped_schema_dir()} nor in {VENDORED_SCHEMA_DIR}: "
+            "copy schema/<version>/schema.json from the specification repository there "
+            "(tests/interop/schemas/README.md)"
+        )
     return Schema(version=path.stem, path=path, doc=_load(path))
 
 
@@ -223,6 +223,13 @@ def test_schemas_are_the_pinned_official_files() -> None:
     bad_error = {"jsonrpc": "2.0", "id": 1, "error": {"code": "x"}}
     for schema in (legacy, modern):
         assert list(schema.validator("JSONRPCErrorResponse").iter_errors(bad_error))
+    # The older versions have schemas of their own (draft-07), and those reject too.
+    for version in INITIALIZE_VERSIONS:
+        own = schema_for(version)
+        assert own.version == version, (version, own.path)
+        assert not list(own.validator("CallToolResult").iter_errors(good)), version
+        assert list(own.validator("CallToolResult").iter_errors({"content": [{"text": "no type"}]})), version
+        assert list(own.validator(own.first_defined("JSONRPCErrorResponse", "JSONRPCError")).iter_errors(bad_error)), version
     # Cacheable results of 2026-07-28 need their cache hints.
     listed = {"resultType": "complete", "tools": []}
     messages = sorted(e.message for e in modern.validator("ListToolsResult").iter_errors(listed))

@@ -355,7 +355,7 @@ mod tests {
             &origin,
             &store,
             500,
-            &crate::config::policy::Policy::tables_only(),
+            &crate::common::policy::Policy::tables_only(),
         ) {
             Outcome::Replaced(value) => Some(value["structuredContent"].clone()),
             Outcome::PassThrough(..)

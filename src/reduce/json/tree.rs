@@ -137,8 +137,8 @@ impl<'de: 'a, 'a> Visitor<'de> for NodeVisitor<'a> {
     }
     fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
         let mut members: Members<'a> = Vec::with_capacity(map.size_hint().unwrap_or(0).min(4096));
-        while let Some(crate::ingest::cells::Key(key)) =
-            map.next_key::<crate::ingest::cells::Key<'de>>()?
+        while let Some(crate::common::json::Key(key)) =
+            map.next_key::<crate::common::json::Key<'de>>()?
         {
             let value: Node<'a> = map.next_value()?;
             members.push((key, value));

@@ -1,7 +1,7 @@
 //! Start, supervision and shutdown of loom and its children, the child environment, and the
 //! `loom check` command.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::Command;

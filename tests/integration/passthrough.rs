@@ -1,7 +1,7 @@
 //! Passthrough is byte-identical: the `result` a client gets through loom is exactly what the
 //! server sent, compared on the wire against a direct connection to the same server.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

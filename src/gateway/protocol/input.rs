@@ -27,9 +27,9 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Map, Value, json};
 
-use super::Gateway;
-use super::forward::{ForwardError, Forwarded, Running, Waited};
 use crate::downstream::callers::{Ask, AskKind};
+use crate::gateway::Gateway;
+use crate::gateway::forward::{ForwardError, Forwarded, Running, Waited};
 
 /// How long a call waits for its client to come back with the answers; then the server's
 /// requests are answered with an error and the call is cancelled downstream.
@@ -41,14 +41,14 @@ pub const MAX_WAITING: usize = 256;
 
 /// The request a call was made with: a retry must name the same.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Call {
+pub(in crate::gateway) struct Call {
     pub method: &'static str,
     /// The exposed tool or prompt name, or the resource URI.
     pub target: String,
     pub arguments: Option<Value>,
     /// Where the exposed tool led when the call was made: a retry goes on with the call there
     /// even if the tool has left the catalog since (its server relisted its tools).
-    pub route: Option<super::catalog::Route>,
+    pub route: Option<crate::gateway::catalog::Route>,
 }
 
 /// What a call waits with.
@@ -90,14 +90,14 @@ struct Waiting {
 
 /// Every call of a session that waits for input, by `requestState`.
 #[derive(Default)]
-pub(super) struct Suspended {
+pub(in crate::gateway) struct Suspended {
     table: Arc<Mutex<HashMap<String, Waiting>>>,
     keys: Arc<Keys>,
 }
 
 /// The keys a session's questions are asked under: never the same twice in a session.
 #[derive(Default)]
-pub(super) struct Keys(AtomicU64);
+pub(in crate::gateway) struct Keys(AtomicU64);
 
 impl Keys {
     pub fn next(&self, kind: AskKind) -> String {
@@ -126,7 +126,7 @@ impl Suspended {
     }
 
     /// The route of the tool call waiting under `state` for exposed tool `target`, if one does.
-    pub fn route_of(&self, state: &str, target: &str) -> Option<super::catalog::Route> {
+    pub fn route_of(&self, state: &str, target: &str) -> Option<crate::gateway::catalog::Route> {
         let table = self.lock();
         let waiting = table.get(state)?;
         (waiting.call.method == "tools/call" && waiting.call.target == target)
@@ -144,7 +144,7 @@ impl Suspended {
 }
 
 /// What a call came to: the server's answer, or `input_required` for the client.
-pub(super) enum Reply {
+pub(in crate::gateway) enum Reply {
     Done(Forwarded),
     Input(Box<ServerResult>),
 }
@@ -226,7 +226,7 @@ fn unknown_state() -> McpError {
 impl Gateway {
     /// Run `request` until its answer — or, for a 2026-07-28 client, until the server asks
     /// its client something: then the call waits and the client gets `input_required`.
-    pub(super) async fn call(
+    pub(in crate::gateway) async fn call(
         &self,
         index: usize,
         request: rmcp::model::ClientRequest,
@@ -236,6 +236,7 @@ impl Gateway {
         // Kept to be made again should the server want a URL flow finished first, or answer
         // with `input_required` itself (a 2026-07-28 server).
         let modern_server = self
+            .hub
             .servers
             .get(index)
             .and_then(|server| server.live().ok())
@@ -273,7 +274,7 @@ impl Gateway {
 
     /// Follow a direct-path call whose server has asked `asks` (the direct path waits inline
     /// until then, src/gateway/direct.rs) to its answer or to `input_required`.
-    pub(super) async fn follow_asked(
+    pub(in crate::gateway) async fn follow_asked(
         &self,
         running: Running,
         asks: Vec<Ask>,
@@ -290,7 +291,7 @@ impl Gateway {
     /// The server answered -32042 (URL elicitation required, 2025-11-25): a 2026-07-28 client
     /// that takes URL-mode elicitation gets the URLs as `input_required`, and its retry makes
     /// the call again; any other client gets the server's error.
-    pub(super) fn url_first(
+    pub(in crate::gateway) fn url_first(
         &self,
         index: usize,
         request: rmcp::model::ClientRequest,
@@ -336,7 +337,7 @@ impl Gateway {
 
     /// [`Gateway::call`] of a request that waits for MCP task `task` (`tasks/result`): the
     /// server's questions tied to the task are for it.
-    pub(super) async fn call_for_task(
+    pub(in crate::gateway) async fn call_for_task(
         &self,
         index: usize,
         request: rmcp::model::ClientRequest,
@@ -349,7 +350,7 @@ impl Gateway {
             self.start_call(index, request, context, timeout, true, Some(task.clone()))?;
         // Given up on, the task is cancelled on its server too (every way a call is abandoned,
         // the first request's or a retry's).
-        if let Some(Ok(live)) = self.servers.get(index).map(|s| s.live()) {
+        if let Some(Ok(live)) = self.hub.servers.get(index).map(|s| s.live()) {
             let peer = live.peer.clone();
             running.on_abandon(move || {
                 let request = rmcp::model::ClientRequest::CustomRequest(
@@ -367,7 +368,7 @@ impl Gateway {
     /// answers go to the server's waiting requests and the call goes on. A state loom does
     /// not hold, a retry that names another call, an answer to a question that was not asked
     /// or that is not a result of its kind: -32602, and nothing is delivered.
-    pub(super) async fn resume(
+    pub(in crate::gateway) async fn resume(
         &self,
         state: &str,
         responses: Option<&InputResponses>,
@@ -648,7 +649,7 @@ fn expire_later(table: Weak<Mutex<HashMap<String, Waiting>>>, state: String) {
 /// what that revision does not have in them (`_meta`, `task`, the URL elicitation's
 /// `elicitationId` — the server gets the answer to its own request either way — and members of
 /// `requestedSchema` other than `$schema`, `type`, `properties` and `required`).
-pub(super) fn input_request(ask: &Ask) -> Value {
+pub(in crate::gateway) fn input_request(ask: &Ask) -> Value {
     let mut entry = Map::new();
     entry.insert("method".into(), Value::String(ask.kind.method().into()));
     if let Value::Object(params) = &ask.params {
@@ -724,7 +725,11 @@ fn check_retry(
 }
 
 /// Whether `answer` is a result of the kind `ask` asked for.
-pub(super) fn check_answer(key: &str, ask: &Ask, answer: &Value) -> Result<(), McpError> {
+pub(in crate::gateway) fn check_answer(
+    key: &str,
+    ask: &Ask,
+    answer: &Value,
+) -> Result<(), McpError> {
     let fits = match ask.kind {
         AskKind::Elicitation => serde_json::from_value::<ElicitResult>(answer.clone()).is_ok(),
         AskKind::Sampling => serde_json::from_value::<CreateMessageResult>(answer.clone()).is_ok(),

@@ -2,7 +2,7 @@
 //! result whose only content is a large CSV (or markdown) text; loom replaces it with an envelope
 //! whose provenance names the rung, and `loom_query` sees every row, typed.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

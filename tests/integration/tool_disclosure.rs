@@ -4,7 +4,7 @@
 //! holds, descriptions can be cut, and the session report counts what happened without ever
 //! containing arguments or output.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -3,7 +3,7 @@
 //! security-relevant output is never shortened in silence, `bypass` leaves results alone, and
 //! hostile input never takes loom down.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! fixture servers, driven with plain HTTP requests so that status codes, headers and body
 //! bytes can be asserted. (The official clients over HTTP are in tests/interop/test_http_serve.py.)
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -2,7 +2,7 @@
 //! HTTP server process (`tests/common/http_fixture.py`, which can be made to misbehave on
 //! purpose), driven over stdio the way a client drives it.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::Child;

@@ -1,8 +1,7 @@
 //! Session snapshots through a real loom, re-opened by `loom query`.
 
-mod common;
-#[path = "common/s3.rs"]
-mod s3;
+use crate::common;
+use crate::s3;
 
 use std::process::Command;
 

@@ -27,12 +27,13 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::catalog::Route;
-use super::forward::{ForwardError, Forwarded, Launch, Running, Waited, input_answerer};
 use super::input::{Call, Reply};
-use super::{Decided, Gateway};
 use crate::downstream::callers::Ask;
+use crate::gateway::Gateway;
+use crate::gateway::catalog::Route;
+use crate::gateway::forward::{ForwardError, Forwarded, Launch, Running, Waited, input_answerer};
 use crate::intercept::Origin;
+use crate::result::Decision;
 
 /// The extension's name, in `capabilities.extensions`.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -55,7 +56,7 @@ pub fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
 }
 
 /// One task created for a 2026-07-28 client.
-pub(super) struct Bridged {
+pub(in crate::gateway) struct Bridged {
     server: usize,
     origin: Origin,
     asks: Mutex<TaskAsks>,
@@ -119,7 +120,7 @@ impl TaskAsks {
 
 /// The tasks of one session, by id, and their ids oldest first.
 #[derive(Default)]
-pub(super) struct BridgedTasks {
+pub(in crate::gateway) struct BridgedTasks {
     inner: Mutex<TaskTable>,
 }
 
@@ -244,7 +245,7 @@ impl Gateway {
     /// task and waits for its result (a 2026-07-28 client's questions during it become
     /// `input_required` as for any call). `callTimeoutMs` bounds the whole; when it passes,
     /// the task is cancelled on the server.
-    pub(super) async fn run_task(
+    pub(in crate::gateway) async fn run_task(
         &self,
         route: &Route,
         arguments: Option<&Map<String, Value>>,
@@ -272,7 +273,7 @@ impl Gateway {
     /// A `tools/call` of a task tool from a 2026-07-28 client that declared the extension:
     /// the task is created on the server and the client gets it as the extension's
     /// `CreateTaskResult` (`resultType: "task"`).
-    pub(super) async fn create_extension_task(
+    pub(in crate::gateway) async fn create_extension_task(
         &self,
         route: &Route,
         arguments: Option<&Map<String, Value>>,
@@ -319,7 +320,7 @@ impl Gateway {
     }
 
     /// `tasks/get`, `tasks/update` and `tasks/cancel` in the extension's shape.
-    pub(super) async fn extension_task_request(
+    pub(in crate::gateway) async fn extension_task_request(
         &self,
         method: &str,
         params: &Map<String, Value>,
@@ -359,7 +360,7 @@ impl Gateway {
                     "tasks/cancel",
                     Some(json!({"taskId": id})),
                 ));
-                let server = self.servers[task.server].name().to_string();
+                let server = self.hub.servers[task.server].name().to_string();
                 self.forward(task.server, request, context)
                     .await
                     .map_err(|e| e.into_rpc_error(&server, &format!("`tasks/cancel` of `{id}`")))?;
@@ -375,7 +376,7 @@ impl Gateway {
         task: &Arc<Bridged>,
         context: &RequestContext<RoleServer>,
     ) -> Result<ServerResult, McpError> {
-        let server = self.servers[task.server].name().to_string();
+        let server = self.hub.servers[task.server].name().to_string();
         let request = ClientRequest::CustomRequest(CustomRequest::new(
             "tasks/get",
             Some(json!({"taskId": id})),
@@ -453,7 +454,7 @@ impl Gateway {
             let _ = tokio::time::timeout(RESULT_GRACE, arrived).await;
         }
         let outcome = lock(&task.outcome).take()?;
-        let server = self.servers[task.server].name().to_string();
+        let server = self.hub.servers[task.server].name().to_string();
         let known = match outcome {
             Ok(forwarded) => {
                 let raw = match forwarded {
@@ -462,8 +463,8 @@ impl Gateway {
                 };
                 match raw {
                     Some(raw) => match self.decide(raw, task.origin.clone()).await {
-                        Decided::PassThrough(raw, _keep) => Ok(raw),
-                        Decided::Built(result) => serde_json::value::to_raw_value(&*result)
+                        Decision::PassThrough(raw, _keep) => Ok(raw),
+                        Decision::Built(result) => serde_json::value::to_raw_value(&*result)
                             .map_err(|e| McpError::internal_error(format!("tasks/get: {e}"), None)),
                     },
                     None => Err(McpError::internal_error(

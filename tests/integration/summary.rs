@@ -2,7 +2,7 @@
 //! OpenAI-compatible endpoint process (`tests/common/llm_endpoint.py`) that answers, fails in
 //! every way an endpoint can, and records what it was sent.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Child;

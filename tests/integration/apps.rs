@@ -4,7 +4,7 @@
 //! `_meta`, `resources/list` and `resources/read`. Real processes: loom and the fixture with
 //! `--app`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

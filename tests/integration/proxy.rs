@@ -1,7 +1,7 @@
 //! The gateway's behaviour as a client sees it: names, routing, errors, timeouts, cancellation,
 //! progress, server→client requests, list changes and tool filters.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! The data plane end to end through a real loom process: large results become envelopes, the
 //! model queries them exactly, joins across servers, and small results still pass untouched.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

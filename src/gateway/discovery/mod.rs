@@ -3,6 +3,8 @@
 //! returns joins `tools/list` for the rest of the session. `loom_stats` gives the session's
 //! savings live (SPEC §21).
 
+pub mod search;
+
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -10,12 +12,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value, json};
 
-use super::search::{self, ToolIndex, ToolText};
 use super::{ExposedCatalog, Gateway};
 use crate::config::{ToolsMode, glob_match};
 use crate::downstream::ToolDef;
 use crate::report::Size;
 use crate::tools::{error_result, json_result, object_schema, read_only};
+use search::{ToolIndex, ToolText};
 
 pub const CATEGORIES: &str = "loom_tool_categories";
 pub const FIND: &str = "loom_find_tools";
@@ -197,12 +199,13 @@ fn tool_name(tool: &ToolDef) -> &str {
 impl Gateway {
     /// Whether `pinned` (exposed names, `server/tool` or globs of either) names this tool.
     fn pinned(&self, exposed: &ExposedCatalog, name: &str) -> bool {
-        let patterns = &self.config.tools.pinned;
+        let patterns = &self.hub.config.tools.pinned;
         if patterns.is_empty() {
             return false;
         }
         let qualified = exposed.tool_route(name).and_then(|route| {
-            self.servers
+            self.hub
+                .servers
                 .get(route.server)
                 .map(|s| format!("{}/{}", s.name(), route.name))
         });
@@ -213,14 +216,14 @@ impl Gateway {
 
     /// The tools `tools/list` shows in the configured mode (SPEC §20.1), in catalog order.
     pub(crate) fn visible_tools<'c>(&self, exposed: &'c ExposedCatalog) -> Vec<&'c ToolDef> {
-        let cut = self.config.tools.max_description_chars.is_some();
+        let cut = self.hub.config.tools.max_description_chars.is_some();
         exposed
             .tools
             .iter()
             .filter(|tool| {
                 let name = tool_name(tool);
                 let discovery = DISCOVERY_NAMES.contains(&name);
-                match self.config.tools.mode {
+                match self.hub.config.tools.mode {
                     ToolsMode::All => !discovery || (cut && name == FIND),
                     ToolsMode::Search => {
                         discovery
@@ -237,6 +240,7 @@ impl Gateway {
     pub(crate) fn tool_categories(&self) -> CallToolResult {
         let discovery = self.discovery();
         let servers: Vec<Value> = self
+            .hub
             .servers
             .iter()
             .map(|server| {
@@ -342,13 +346,15 @@ impl Gateway {
             .filter(|name| !self.pinned(&exposed, name))
             .cloned()
             .collect();
-        let joined = self.config.tools.mode == ToolsMode::Search
-            && self.joined.add(&newest_last, self.config.tools.max_joined);
+        let joined = self.hub.config.tools.mode == ToolsMode::Search
+            && self
+                .joined
+                .add(&newest_last, self.hub.config.tools.max_joined);
         if joined {
             self.mark_tools_changed();
         }
-        let how = match self.config.tools.mode {
-            ToolsMode::Search if self.config.tools.max_joined > 0 => {
+        let how = match self.hub.config.tools.mode {
+            ToolsMode::Search if self.hub.config.tools.max_joined > 0 => {
                 "Call a tool by its name (found tools join tools/list) or with loom_call."
             }
             ToolsMode::Search => "Call a tool with loom_call.",

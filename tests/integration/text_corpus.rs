@@ -462,8 +462,8 @@ fn a_table_cut_anywhere_before_a_marker_is_an_exact_prefix() {
         .expect("property");
 }
 
-/// For looking into one case: `LOOM_TEXT_CASE=csv_users cargo test --test text_corpus explain
-/// -- --ignored --nocapture` prints what each rung made of it.
+/// For looking into one case: `LOOM_TEXT_CASE=csv_users cargo test --test integration
+/// text_corpus::explain -- --ignored --nocapture` prints what each rung made of it.
 #[test]
 #[ignore]
 fn explain() {

@@ -9,7 +9,7 @@
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    ClientRequest, CustomResult, ErrorCode, ProtocolVersion, ResultType, ServerResult,
+    ClientRequest, ContentBlock, CustomResult, ErrorCode, ProtocolVersion, ResultType, ServerResult,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::value::RawValue;
@@ -125,6 +125,12 @@ impl Era {
         })
     }
 
+    /// Whether the client of this request predates `resource_link` blocks
+    /// ([`predates_resource_links`]).
+    pub fn request_predates_resource_links(context: &RequestContext<RoleServer>) -> bool {
+        predates_resource_links(context.protocol_version().as_ref().map(|v| v.as_str()))
+    }
+
     pub fn request_has_tasks(context: &RequestContext<RoleServer>) -> bool {
         Self::has_tasks(context.protocol_version().as_ref().map(|v| v.as_str()))
     }
@@ -190,6 +196,131 @@ impl Era {
             Self::Initialize => raw,
         }
     }
+}
+
+/// The first protocol version with `resource_link` content blocks.
+const RESOURCE_LINKS_SINCE: &str = "2025-06-18";
+
+/// Whether a client of protocol `version` predates `resource_link` content blocks (2024-11-05,
+/// 2025-03-26): servers speak a newer version to loom than such a client does, and a strict
+/// client of those versions refuses a block kind it does not know.
+pub fn predates_resource_links(version: Option<&str>) -> bool {
+    version.is_some_and(|v| v < RESOURCE_LINKS_SINCE)
+}
+
+/// A `resource_link` block as a client that predates them can take it: a text block whose text
+/// is the link's own JSON (every member kept, so nothing the server said is lost or altered).
+fn link_as_text(link: &str) -> String {
+    serde_json::json!({"type": "text", "text": link}).to_string()
+}
+
+/// A passed-through result for a client that predates `resource_link` blocks (SPEC §5.7): each
+/// such block of a tool result's `content` or a prompt message's `content` becomes
+/// [`link_as_text`]; every other byte is the server's.
+pub fn raw_without_resource_links(raw: Box<RawValue>) -> Box<RawValue> {
+    if memchr::memmem::find(raw.get().as_bytes(), b"resource_link").is_none() {
+        return raw;
+    }
+    let rewritten = with_members_rewritten(&raw, |key, value| match key {
+        "content" => blocks_without_links(value),
+        "messages" => messages_without_links(value),
+        _ => None,
+    });
+    rewritten
+        .and_then(|text| RawValue::from_string(text).ok())
+        .unwrap_or(raw)
+}
+
+/// The object `object` with the members `rewrite` gives new text for (`None`: kept as they are),
+/// every other member's bytes kept; `None` when nothing was rewritten or it is not an object.
+fn with_members_rewritten(
+    object: &RawValue,
+    rewrite: impl Fn(&str, &RawValue) -> Option<String>,
+) -> Option<String> {
+    let Ordered(members) = serde_json::from_str::<Ordered<'_>>(object.get()).ok()?;
+    let mut changed = false;
+    let mut out = String::with_capacity(object.get().len() + 64);
+    out.push('{');
+    for (n, (key, value)) in members.iter().enumerate() {
+        if n > 0 {
+            out.push(',');
+        }
+        out.push_str(&serde_json::to_string(key).unwrap_or_default());
+        out.push(':');
+        let new = rewrite(key, value);
+        changed |= new.is_some();
+        out.push_str(new.as_deref().unwrap_or(value.get()));
+    }
+    out.push('}');
+    changed.then_some(out)
+}
+
+/// The block itself rewritten when it is a `resource_link`.
+fn block_without_link(block: &RawValue) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "type", borrow, default)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+    }
+    let kind = serde_json::from_str::<Kind<'_>>(block.get()).ok()?;
+    (kind.kind.as_deref() == Some("resource_link")).then(|| link_as_text(block.get()))
+}
+
+/// A `content` array with its links rewritten, or `None` when none was.
+fn blocks_without_links(content: &RawValue) -> Option<String> {
+    let blocks = serde_json::from_str::<Vec<&RawValue>>(content.get()).ok()?;
+    let rewritten: Vec<Option<String>> = blocks.iter().map(|b| block_without_link(b)).collect();
+    joined_if_any(&blocks, &rewritten)
+}
+
+/// A prompt's `messages` with each message's link rewritten, or `None` when none was.
+fn messages_without_links(messages: &RawValue) -> Option<String> {
+    let list = serde_json::from_str::<Vec<&RawValue>>(messages.get()).ok()?;
+    let rewritten: Vec<Option<String>> = list
+        .iter()
+        .map(|message| {
+            with_members_rewritten(message, |key, value| {
+                (key == "content")
+                    .then(|| block_without_link(value))
+                    .flatten()
+            })
+        })
+        .collect();
+    joined_if_any(&list, &rewritten)
+}
+
+/// `[…]` of `items`, each replaced by its rewriting where it has one; `None` when none has.
+fn joined_if_any(items: &[&RawValue], rewritten: &[Option<String>]) -> Option<String> {
+    if rewritten.iter().all(Option::is_none) {
+        return None;
+    }
+    let parts: Vec<&str> = items
+        .iter()
+        .zip(rewritten)
+        .map(|(item, new)| new.as_deref().unwrap_or(item.get()))
+        .collect();
+    Some(format!("[{}]", parts.join(",")))
+}
+
+/// A result loom built, for a client that predates `resource_link` blocks: the same rewriting
+/// as [`raw_without_resource_links`] on tool results and prompts.
+pub fn built_without_resource_links(mut result: ServerResult) -> ServerResult {
+    let as_text = |block: &mut ContentBlock| {
+        if let ContentBlock::ResourceLink(link) = block
+            && let Ok(json) = serde_json::to_string(&ContentBlock::ResourceLink(link.clone()))
+        {
+            *block = ContentBlock::text(json);
+        }
+    };
+    match &mut result {
+        ServerResult::CallToolResult(call) => call.content.iter_mut().for_each(as_text),
+        ServerResult::GetPromptResult(prompt) => prompt
+            .messages
+            .iter_mut()
+            .for_each(|m| as_text(&mut m.content)),
+        _ => {}
+    }
+    result
 }
 
 /// An object's members in order, their values as text borrowed from it.
@@ -474,6 +605,58 @@ mod tests {
         );
         let empty = Era::Initialize.shape_built(ServerResult::empty(()));
         assert_eq!(serde_json::to_value(&empty).expect("encodes"), json!({}));
+    }
+
+    #[test]
+    fn resource_links_reach_older_clients_as_their_own_json_in_text() {
+        use super::{
+            built_without_resource_links, predates_resource_links, raw_without_resource_links,
+        };
+        assert!(predates_resource_links(Some("2024-11-05")));
+        assert!(predates_resource_links(Some("2025-03-26")));
+        assert!(!predates_resource_links(Some("2025-06-18")));
+        assert!(!predates_resource_links(None));
+
+        let link = r#"{"type":"resource_link","uri":"fixture://greeting","name":"g","size":1.50}"#;
+        let text = serde_json::to_string(link).expect("string");
+        let tool =
+            format!(r#"{{"content":[{{"type":"text","text":"a"}}, {link}],"isError":false}}"#);
+        assert_eq!(
+            raw_without_resource_links(raw(&tool)).get(),
+            format!(
+                r#"{{"content":[{{"type":"text","text":"a"}},{{"type":"text","text":{text}}}],"isError":false}}"#
+            )
+        );
+        let prompt = format!(
+            r#"{{"description":"d","messages":[{{"role":"user","content":{link}}},{{"role":"user", "content":{{"type":"text","text":"b"}}}}]}}"#
+        );
+        assert_eq!(
+            raw_without_resource_links(raw(&prompt)).get(),
+            format!(
+                r#"{{"description":"d","messages":[{{"role":"user","content":{{"type":"text","text":{text}}}}},{{"role":"user", "content":{{"type":"text","text":"b"}}}}]}}"#
+            )
+        );
+        // No link (the word only in a text): the server's bytes, untouched.
+        let plain = r#"{"content":[{"type":"text","text":"resource_link"}], "x": 1.50}"#;
+        assert_eq!(raw_without_resource_links(raw(plain)).get(), plain);
+
+        let built = ServerResult::CallToolResult(CallToolResult::success(vec![
+            rmcp::model::ContentBlock::resource_link(rmcp::model::Resource::new(
+                "fixture://greeting",
+                "greeting",
+            )),
+        ]));
+        let ServerResult::CallToolResult(call) = built_without_resource_links(built) else {
+            panic!("a tool result stays one");
+        };
+        let text = call.content[0]
+            .as_text()
+            .expect("a text block")
+            .text
+            .clone();
+        let back: serde_json::Value = serde_json::from_str(&text).expect("the link's JSON");
+        assert_eq!(back["type"], "resource_link");
+        assert_eq!(back["uri"], "fixture://greeting");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! and of servers/task_server.py (2025-11-25 tasks), driven by rmcp's own client for the tasks
 //! extension. The official Python clients run the same ground in tests/interop.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

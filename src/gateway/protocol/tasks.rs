@@ -22,10 +22,10 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Map, Value, json};
 
-use super::Gateway;
 use super::era::Era;
-use super::forward::Forwarded;
 use crate::downstream::{TaskSupport, task_support};
+use crate::gateway::Gateway;
+use crate::gateway::forward::Forwarded;
 use crate::intercept::Origin;
 
 /// Task ids remembered; the oldest are forgotten beyond this (a client polling a task that old
@@ -89,7 +89,12 @@ impl TaskRoutes {
     /// Route `id` to `server`. Returns whether statuses were held for it; they are then being
     /// released (under the same locks [`TaskRoutes::route_status`] takes, so a status that
     /// arrives meanwhile queues behind them) and [`TaskRoutes::take_released`] hands them out.
-    pub(super) fn record(&self, id: &str, server: usize, origin: Option<Origin>) -> bool {
+    pub(in crate::gateway) fn record(
+        &self,
+        id: &str,
+        server: usize,
+        origin: Option<Origin>,
+    ) -> bool {
         let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         self.insert(&mut guard, id, server, origin);
         let mut parking = self.parked.lock().unwrap_or_else(PoisonError::into_inner);
@@ -248,7 +253,7 @@ impl Gateway {
     }
 
     fn serves_tasks(&self, index: usize) -> bool {
-        self.servers.get(index).is_some_and(|server| {
+        self.hub.servers.get(index).is_some_and(|server| {
             server
                 .catalog()
                 .tools
@@ -259,14 +264,14 @@ impl Gateway {
 
     /// A task request from the client: `method` is `tools/call` (task-augmented) or one of
     /// `tasks/*`, `params` as the client sent them.
-    pub(super) async fn task_request(
+    pub(in crate::gateway) async fn task_request(
         &self,
         method: &str,
         params: Option<Value>,
         context: &RequestContext<RoleServer>,
     ) -> Result<ServerResult, McpError> {
         if Era::of_request(context) == Era::Discover && method != "tools/call" {
-            // The tasks extension of 2026-07-28 (src/gateway/task_extension.rs).
+            // The tasks extension of 2026-07-28 (src/gateway/protocol/task_extension.rs).
             let params = match params {
                 Some(Value::Object(params)) => params,
                 None | Some(Value::Null) => Map::new(),
@@ -316,7 +321,7 @@ impl Gateway {
                     )));
                 };
                 let route = self.task_routes.get(&id).ok_or_else(|| unknown_task(&id))?;
-                let server = self.servers[route.server].name().to_string();
+                let server = self.hub.servers[route.server].name().to_string();
                 let request = ClientRequest::CustomRequest(CustomRequest::new(
                     method,
                     Some(Value::Object(params)),
@@ -326,7 +331,7 @@ impl Gateway {
                 let timeout = match method {
                     "tasks/result" => None,
                     _ => Some(std::time::Duration::from_millis(
-                        self.servers[route.server].config.call_timeout_ms,
+                        self.hub.servers[route.server].config.call_timeout_ms,
                     )),
                 };
                 // The server's questions for the task come while `tasks/result` waits.
@@ -370,9 +375,9 @@ impl Gateway {
         }
         let exposed = self.exposed();
         let Some(route) = exposed.tool_route(&name) else {
-            return Err(super::handler::unknown_tool(self, &name));
+            return Err(crate::gateway::handler::unknown_tool(self, &name));
         };
-        let server = self.servers[route.server].name().to_string();
+        let server = self.hub.servers[route.server].name().to_string();
         let arguments = params.get("arguments").and_then(Value::as_object).cloned();
         let origin = self.origin_of(route, arguments.as_ref());
         params.insert("name".into(), Value::String(route.name.clone()));
@@ -403,7 +408,12 @@ impl Gateway {
         context: &RequestContext<RoleServer>,
     ) -> Result<ServerResult, McpError> {
         let mut tasks = Vec::new();
-        for server in self.servers.iter().filter(|s| self.serves_tasks(s.index)) {
+        for server in self
+            .hub
+            .servers
+            .iter()
+            .filter(|s| self.serves_tasks(s.index))
+        {
             let mut cursor: Option<String> = None;
             for _ in 0..MAX_LIST_PAGES {
                 let mut params = Map::new();
@@ -452,7 +462,11 @@ impl Gateway {
 
     /// A server's `notifications/tasks/status`: passed to the client as it came, for tasks loom
     /// knows (created through it or listed by it).
-    pub(super) async fn task_status(&self, server: usize, notification: CustomNotification) {
+    pub(in crate::gateway) async fn task_status(
+        &self,
+        server: usize,
+        notification: CustomNotification,
+    ) {
         let id = notification
             .params
             .as_ref()

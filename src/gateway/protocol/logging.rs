@@ -63,7 +63,11 @@ impl LogInterest {
         }
     }
 
-    pub(super) fn wants(&self, server: usize, level: &rmcp::model::LoggingLevel) -> bool {
+    pub(in crate::gateway) fn wants(
+        &self,
+        server: usize,
+        level: &rmcp::model::LoggingLevel,
+    ) -> bool {
         let rank = log_rank(level);
         self.wanted
             .lock()
