@@ -1,5 +1,6 @@
 //! Command-line entry points. `main.rs` calls [`run`] and nothing else.
 
+mod auth;
 mod check;
 mod query;
 mod serve;
@@ -88,6 +89,11 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         snapshot: Option<PathBuf>,
     },
+    /// Log in to the remote servers that ask for OAuth, see the logins, log out.
+    Auth {
+        #[command(subcommand)]
+        action: AuthCommand,
+    },
     /// A demo MCP server (`crm` or `shop`) served over stdio; used by `loom demo`.
     #[command(hide = true)]
     DemoServer { kind: String },
@@ -114,6 +120,17 @@ pub enum SnapshotsCommand {
         #[arg(long)]
         delete: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuthCommand {
+    /// Log in to SERVER: prints the authorization page's URL on stderr and opens it with
+    /// $BROWSER (else the platform's opener), then waits for the redirect to 127.0.0.1.
+    Login { server: String },
+    /// One line per remote server: authorized (expiry, scopes), needs login, not protected.
+    Status,
+    /// Forget the login to SERVER.
+    Logout { server: String },
 }
 
 /// The root given, else the configuration's `snapshot.url`.
@@ -209,6 +226,14 @@ pub fn run() -> ExitCode {
                     ExitCode::from(EXIT_CONFIG)
                 }
             }
+        }
+        Command::Auth { action } => {
+            let action = match &action {
+                AuthCommand::Login { server } => auth::Action::Login(server),
+                AuthCommand::Status => auth::Action::Status,
+                AuthCommand::Logout { server } => auth::Action::Logout(server),
+            };
+            auth::run(&config_path, action)
         }
         Command::DemoServer { kind } => demo_server(&kind),
     }

@@ -491,6 +491,28 @@ fn describe_policy(policy: &super::policy::Policy) -> String {
     )
 }
 
+/// How loom would log in to a remote server, for `loom check` (the secret only as masked).
+fn describe_oauth(oauth: Option<&super::OAuthSettings>) -> String {
+    let Some(oauth) = oauth else {
+        return "off".to_owned();
+    };
+    let mut parts = vec![match (&oauth.client_id, &oauth.client_metadata_url) {
+        (Some(id), _) => format!("client {id}"),
+        (None, Some(url)) => format!("client metadata {}", mask_url(url)),
+        (None, None) => "when the server asks (dynamic client registration)".to_owned(),
+    }];
+    if oauth.client_secret.is_some() {
+        parts.push(format!("secret {MASK}"));
+    }
+    if !oauth.scopes.is_empty() {
+        parts.push(format!("scopes {}", oauth.scopes.join(" ")));
+    }
+    if let Some(port) = oauth.redirect_port {
+        parts.push(format!("redirect port {port}"));
+    }
+    parts.join(", ")
+}
+
 fn describe_server(server: &ServerConfig, lines: &mut Vec<String>) {
     let state = if server.disabled { " (disabled)" } else { "" };
     lines.push(format!("server {}{state}", server.name));
@@ -506,6 +528,7 @@ fn describe_server(server: &ServerConfig, lines: &mut Vec<String>) {
             ("transport", "streamable HTTP".to_owned()),
             ("url", mask_url(&remote.url)),
             ("headers", list_or(&headers, "(none)")),
+            ("oauth", describe_oauth(remote.oauth.as_ref())),
         ];
         for (key, value) in fields {
             lines.push(labelled(key, &value));
@@ -751,6 +774,32 @@ mod tests {
         );
         assert!(!text.contains("s3cret") && !text.contains("abc"), "{text}");
         assert!(!text.contains("command"), "{text}");
+        // This entry's test sets the header but kept the default login settings.
+        assert!(
+            text.contains("oauth:              when the server asks"),
+            "{text}"
+        );
+
+        let mut config = Config::with_defaults(ConfigFormat::McpServers);
+        let mut remote = ServerConfig::remote("gh", "https://api.example.com/mcp");
+        if let super::super::Transport::Http(r) = &mut remote.transport {
+            r.oauth = Some(super::super::OAuthSettings {
+                client_id: Some("Iv1.abc".into()),
+                client_secret: Some(super::super::Secret::new("hunter2".into())),
+                scopes: vec!["repo".into(), "read:org".into()],
+                redirect_port: Some(33418),
+                ..Default::default()
+            });
+        }
+        config.servers.push(remote);
+        let text = config.describe_masked();
+        assert!(
+            text.contains(
+                "oauth:              client Iv1.abc, secret ***, scopes repo read:org, redirect port 33418"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("hunter2"), "{text}");
     }
 
     #[test]

@@ -33,10 +33,10 @@ pub use model::{
     DownstreamProtocol, HttpConfig, KeySource, LLM_PROVIDERS, LlmConfig, LlmProvider,
     MAX_LLM_MAX_IN_FLIGHT, MAX_LLM_MAX_INPUT_CHARS, MAX_MAX_JOINED_TOOLS, MAX_MAX_TOOL_NAME_LENGTH,
     MAX_RESTART_DELAY, MAX_SERVER_NAME_LENGTH, MIN_LLM_MAX_INPUT_CHARS, MIN_MAX_DESCRIPTION_CHARS,
-    MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES, MIN_TOKEN_THRESHOLD, RESERVED_HEADERS,
-    RESERVED_SERVER_NAME, RemoteServer, ReportConfig, RestartPolicy, Secret, ServerConfig,
-    ToolsConfig, ToolsMode, Transport, default_export_dir, glob_match, is_valid_env_name,
-    is_valid_server_name,
+    MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES, MIN_TOKEN_THRESHOLD, OAuthSettings,
+    RESERVED_HEADERS, RESERVED_SERVER_NAME, RemoteServer, ReportConfig, RestartPolicy, Secret,
+    ServerConfig, ToolsConfig, ToolsMode, Transport, default_export_dir, glob_match,
+    is_valid_env_name, is_valid_server_name,
 };
 
 pub const DEFAULT_CONFIG_FILE: &str = "loom.config.json";

@@ -364,6 +364,27 @@ pub struct RemoteServer {
     pub url: String,
     /// Sent with every request, in file order (`${VAR}` already expanded); may hold secrets.
     pub headers: Vec<(String, String)>,
+    /// How loom logs in to the server when it asks for OAuth (SPEC §4.7); `None` with
+    /// `"oauth": false` or an `Authorization` header (the server then gets only the headers).
+    pub oauth: Option<OAuthSettings>,
+}
+
+/// Key `oauth` of a remote server: the client identity and scopes of its OAuth login. Every
+/// member is optional: without `clientId` loom uses a Client ID Metadata Document when one is
+/// configured and the authorization server takes them, else Dynamic Client Registration.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OAuthSettings {
+    /// A client registered beforehand (GitHub and Slack have neither registration kind).
+    pub client_id: Option<String>,
+    /// That client's secret (`${VAR}` expanded); only with `client_id`.
+    pub client_secret: Option<Secret>,
+    /// An `https://` URL serving this client's metadata document (CIMD).
+    pub client_metadata_url: Option<String>,
+    /// The scopes to ask for; empty: the 401's `scope`, else what the server lists.
+    pub scopes: Vec<String>,
+    /// A fixed port for the loopback redirect `http://127.0.0.1:PORT/callback` (servers whose
+    /// registered redirect must match exactly); none: any free port.
+    pub redirect_port: Option<u16>,
 }
 
 /// Request headers the Streamable HTTP transport sets itself; a config may not set them.
@@ -440,6 +461,7 @@ impl ServerConfig {
         server.transport = Transport::Http(RemoteServer {
             url: url.into(),
             headers: Vec::new(),
+            oauth: Some(OAuthSettings::default()),
         });
         server
     }

@@ -233,12 +233,19 @@ fn mcp_servers_entries_are_strict() {
 fn remote_servers_are_read_in_every_layout() {
     use crate::config::{RemoteServer, Transport};
     let remote = |url: &str, headers: &[(&str, &str)]| {
+        let headers: Vec<(String, String)> = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        // An entry with its own Authorization header is not logged in to.
+        let oauth = (!headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("authorization")))
+        .then(crate::config::OAuthSettings::default);
         Transport::Http(RemoteServer {
             url: url.into(),
-            headers: headers
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            headers,
+            oauth,
         })
     };
     // Cursor writes `url` (+ `headers`), Claude Code adds `"type": "http"`.
@@ -1486,4 +1493,63 @@ fn a_context_firewall_file_with_its_llm_block_switches_as_it_is() {
     assert_eq!(llm.base_url, "https://openrouter.ai/api/v1");
     assert!(config.compression.resolve("fs", "read_file").llm_summary);
     assert!(config.warnings.is_empty(), "{:#?}", config.warnings);
+}
+
+#[test]
+fn oauth_settings_are_read_and_checked() {
+    use crate::config::{OAuthSettings, Secret};
+    let config = ok(r#"{"mcpServers": {
+        "linear": {"url": "https://mcp.linear.app/mcp"},
+        "github": {"url": "https://api.githubcopilot.com/mcp/", "oauth": {
+            "clientId": "Iv1.abc", "clientSecret": "${TOKEN}", "scopes": ["repo", "read:org", "repo"],
+            "redirectPort": 33418}},
+        "cimd": {"url": "https://x.example/mcp", "oauth": {"clientMetadataUrl": "https://loom.example/client.json"}},
+        "plain": {"url": "https://y.example/mcp", "oauth": false},
+        "keyed": {"url": "https://z.example/mcp", "headers": {"authorization": "Bearer k"}}
+    }}"#);
+    let oauth = |name: &str| {
+        config
+            .servers
+            .iter()
+            .find(|s| s.name == name)
+            .and_then(|s| s.remote_server())
+            .and_then(|r| r.oauth.clone())
+    };
+    assert_eq!(oauth("linear"), Some(OAuthSettings::default()));
+    assert_eq!(
+        oauth("github"),
+        Some(OAuthSettings {
+            client_id: Some("Iv1.abc".into()),
+            client_secret: Some(Secret::new("t0ken".into())),
+            client_metadata_url: None,
+            scopes: vec!["repo".into(), "read:org".into()],
+            redirect_port: Some(33418),
+        })
+    );
+    assert_eq!(
+        oauth("cimd").and_then(|o| o.client_metadata_url),
+        Some("https://loom.example/client.json".into())
+    );
+    assert_eq!(oauth("plain"), None);
+    assert_eq!(oauth("keyed"), None);
+
+    let all = problems(
+        r#"{"mcpServers": {
+        "a": {"url": "https://x/mcp", "oauth": {"clientSecret": "s", "scope": ["x"], "redirectPort": 0}},
+        "b": {"url": "https://x/mcp", "oauth": {"clientMetadataUrl": "http://x/c.json", "scopes": ["a b"]}},
+        "c": {"url": "https://x/mcp", "headers": {"Authorization": "Bearer k"}, "oauth": {}},
+        "d": {"url": "https://x/mcp", "oauth": "yes"}
+    }}"#,
+    );
+    assert_problem(&all, "mcpServers.a.oauth.clientSecret", &["`clientId`"]);
+    assert_problem(&all, "mcpServers.a.oauth.scope", &["did you mean `scopes`"]);
+    assert_problem(&all, "mcpServers.a.oauth.redirectPort", &["1"]);
+    assert_problem(
+        &all,
+        "mcpServers.b.oauth.clientMetadataUrl",
+        &["https://", "http://x/c.json"],
+    );
+    assert_problem(&all, "mcpServers.b.oauth.scopes[0]", &["not a scope"]);
+    assert_problem(&all, "mcpServers.c.oauth", &["`Authorization` header"]);
+    assert_problem(&all, "mcpServers.d.oauth", &["an object or false"]);
 }

@@ -15,9 +15,9 @@ use super::model::{
     LLM_PROVIDERS, LlmConfig, LlmProvider, MAX_HTTP_MAX_SESSIONS, MAX_LLM_MAX_IN_FLIGHT,
     MAX_LLM_MAX_INPUT_CHARS, MAX_MAX_JOINED_TOOLS, MAX_MAX_TOOL_NAME_LENGTH,
     MAX_SERVER_NAME_LENGTH, MIN_LLM_MAX_INPUT_CHARS, MIN_MAX_DESCRIPTION_CHARS,
-    MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES, MIN_TOKEN_THRESHOLD, RESERVED_HEADERS,
-    RESERVED_SERVER_NAME, RemoteServer, ReportConfig, RestartPolicy, Secret, ServerConfig,
-    ToolsConfig, ToolsMode, Transport, is_valid_env_name, is_valid_server_name,
+    MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES, MIN_TOKEN_THRESHOLD, OAuthSettings,
+    RESERVED_HEADERS, RESERVED_SERVER_NAME, RemoteServer, ReportConfig, RestartPolicy, Secret,
+    ServerConfig, ToolsConfig, ToolsMode, Transport, is_valid_env_name, is_valid_server_name,
 };
 use super::policy::{Compression, PolicyPatch};
 use super::size::{UNIT_LIST, human_bytes, parse_size};
@@ -95,6 +95,15 @@ const REPORT_KEYS: &[&str] = &["enabled", "path", "markdownPath"];
 
 const RESTART_KEYS: &[&str] = &["maxAttempts", "baseDelayMs"];
 
+/// Keys of a remote server's `oauth` object.
+const OAUTH_KEYS: &[&str] = &[
+    "clientId",
+    "clientSecret",
+    "clientMetadataUrl",
+    "scopes",
+    "redirectPort",
+];
+
 const HTTP_KEYS: &[&str] = &[
     "token",
     "tokens",
@@ -122,6 +131,7 @@ const SERVER_KEYS: &[&str] = &[
     "type",
     "url",
     "headers",
+    "oauth",
     "transport",
 ];
 
@@ -141,6 +151,7 @@ const MCP_SERVER_KEYS: &[&str] = &[
     "type",
     "url",
     "headers",
+    "oauth",
     // Context Firewall marks a remote entry with it (`"transport": "streamable-http"`).
     "transport",
 ];
@@ -1371,9 +1382,112 @@ impl Checker<'_> {
             Some(v) => self.headers(v, &child(path, "headers")),
             None => Vec::new(),
         };
+        let authorization_header = headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("authorization"));
+        let oauth = match fields.get("oauth") {
+            Some(Json::Bool(false)) => None,
+            Some(_) if authorization_header => {
+                self.report(
+                    &child(path, "oauth"),
+                    "the entry sends its own `Authorization` header, so loom does not log in; \
+                     remove the header to log in with OAuth, or remove `oauth`",
+                );
+                None
+            }
+            Some(v) => Some(self.oauth(v, &child(path, "oauth"))),
+            None if authorization_header => None,
+            None => Some(OAuthSettings::default()),
+        };
         self.common_server_keys(fields, path, &mut server);
-        server.transport = Transport::Http(RemoteServer { url, headers });
+        server.transport = Transport::Http(RemoteServer {
+            url,
+            headers,
+            oauth,
+        });
         server
+    }
+
+    /// A remote server's `oauth`: `false`, or an object of [`OAUTH_KEYS`].
+    fn oauth(&mut self, value: &Json, path: &str) -> OAuthSettings {
+        let mut settings = OAuthSettings::default();
+        if let Json::Bool(true) = value {
+            return settings;
+        }
+        let Json::Object(entries) = value else {
+            self.type_error(path, "an object or false", value);
+            return settings;
+        };
+        let fields = self.fields(entries, path, OAUTH_KEYS, Unknown::Reject);
+        if let Some(v) = fields.get("clientId") {
+            settings.client_id = self.non_empty_string(v, &child(path, "clientId"));
+        }
+        if let Some(v) = fields.get("clientSecret") {
+            let key = child(path, "clientSecret");
+            if fields.get("clientId").is_none() {
+                self.report(
+                    &key,
+                    "a client secret belongs to a registered client: set `clientId` too",
+                );
+            }
+            settings.client_secret = self.non_empty_string(v, &key).map(Secret::new);
+        }
+        if let Some(v) = fields.get("clientMetadataUrl") {
+            let key = child(path, "clientMetadataUrl");
+            settings.client_metadata_url = self
+                .non_empty_string(v, &key)
+                .filter(|url| self.check_metadata_url(url, &key));
+        }
+        if let Some(v) = fields.get("scopes") {
+            let scopes = self.string_list(v, &child(path, "scopes"), |scope| {
+                let bad = scope.is_empty()
+                    || scope
+                        .chars()
+                        .any(|c| c.is_whitespace() || c == '"' || c == '\\');
+                bad.then(|| {
+                    format!(
+                        "`{scope}` is not a scope: one word without spaces, quotes or \
+                         backslashes (e.g. \"read\")"
+                    )
+                })
+            });
+            for scope in scopes {
+                if !settings.scopes.contains(&scope) {
+                    settings.scopes.push(scope);
+                }
+            }
+        }
+        if let Some(v) = fields.get("redirectPort")
+            && let Some(port) = self.whole(
+                v,
+                &child(path, "redirectPort"),
+                1,
+                u64::from(u16::MAX),
+                false,
+            )
+        {
+            settings.redirect_port = u16::try_from(port).ok();
+        }
+        settings
+    }
+
+    /// A Client ID Metadata Document's URL: `https://` with a path (the authorization server
+    /// fetches it; the URL is the client's id).
+    fn check_metadata_url(&mut self, url: &str, path: &str) -> bool {
+        match reqwest::Url::parse(url) {
+            Ok(parsed) if parsed.scheme() == "https" && parsed.path() != "/" => true,
+            _ => {
+                self.report(
+                    path,
+                    format!(
+                        "expected an https:// URL with a path (a Client ID Metadata Document, \
+                         e.g. \"https://example.com/loom-client.json\"), found `{}`",
+                        super::mask::mask_url(url)
+                    ),
+                );
+                false
+            }
+        }
     }
 
     /// An absolute `http://` or `https://` URL.

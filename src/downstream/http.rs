@@ -42,6 +42,7 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::{Error as SseError, Sse, SseStream};
 use tokio_util::sync::CancellationToken;
 
+use super::oauth::{ServerLogin, TokenError};
 use crate::config::{RemoteServer, mask_url};
 use crate::wire::{MAX_MESSAGE_BYTES, ProgressLedger, RawParams, RawResults, capture_incoming};
 
@@ -139,6 +140,8 @@ pub struct CapturingClient {
     outage: Outage,
     /// Names of the configured headers, to say which one a 401/403 is about.
     header_names: Arc<[String]>,
+    /// The server's OAuth login, whose access token each request carries (SPEC §4.7).
+    login: Option<Arc<ServerLogin>>,
 }
 
 /// rmcp's transport over [`CapturingClient`] for `remote`, and what tells of an outage.
@@ -147,6 +150,7 @@ pub fn transport(
     raw: RawResults,
     progress: ProgressLedger,
     params: RawParams,
+    login: Option<Arc<ServerLogin>>,
 ) -> Result<(StreamableHttpClientTransport<CapturingClient>, Outage), String> {
     install_crypto_provider();
     let http = reqwest::Client::builder()
@@ -180,6 +184,7 @@ pub fn transport(
         params,
         outage: outage.clone(),
         header_names: remote.headers.iter().map(|(k, _)| k.clone()).collect(),
+        login,
     };
     let mut config = StreamableHttpClientTransportConfig::default();
     config.uri = Arc::from(remote.url.as_str());
@@ -198,6 +203,70 @@ pub use crate::common::tls::install_crypto_provider;
 impl CapturingClient {
     fn shown_url(&self) -> String {
         mask_url(&self.url)
+    }
+
+    /// The access token the next request carries: none without an OAuth login (or before one).
+    async fn token(&self) -> Result<Option<String>, HttpError> {
+        match &self.login {
+            None => Ok(None),
+            Some(login) => login.bearer().await.map_err(|e| self.token_error(e)),
+        }
+    }
+
+    /// Why no token could be had, as the request's error (and the failure the supervisor
+    /// reports).
+    fn token_error(&self, error: TokenError) -> HttpError {
+        let message = match (error, &self.login) {
+            (TokenError::NeedsLogin, Some(login)) => {
+                login.mark_needed();
+                login.needs_login_message()
+            }
+            (TokenError::NeedsLogin, None) => self.refused(401),
+            (TokenError::Failed(why), _) => {
+                format!("cannot get an access token for {}: {why}", self.shown_url())
+            }
+        };
+        self.failure(message)
+    }
+
+    /// `message` as the request's error, remembered as the last failure.
+    fn failure(&self, message: String) -> HttpError {
+        self.outage.failed(&message);
+        StreamableHttpError::UnexpectedServerResponse(Cow::Owned(message))
+    }
+
+    /// A POST, on the path that keeps the answer's bytes when loom passes the answer on.
+    async fn send(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        if super::supervisor::passes_through(&message) {
+            self.post_captured(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await
+        } else {
+            self.http
+                .post_message_with_response_limits(
+                    uri,
+                    message,
+                    session_id,
+                    auth_header,
+                    custom_headers,
+                    limits,
+                )
+                .await
+        }
     }
 
     /// Which configured header a refusal is about, for the message.
@@ -293,8 +362,7 @@ impl CapturingClient {
             StreamableHttpError::Sse(e) => format!("the event stream from {url} broke: {e}"),
             _ => return error,
         };
-        self.outage.failed(&message);
-        StreamableHttpError::UnexpectedServerResponse(Cow::Owned(message))
+        self.failure(message)
     }
 
     /// POST a request whose answer loom passes on, keeping the answer's bytes.
@@ -303,6 +371,7 @@ impl CapturingClient {
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
@@ -323,6 +392,9 @@ impl CapturingClient {
             .header(CONTENT_TYPE, JSON_MIME_TYPE);
         for (name, value) in custom_headers {
             builder = builder.header(name, value);
+        }
+        if let Some(token) = auth_header {
+            builder = builder.bearer_auth(token);
         }
         let had_session = session_id.is_some();
         if let Some(session) = session_id {
@@ -420,6 +492,16 @@ impl CapturingClient {
             return Ok(StreamableHttpPostResponse::Json(message, new_session));
         }
         Err(StreamableHttpError::UnexpectedContentType(content_type))
+    }
+}
+
+/// Whether the server refused the request's credentials (401): with a `WWW-Authenticate`
+/// challenge rmcp says `AuthRequired`; without one, and on loom's own path, the status text.
+fn is_unauthorized(outcome: &Result<StreamableHttpPostResponse, HttpError>) -> bool {
+    match outcome {
+        Err(StreamableHttpError::AuthRequired(_)) => true,
+        Err(StreamableHttpError::UnexpectedServerResponse(text)) => text.starts_with("HTTP 401"),
+        _ => false,
     }
 }
 
@@ -592,21 +674,48 @@ impl StreamableHttpClient for CapturingClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        let outcome = if super::supervisor::passes_through(&message) && auth_header.is_none() {
-            self.post_captured(uri, message, session_id, custom_headers, limits)
-                .await
-        } else {
-            self.http
-                .post_message_with_response_limits(
-                    uri,
-                    message,
-                    session_id,
-                    auth_header,
-                    custom_headers,
-                    limits,
-                )
-                .await
-        };
+        let token = self.token().await?;
+        let auth = auth_header.or_else(|| token.clone());
+        // Kept for one more try with a refreshed token, when a token went with it.
+        let again = token
+            .is_some()
+            .then(|| (message.clone(), session_id.clone(), custom_headers.clone()));
+        let mut outcome = self
+            .send(
+                uri.clone(),
+                message,
+                session_id,
+                auth,
+                custom_headers,
+                limits,
+            )
+            .await;
+        if let Some(login) = &self.login
+            && is_unauthorized(&outcome)
+        {
+            let Some((message, session_id, custom_headers)) = again else {
+                return Err(self.token_error(TokenError::NeedsLogin));
+            };
+            match login.refresh_after_refusal(token.as_deref()).await {
+                Ok(fresh) => {
+                    outcome = self
+                        .send(
+                            uri,
+                            message,
+                            session_id,
+                            Some(fresh),
+                            custom_headers,
+                            limits,
+                        )
+                        .await;
+                    if is_unauthorized(&outcome) {
+                        login.mark_needed();
+                        return Err(self.token_error(TokenError::NeedsLogin));
+                    }
+                }
+                Err(error) => return Err(self.token_error(error)),
+            }
+        }
         match outcome {
             Ok(response) => {
                 self.outage.answered();
@@ -623,8 +732,12 @@ impl StreamableHttpClient for CapturingClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), HttpError> {
+        let auth = match auth_header {
+            Some(header) => Some(header),
+            None => self.token().await.ok().flatten(),
+        };
         self.http
-            .delete_session(uri, session_id, auth_header, custom_headers)
+            .delete_session(uri, session_id, auth, custom_headers)
             .await
     }
 
@@ -657,6 +770,10 @@ impl StreamableHttpClient for CapturingClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<futures::stream::BoxStream<'static, Result<Sse, SseError>>, HttpError> {
+        let auth_header = match auth_header {
+            Some(header) => Some(header),
+            None => self.token().await?,
+        };
         let stream = self
             .http
             .get_stream_with_max_sse_event_size(

@@ -4,6 +4,7 @@ pub mod callers;
 pub mod env;
 mod handler;
 pub mod http;
+pub mod oauth;
 pub mod process;
 mod supervisor;
 

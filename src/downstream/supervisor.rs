@@ -15,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::handler::{DownstreamEvent, DownstreamHandler, UpstreamLink};
 use super::http;
+use super::oauth::ServerLogin;
+use super::oauth::store::TokenStore;
 use super::process::{self, ChildProcess};
 use crate::config::{DownstreamProtocol, RestartPolicy, ServerConfig, Transport};
 use crate::wire::direct::DirectCalls;
@@ -23,6 +25,9 @@ use crate::wire::{LineTransport, ProgressLedger, RawResults};
 /// A server counts as recovered (its failure count starts again from zero) only after it stayed
 /// connected this long; a server that handshakes and then crashes at once keeps counting.
 pub const STABLE_AFTER: Duration = Duration::from_secs(10);
+
+/// How often a server that needs a login looks for one (a login written by `loom auth login`).
+pub const LOGIN_POLL: Duration = Duration::from_secs(1);
 
 /// How long a child may take from spawn to a complete `tools/list`. Generous because `npx -y`
 /// may download its package on first start.
@@ -42,6 +47,11 @@ pub enum ServerState {
     Failed {
         reason: String,
     },
+    /// A remote server that asks for an OAuth login nobody has made (or that was given up):
+    /// delisted, not retried, until a login appears (SPEC §4.7).
+    NeedsLogin {
+        message: String,
+    },
     Stopped,
 }
 
@@ -57,6 +67,7 @@ impl std::fmt::Display for ServerState {
                 )
             }
             Self::Failed { reason } => write!(f, "failed and delisted; last: {reason}"),
+            Self::NeedsLogin { message } => f.write_str(message),
             Self::Stopped => f.write_str("stopped"),
         }
     }
@@ -102,6 +113,8 @@ impl Live {
 pub struct Downstream {
     pub index: usize,
     pub config: ServerConfig,
+    /// The OAuth login of a remote server that may ask for one (SPEC §4.7).
+    pub login: Option<Arc<ServerLogin>>,
     state: RwLock<ServerState>,
     catalog: RwLock<Arc<Catalog>>,
     live: RwLock<Option<Live>>,
@@ -198,8 +211,26 @@ pub(super) fn passes_through(message: &ClientJsonRpcMessage) -> bool {
 
 impl Downstream {
     pub fn new(index: usize, config: ServerConfig) -> Self {
+        Self::with_logins(index, config, None)
+    }
+
+    /// A server whose OAuth logins (if it is remote and may ask for one) are kept in `logins`.
+    pub fn with_logins(index: usize, config: ServerConfig, logins: Option<&TokenStore>) -> Self {
+        let login = match (config.remote_server(), logins) {
+            (Some(remote), Some(store)) => remote.oauth.as_ref().map(|settings| {
+                Arc::new(ServerLogin::new(
+                    &config.name,
+                    &remote.url,
+                    settings.clone(),
+                    store.clone(),
+                    None,
+                ))
+            }),
+            _ => None,
+        };
         Self {
             index,
+            login,
             config,
             state: RwLock::new(ServerState::Starting),
             catalog: RwLock::new(Arc::new(Catalog::default())),
@@ -209,6 +240,20 @@ impl Downstream {
 
     pub fn name(&self) -> &str {
         &self.config.name
+    }
+
+    /// Returns once the login this server waits for may be there (its file changed).
+    async fn wait_for_login(&self) {
+        let Some(login) = &self.login else {
+            return std::future::pending().await;
+        };
+        let before = login.stored_version();
+        loop {
+            tokio::time::sleep(LOGIN_POLL).await;
+            if login.stored_version() != before {
+                return;
+            }
+        }
     }
 
     pub fn state(&self) -> ServerState {
@@ -367,6 +412,7 @@ impl Downstream {
                     raw.clone(),
                     progress.clone(),
                     handler.params.clone(),
+                    self.login.clone(),
                 )?;
                 let (service, catalog) = self.handshake(handler, transport, &raw).await.map_err(
                     |reason| match outage.last_failure() {
@@ -503,6 +549,26 @@ impl Downstream {
                         failures = 0;
                     }
                     link.ended().await
+                }
+                Err(reason) if self.login.as_ref().is_some_and(|l| l.login_needed()) => {
+                    // Not a failure: the server is fine, a person has to log in. Others go on
+                    // serving; this one is listed again once a login appears.
+                    let message = self
+                        .login
+                        .as_ref()
+                        .map(|l| l.needs_login_message())
+                        .unwrap_or(reason);
+                    tracing::warn!(server = %self.config.name, "{message}");
+                    self.set_state(ServerState::NeedsLogin { message });
+                    self.set_catalog(Catalog::default());
+                    let _ = events.send(DownstreamEvent::CatalogChanged { server: self.index });
+                    report_first(Ok(()));
+                    failures = 0;
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        () = self.wait_for_login() => {}
+                    }
+                    continue;
                 }
                 Err(reason) => {
                     report_first(Err(reason.clone()));

@@ -471,7 +471,7 @@ async fn run_modern(
     );
     let log = modern.log_level.map(|level| {
         gateway.hub.wants_log_level(relay.server, &level);
-        gateway.log_interest.register(relay.server, &level)
+        gateway.protocol.want_logs(relay.server, &level)
     });
     let began = tokio::time::Instant::now();
     let call = super::input::Call {

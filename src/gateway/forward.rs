@@ -245,7 +245,7 @@ impl Gateway {
             client,
             log_level: match Era::of_request(context) {
                 Era::Discover => context.meta.log_level(),
-                Era::Initialize => Some(self.legacy_log_level()),
+                Era::Initialize => Some(self.protocol.legacy_log_level()),
             },
         };
         let mut running = self.launch(index, request, launch)?;
@@ -253,7 +253,7 @@ impl Gateway {
         if Era::of_request(context) == Era::Discover
             && let Some(level) = context.meta.log_level()
         {
-            running._log = Some(self.log_interest.register(index, &level));
+            running._log = Some(self.protocol.want_logs(index, &level));
             self.hub.wants_log_level(index, &level);
         }
         Ok(running)

@@ -229,9 +229,14 @@ impl GatewayService {
                         params
                             .request_state
                             .as_deref()
-                            .and_then(|state| gateway.suspended.route_of(state, &params.name))
+                            .and_then(|state| gateway.protocol.waiting_route(state, &params.name))
                     })
                 else {
+                    if let Some(message) = gateway.login_needed_for(&params.name) {
+                        return Ok(ServerResult::CallToolResult(crate::tools::error_result(
+                            format!("loom: {message}"),
+                        )));
+                    }
                     return Err(unknown_tool(gateway, &params.name));
                 };
                 let route = &route;
@@ -692,7 +697,7 @@ impl ServerHandler for GatewayHandler {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         // 2026-07-28 servers take the level with each request (SPEC §4.6).
-        self.0.set_legacy_log_level(request.level);
+        self.0.protocol.set_legacy_log_level(request.level);
         // Every server that logs gets the level; one that does not is not an error.
         for server in self.0.servers() {
             let declares_logging = server

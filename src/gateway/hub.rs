@@ -54,12 +54,22 @@ impl Hub {
     /// or failed its first start. Fails only when no server could start at all.
     pub async fn start(config: Config) -> Result<Arc<Hub>, StartError> {
         let config = Arc::new(config);
+        // Where `loom auth login` keeps the logins of remote servers (SPEC §4.7); without HOME
+        // and XDG_STATE_HOME there are none, and a server that asks for one says so.
+        let logins = crate::downstream::oauth::store::default_root(|name| std::env::var(name).ok())
+            .map(crate::downstream::oauth::store::TokenStore::new);
         let servers: Vec<Arc<Downstream>> = config
             .servers
             .iter()
             .filter(|s| !s.disabled)
             .enumerate()
-            .map(|(index, server)| Arc::new(Downstream::new(index, server.clone())))
+            .map(|(index, server)| {
+                Arc::new(Downstream::with_logins(
+                    index,
+                    server.clone(),
+                    logins.as_ref(),
+                ))
+            })
             .collect();
         if servers.is_empty() {
             return Err(StartError::NoServers);

@@ -14,14 +14,16 @@ mod hub;
 pub mod naming;
 mod outbox;
 pub mod protocol;
+mod subscriptions;
 // Tool search keeps its path (`loom::gateway::search`), which tests and benches use.
 pub use discovery::search;
 
 // The protocol's rules by their short names, for this module and the ones beside it.
 use protocol::{era, input, logging, task_extension, tasks};
+pub use subscriptions::MAX_LISTENERS;
+use subscriptions::Subscriptions;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -44,9 +46,6 @@ use crate::wire::RawResults;
 
 /// Rebuilds of the catalog that arrive within this window become one `list_changed` upstream.
 pub const LIST_CHANGED_COALESCE: Duration = Duration::from_millis(50);
-
-/// `subscriptions/listen` streams one session (over HTTP: one credential's scope) may hold open.
-pub const MAX_LISTENERS: usize = 32;
 
 /// How long shutdown waits for every child to be stopped before giving up on them (they are
 /// killed by then; this only bounds waiting for the reaping).
@@ -79,10 +78,8 @@ pub struct Gateway {
     /// This session's number among the hub's sessions (server requests find their session by
     /// it, §5.8).
     number: u64,
-    /// Calls waiting for their client's input (2026-07-28 `input_required`), by `requestState`.
-    suspended: input::Suspended,
-    /// Tasks created for 2026-07-28 clients (the tasks extension), by id.
-    bridged: task_extension::BridgedTasks,
+    /// Calls waiting for input, bridged tasks, task routes and log levels (the eras' part).
+    protocol: protocol::ProtocolState,
     dirty: Notify,
     store: Arc<Store>,
     /// What becomes of each downstream tool result (SPEC §8, §19).
@@ -95,40 +92,15 @@ pub struct Gateway {
     pub(crate) client_gone: CancellationToken,
     /// This session's own loops (the catalog rebuild).
     tasks: Mutex<Vec<JoinHandle<()>>>,
-    /// MCP task id → the server that runs it.
-    task_routes: Arc<tasks::TaskRoutes>,
-    /// The tool search index and the definition sizes the report compares (SPEC §20).
-    discovery: RwLock<Arc<discovery::Discovery>>,
-    /// Tools `loom_find_tools` returned, listed in search mode.
-    joined: discovery::Joined,
-    /// Set when the joined tools changed: the next rebuild notifies `list_changed`.
-    tools_changed: AtomicBool,
-    /// Marks server-written descriptions in `loom_find_tools` results.
-    nonce: String,
+    /// The tool search index, the tools searches joined and their nonce (SPEC §20).
+    discovery: discovery::DiscoveryState,
     stats: Arc<crate::report::SessionStats>,
     /// Where this session's exports go and what they wrote so far (SPEC §15).
     exports: crate::tools::Exports,
     /// Log lines and progress waiting for the client, bounded (SPEC §5.9).
     outbox: outbox::Outbox,
-    /// Resource URIs this session subscribed to: only their updates reach its client.
-    subscriptions: Mutex<std::collections::HashSet<String>>,
-    /// The client's `subscriptions/listen` streams (2026-07-28), and how many of them want
-    /// each resource URI.
-    listeners: Mutex<Listeners>,
-    /// The log levels 2026-07-28 requests in flight asked for, per server.
-    log_interest: Arc<logging::LogInterest>,
-    /// The level a client of the `initialize` era set with `logging/setLevel` (none: every
-    /// level), told to 2026-07-28 servers with each of its requests.
-    #[allow(deprecated)] // logging is SEP-2577-deprecated; clients still set it
-    legacy_log_level: Mutex<Option<rmcp::model::LoggingLevel>>,
-}
-
-/// The open `subscriptions/listen` streams of a session.
-#[derive(Default)]
-struct Listeners {
-    next: u64,
-    sinks: Vec<(u64, rmcp::service::SubscriptionSink)>,
-    uris: HashMap<String, usize>,
+    /// The resources this session subscribed to and its client's listen streams.
+    subscriptions: Subscriptions,
 }
 
 impl Gateway {
@@ -177,8 +149,7 @@ impl Gateway {
             splice: RawResults::new(),
             progress: forward::ProgressTable::default(),
             number: hub.next_session_number(),
-            suspended: input::Suspended::default(),
-            bridged: task_extension::BridgedTasks::default(),
+            protocol: protocol::ProtocolState::default(),
             dirty: Notify::new(),
             result: ResultPath::new(
                 store.clone(),
@@ -191,18 +162,11 @@ impl Gateway {
             shutdown: CancellationToken::new(),
             client_gone: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
-            task_routes: Arc::new(tasks::TaskRoutes::default()),
-            discovery: RwLock::new(Arc::default()),
-            joined: discovery::Joined::default(),
-            tools_changed: AtomicBool::new(false),
-            nonce: discovery::new_nonce(),
+            discovery: discovery::DiscoveryState::default(),
             stats,
             exports: crate::tools::Exports::new(&config.export_dir, owns_hub),
             outbox: outbox::Outbox::default(),
-            subscriptions: Mutex::new(std::collections::HashSet::new()),
-            listeners: Mutex::new(Listeners::default()),
-            log_interest: Arc::default(),
-            legacy_log_level: Mutex::new(None),
+            subscriptions: Subscriptions::default(),
         });
         hub.register(&gateway);
         // Until the HTTP face says which credential opened it, a session is the local one
@@ -339,23 +303,13 @@ impl Gateway {
     /// This session subscribes to `uri`; true when no session was subscribed to it before
     /// (the downstream subscription is then made).
     pub(crate) fn subscribe(&self, uri: &str) -> bool {
-        let new = self
-            .subscriptions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(uri.to_string());
-        new && self.hub.subscribed(uri)
+        self.subscriptions.subscribe(uri) && self.hub.subscribed(uri)
     }
 
     /// This session unsubscribes from `uri`; true when no session is subscribed to it any more
     /// (the downstream subscription is then ended).
     pub(crate) fn unsubscribe(&self, uri: &str) -> bool {
-        let had = self
-            .subscriptions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(uri);
-        had && self.hub.unsubscribed(uri)
+        self.subscriptions.unsubscribe(uri) && self.hub.unsubscribed(uri)
     }
 
     /// Whether this session's client speaks 2026-07-28 (it opened the session without
@@ -367,89 +321,48 @@ impl Gateway {
             .is_some_and(|peer| peer.peer_info().is_none())
     }
 
-    #[allow(deprecated)] // logging is SEP-2577-deprecated; clients still set it
-    pub(crate) fn set_legacy_log_level(&self, level: rmcp::model::LoggingLevel) {
-        *self
-            .legacy_log_level
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(level);
-    }
-
-    /// The log level a request of a client of the `initialize` era carries to a 2026-07-28
-    /// server: the one it set, else every level (as such a server logs before being told).
-    #[allow(deprecated)] // logging is SEP-2577-deprecated; clients still set it
-    pub(crate) fn legacy_log_level(&self) -> rmcp::model::LoggingLevel {
-        self.legacy_log_level
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .unwrap_or(rmcp::model::LoggingLevel::Debug)
+    /// When `tool` is named after a server that waits for an OAuth login (`SERVER_…`), what to
+    /// tell the caller (SPEC §4.7): its tools are not listed, but a call to one says why.
+    pub(crate) fn login_needed_for(&self, tool: &str) -> Option<String> {
+        self.hub.servers.iter().find_map(|server| {
+            let named = tool
+                .strip_prefix(server.name())
+                .is_some_and(|rest| rest.starts_with('_'));
+            match server.state() {
+                ServerState::NeedsLogin { message } if named => Some(message),
+                _ => None,
+            }
+        })
     }
 
     /// Calls waiting for this client's input (SPEC §5.11).
     pub fn calls_waiting_for_input(&self) -> usize {
-        self.suspended.len()
-    }
-
-    fn lock_listeners(&self) -> std::sync::MutexGuard<'_, Listeners> {
-        self.listeners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.protocol.calls_waiting_for_input()
     }
 
     /// A listen stream opened; its number (`None` beyond [`MAX_LISTENERS`]).
     pub(crate) fn add_listener(&self, sink: rmcp::service::SubscriptionSink) -> Option<u64> {
-        let mut listeners = self.lock_listeners();
-        if listeners.sinks.len() >= MAX_LISTENERS {
-            return None;
-        }
-        listeners.next += 1;
-        let number = listeners.next;
-        listeners.sinks.push((number, sink));
-        Some(number)
+        self.subscriptions.add_listener(sink)
     }
 
     pub(crate) fn remove_listener(&self, number: u64) {
-        self.lock_listeners().sinks.retain(|(n, _)| *n != number);
+        self.subscriptions.remove_listener(number);
     }
 
     /// One more listen stream of this session wants `uri`; true when the session did not
     /// want it before and no session did (the server is then asked).
     pub(crate) fn listen_to(&self, uri: &str) -> bool {
-        let first = {
-            let mut listeners = self.lock_listeners();
-            let count = listeners.uris.entry(uri.to_string()).or_default();
-            *count += 1;
-            *count == 1
-        };
-        first && self.subscribe(uri)
+        self.subscriptions.listen_to(uri) && self.subscribe(uri)
     }
 
     /// One listen stream fewer wants `uri`; true when no session wants it any more.
     pub(crate) fn stop_listening_to(&self, uri: &str) -> bool {
-        let last = {
-            let mut listeners = self.lock_listeners();
-            match listeners.uris.get_mut(uri) {
-                Some(count) if *count > 1 => {
-                    *count -= 1;
-                    false
-                }
-                Some(_) => {
-                    listeners.uris.remove(uri);
-                    true
-                }
-                None => false,
-            }
-        };
-        last && self.unsubscribe(uri)
+        self.subscriptions.stop_listening_to(uri) && self.unsubscribe(uri)
     }
 
     /// The listen streams open now.
     fn sinks(&self) -> Vec<rmcp::service::SubscriptionSink> {
-        self.lock_listeners()
-            .sinks
-            .iter()
-            .map(|(_, sink)| sink.clone())
-            .collect()
+        self.subscriptions.sinks()
     }
 
     pub fn stats(&self) -> &crate::report::SessionStats {
@@ -475,9 +388,8 @@ impl Gateway {
         }
     }
 
-    /// The joined tools changed: the coalescing loop rebuilds and tells the client.
-    pub(crate) fn mark_tools_changed(&self) {
-        self.tools_changed.store(true, Ordering::Release);
+    /// Something the catalog shows changed: the coalescing loop rebuilds and tells the client.
+    pub(crate) fn catalog_changed(&self) {
         self.dirty.notify_one();
     }
 
@@ -559,15 +471,8 @@ impl Gateway {
     pub async fn shutdown(&self) {
         self.hub.in_flight.session_closed(self.number);
         self.shutdown.cancel();
-        self.suspended.clear();
-        self.bridged.clear();
-        let held: Vec<String> = self
-            .subscriptions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain()
-            .collect();
-        for uri in held {
+        self.protocol.end();
+        for uri in self.subscriptions.drain() {
             self.hub.unsubscribed(&uri);
         }
         // Dropping the listener closes the writer's queue; what is queued is still written.
@@ -649,9 +554,7 @@ impl Gateway {
             }
         }
         self.stats.exposed(found.direct_tools, found.direct);
-        if let Ok(mut slot) = self.discovery.write() {
-            *slot = Arc::new(found);
-        }
+        self.discovery.replace(found);
         next.tools.extend(
             crate::tools::tools()
                 .into_iter()
@@ -687,7 +590,7 @@ impl Gateway {
             }
             tokio::time::sleep(LIST_CHANGED_COALESCE).await;
             let changed = self.rebuild();
-            let joined = self.tools_changed.swap(false, Ordering::AcqRel);
+            let joined = self.discovery.take_joined_changed();
             // 2026-07-28 clients hear of changes on their listen streams only; clients of the
             // `initialize` era get the notifications as before.
             for sink in self.sinks() {
@@ -748,20 +651,9 @@ impl Gateway {
                 if !audience.contains(&self.number) {
                     return;
                 }
-                // A 2026-07-28 client gets log messages only for requests that asked for them
-                // (`io.modelcontextprotocol/logLevel`), at that level or above.
-                if self.upstream_is_2026() && !self.log_interest.wants(*server, &params.level) {
-                    return;
-                }
-                // A handshake client that set a level gets nothing below it, whatever another
-                // session asked the shared server for.
-                let set = *self
-                    .legacy_log_level
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                if !self.upstream_is_2026()
-                    && let Some(set) = set
-                    && logging::log_rank(&params.level) < logging::log_rank(&set)
+                if !self
+                    .protocol
+                    .passes_log(self.upstream_is_2026(), *server, &params.level)
                 {
                     return;
                 }
@@ -787,11 +679,7 @@ impl Gateway {
                 for sink in self.sinks() {
                     let _ = sink.notify_resource_updated(params.uri.clone()).await;
                 }
-                let subscribed = self
-                    .subscriptions
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .contains(&params.uri);
+                let subscribed = self.subscriptions.is_subscribed(&params.uri);
                 let legacy = self
                     .upstream
                     .get()

@@ -7,7 +7,8 @@ pub mod search;
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value, json};
@@ -192,6 +193,53 @@ impl Joined {
     }
 }
 
+/// What one session keeps for tool discovery: the index of the last catalog, the tools its
+/// searches joined to `tools/list`, and the nonce that marks server-written text.
+pub(crate) struct DiscoveryState {
+    /// The tool search index and the definition sizes the report compares (SPEC §20).
+    current: RwLock<Arc<Discovery>>,
+    /// Tools `loom_find_tools` returned, listed in search mode.
+    joined: Joined,
+    /// Set when the joined tools changed: the next rebuild notifies `list_changed`.
+    joined_changed: AtomicBool,
+    /// Marks server-written descriptions in `loom_find_tools` results.
+    nonce: String,
+}
+
+impl Default for DiscoveryState {
+    fn default() -> Self {
+        Self {
+            current: RwLock::default(),
+            joined: Joined::default(),
+            joined_changed: AtomicBool::new(false),
+            nonce: new_nonce(),
+        }
+    }
+}
+
+impl DiscoveryState {
+    /// The index of the catalog built last.
+    pub(crate) fn current(&self) -> Arc<Discovery> {
+        self.current.read().map(|d| d.clone()).unwrap_or_default()
+    }
+
+    /// A rebuilt catalog's index replaces the last one.
+    pub(crate) fn replace(&self, found: Discovery) {
+        if let Ok(mut slot) = self.current.write() {
+            *slot = Arc::new(found);
+        }
+    }
+
+    /// The joined tools changed since the last call (the flag is cleared).
+    pub(crate) fn take_joined_changed(&self) -> bool {
+        self.joined_changed.swap(false, Ordering::AcqRel)
+    }
+
+    fn mark_joined_changed(&self) {
+        self.joined_changed.store(true, Ordering::Release);
+    }
+}
+
 fn tool_name(tool: &ToolDef) -> &str {
     tool.get("name").and_then(Value::as_str).unwrap_or_default()
 }
@@ -229,7 +277,7 @@ impl Gateway {
                         discovery
                             || exposed.tool_route(name).is_none()
                             || self.pinned(exposed, name)
-                            || self.joined.contains(name)
+                            || self.discovery.joined.contains(name)
                     }
                 }
             })
@@ -315,7 +363,7 @@ impl Gateway {
         // Every tool is usable: one that only runs as a task is run as one by loom for a
         // client without tasks (SPEC §5.10).
         let hits = discovery.index.search(query, limit);
-        let nonce = &self.nonce;
+        let nonce = &self.discovery.nonce;
         let found: Vec<String> = hits
             .iter()
             .filter_map(|hit| discovery.index.tools().get(hit.index))
@@ -348,10 +396,12 @@ impl Gateway {
             .collect();
         let joined = self.hub.config.tools.mode == ToolsMode::Search
             && self
+                .discovery
                 .joined
                 .add(&newest_last, self.hub.config.tools.max_joined);
         if joined {
-            self.mark_tools_changed();
+            self.discovery.mark_joined_changed();
+            self.catalog_changed();
         }
         let how = match self.hub.config.tools.mode {
             ToolsMode::Search if self.hub.config.tools.max_joined > 0 => {
@@ -442,7 +492,7 @@ impl Gateway {
     }
 
     pub(crate) fn discovery(&self) -> Arc<Discovery> {
-        self.discovery.read().map(|d| d.clone()).unwrap_or_default()
+        self.discovery.current()
     }
 }
 

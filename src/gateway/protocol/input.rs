@@ -283,7 +283,7 @@ impl Gateway {
     ) -> Result<Reply, ForwardError> {
         let asked = asks
             .into_iter()
-            .map(|ask| (self.suspended.keys.next(ask.kind), ask))
+            .map(|ask| (self.protocol.suspended.keys.next(ask.kind), ask))
             .collect();
         self.follow(running, asked, call, cancelled).await
     }
@@ -322,7 +322,7 @@ impl Gateway {
                     params,
                     reply,
                 };
-                (self.suspended.keys.next(AskKind::Elicitation), ask)
+                (self.protocol.suspended.keys.next(AskKind::Elicitation), ask)
             })
             .collect();
         let again = |(index, request)| Pending::Again {
@@ -375,7 +375,7 @@ impl Gateway {
         call: Call,
         context: &RequestContext<RoleServer>,
     ) -> Result<Result<Reply, ForwardError>, McpError> {
-        let Some(waiting) = self.suspended.lock().remove(state) else {
+        let Some(waiting) = self.protocol.suspended.lock().remove(state) else {
             return Err(unknown_state());
         };
         if let Err(error) = check_retry(&waiting, responses, &call) {
@@ -387,7 +387,10 @@ impl Gateway {
             if tokio::time::Instant::now() >= waiting.expires_at {
                 waiting.pending.cancel(EXPIRED);
             } else {
-                self.suspended.lock().insert(state.to_string(), waiting);
+                self.protocol
+                    .suspended
+                    .lock()
+                    .insert(state.to_string(), waiting);
             }
             return Err(error);
         }
@@ -422,7 +425,7 @@ impl Gateway {
         if super::era::Era::of_request(context) == super::era::Era::Discover
             && let Some(level) = context.meta.log_level()
         {
-            running.set_log(Some(self.log_interest.register(running.index(), &level)));
+            running.set_log(Some(self.protocol.want_logs(running.index(), &level)));
         }
         Ok(self.follow(running, unanswered, call, &context.ct).await)
     }
@@ -454,7 +457,7 @@ impl Gateway {
                 Waited::Asked(asks) => {
                     asked = asks
                         .into_iter()
-                        .map(|ask| (self.suspended.keys.next(ask.kind), ask))
+                        .map(|ask| (self.protocol.suspended.keys.next(ask.kind), ask))
                         .collect();
                 }
             }
@@ -600,7 +603,7 @@ impl Gateway {
             result["inputRequests"] = Value::Object(requests);
         }
         {
-            let mut table = self.suspended.lock();
+            let mut table = self.protocol.suspended.lock();
             if table.len() >= MAX_WAITING {
                 drop(table);
                 refuse(
@@ -622,7 +625,7 @@ impl Gateway {
                 },
             );
         }
-        expire_later(Arc::downgrade(&self.suspended.table), state);
+        expire_later(Arc::downgrade(&self.protocol.suspended.table), state);
         Ok(ServerResult::CustomResult(CustomResult(result)))
     }
 }

@@ -263,7 +263,9 @@ impl Gateway {
             return Ok(Reply::Done(Forwarded::Raw(raw)));
         };
         let origin = self.origin_of(route, arguments);
-        self.task_routes.record(&id, route.server, Some(origin));
+        self.protocol
+            .task_routes
+            .record(&id, route.server, Some(origin));
         let request = Self::tasks_result_request(&id);
         // Abandoned (timed out, cancelled, given up), the task is cancelled on its server.
         self.call_for_task(route.server, request, context, call, id)
@@ -289,7 +291,8 @@ impl Gateway {
         let Some((id, task)) = created_task(raw.get()) else {
             return Ok(self.intercept(raw, origin, context).await);
         };
-        self.task_routes
+        self.protocol
+            .task_routes
             .record(&id, route.server, Some(origin.clone()));
         let bridged = Bridged::new(route.server, origin, expiry_of(&task));
         // The task's result, and the server's questions for it, come on this request.
@@ -311,7 +314,7 @@ impl Gateway {
                 *lock(&bridged.outcome) = Some(Err(error));
             }
         }
-        self.bridged.insert(id, bridged);
+        self.protocol.bridged.insert(id, bridged);
         let mut flat = as_extension_task(task);
         flat.insert("resultType".into(), Value::String("task".into()));
         Ok(ServerResult::CustomResult(CustomResult(Value::Object(
@@ -348,7 +351,11 @@ impl Gateway {
                 "malformed `{method}` request: `taskId` (a string) is required"
             )));
         };
-        let task = self.bridged.get(id).ok_or_else(|| unknown_task(id))?;
+        let task = self
+            .protocol
+            .bridged
+            .get(id)
+            .ok_or_else(|| unknown_task(id))?;
         match method {
             "tasks/update" => {
                 let responses = params.get("inputResponses").and_then(Value::as_object);
@@ -487,7 +494,7 @@ impl Gateway {
     }
 
     fn suspended_keys(&self) -> Arc<super::input::Keys> {
-        self.suspended.keys()
+        self.protocol.suspended.keys()
     }
 }
 

@@ -320,7 +320,11 @@ impl Gateway {
                         "malformed `{method}` request: `taskId` (a string) is required"
                     )));
                 };
-                let route = self.task_routes.get(&id).ok_or_else(|| unknown_task(&id))?;
+                let route = self
+                    .protocol
+                    .task_routes
+                    .get(&id)
+                    .ok_or_else(|| unknown_task(&id))?;
                 let server = self.hub.servers[route.server].name().to_string();
                 let request = ClientRequest::CustomRequest(CustomRequest::new(
                     method,
@@ -388,7 +392,11 @@ impl Gateway {
         match self.forward(route.server, request, context).await {
             Ok(Forwarded::Raw(raw)) => match created_task_id(raw.get()) {
                 Some(id) => {
-                    if self.task_routes.record(&id, route.server, Some(origin)) {
+                    if self
+                        .protocol
+                        .task_routes
+                        .record(&id, route.server, Some(origin))
+                    {
                         self.release_parked(route.server, id.clone(), AFTER_CREATED);
                     }
                     Ok(self.pass_on(Forwarded::Raw(raw), context, false))
@@ -440,10 +448,10 @@ impl Gateway {
                         };
                         // The servers are shared by every session (SPEC §22): one of several
                         // sessions lists only the tasks created through it.
-                        if !self.owns_hub && self.task_routes.get(id).is_none() {
+                        if !self.owns_hub && self.protocol.task_routes.get(id).is_none() {
                             continue;
                         }
-                        if self.task_routes.record(id, server.index, None) {
+                        if self.protocol.task_routes.record(id, server.index, None) {
                             self.release_parked(server.index, id.to_string(), Duration::ZERO);
                         }
                         tasks.push(task);
@@ -480,7 +488,11 @@ impl Gateway {
         }
         // A status of a task not routed yet is held until it is (its CreateTaskResult is being
         // handled, or comes next), then sent; dropped after a few seconds if it never is.
-        let Some(notification) = self.task_routes.route_status(server, id, notification) else {
+        let Some(notification) = self
+            .protocol
+            .task_routes
+            .route_status(server, id, notification)
+        else {
             return;
         };
         if let Some(peer) = self.upstream.get() {
@@ -493,7 +505,7 @@ impl Gateway {
     /// Send the statuses parked for a task that is now routed, `after` a moment (so that the
     /// answer being handed to rmcp right now goes out first).
     fn release_parked(&self, server: usize, id: String, after: Duration) {
-        let routes = self.task_routes.clone();
+        let routes = self.protocol.task_routes.clone();
         let peer = self.upstream.get();
         tokio::spawn(async move {
             tokio::time::sleep(after).await;

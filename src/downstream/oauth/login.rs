@@ -1,0 +1,411 @@
+//! A person's login to a remote server (`loom auth login`, SPEC §4.7): find where the server
+//! sends people to log in, open the page in their browser, receive the authorization code on a
+//! loopback redirect (`http://127.0.0.1:PORT/callback`, RFC 8252), exchange it and keep the
+//! tokens. Also what `loom auth status` reports of a login, and `loom auth logout`.
+
+use std::time::Duration;
+
+use reqwest::header::{ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
+use rmcp::transport::auth::{
+    AuthError, AuthorizationManager, AuthorizationMetadata, AuthorizationRequest,
+    AuthorizationSession, StoredCredentials,
+};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use super::describe;
+use super::store::{Registration, TokenStore};
+use crate::config::{OAuthSettings, mask_url};
+
+/// How long `loom auth login` waits for the browser to come back.
+pub const LOGIN_WAIT: Duration = Duration::from_secs(300);
+
+/// How long probing a server (is it protected?) may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What is needed to log in to one server.
+pub struct LoginTarget<'a> {
+    pub server: &'a str,
+    pub url: &'a str,
+    pub settings: &'a OAuthSettings,
+    pub store: &'a TokenStore,
+    /// The loom subject the login is for (HTTP face); none for a person at a terminal.
+    pub subject: Option<&'a str>,
+}
+
+/// A finished login, for the line `loom auth login` prints.
+#[derive(Debug)]
+pub struct LoggedIn {
+    pub issuer: Option<String>,
+    pub scopes: Vec<String>,
+    pub expires_in: Option<Duration>,
+}
+
+/// What a probe of the server's MCP endpoint found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
+    /// The server answered without a token.
+    Open,
+    /// 401 (or 403) with the server's `WWW-Authenticate` value, if any.
+    Protected(Option<String>),
+}
+
+/// POSTs an `initialize` without a token: a protected server answers 401 and says where its
+/// metadata is (`WWW-Authenticate: Bearer resource_metadata="…"`).
+pub async fn probe(url: &str) -> Result<Probe, String> {
+    crate::common::tls::install_crypto_provider();
+    let http = reqwest::Client::builder()
+        .timeout(PROBE_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| format!("cannot set up the HTTP client: {e}"))?;
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "loom", "version": env!("CARGO_PKG_VERSION")}}
+    });
+    let response = http
+        .post(url)
+        .header(ACCEPT, "application/json, text/event-stream")
+        .header(CONTENT_TYPE, "application/json")
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot reach {}: {}",
+                mask_url(url),
+                crate::common::text::error_chain(&e)
+            )
+        })?;
+    let status = response.status().as_u16();
+    let challenge = response
+        .headers()
+        .get(WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    // A session the probe opened is not used again; the server forgets it on its own.
+    match status {
+        401 | 403 => Ok(Probe::Protected(challenge)),
+        _ => Ok(Probe::Open),
+    }
+}
+
+/// Logs in to `target` as a person would: the authorization URL on stderr and in `$BROWSER`
+/// (else the platform's opener), the code on the loopback redirect, the tokens kept.
+pub async fn login(target: &LoginTarget<'_>, wait: Duration) -> Result<LoggedIn, String> {
+    let shown = mask_url(target.url);
+    let challenge = match probe(target.url).await? {
+        Probe::Protected(challenge) => challenge,
+        // Some servers answer initialize openly and ask for a login only for their tools:
+        // discovery then goes by the well-known URLs.
+        Probe::Open => None,
+    };
+    let mut manager = AuthorizationManager::new(target.url)
+        .await
+        .map_err(|e| describe(&e))?;
+    manager.set_credential_store(target.store.credential_store(target.url, target.subject));
+    let resolution = manager
+        .resolve_metadata_from_challenge(challenge.as_deref())
+        .await
+        .map_err(|e| format!("cannot find where {shown} logs people in: {}", describe(&e)))?;
+    if !resolution.source.is_discovered() {
+        return Err(format!(
+            "{shown} does not say where to log in: it publishes no protected resource metadata \
+             (RFC 9728) and no authorization server metadata (RFC 8414 / OpenID discovery)"
+        ));
+    }
+    let metadata = resolution.metadata;
+    let issuer = metadata.issuer.clone();
+    let listener = TcpListener::bind(("127.0.0.1", target.settings.redirect_port.unwrap_or(0)))
+        .await
+        .map_err(|e| match target.settings.redirect_port {
+            Some(port) => format!(
+                "cannot listen on 127.0.0.1:{port} for the login's redirect ({e}); free the \
+                 port or change `oauth.redirectPort`"
+            ),
+            None => format!("cannot listen on 127.0.0.1 for the login's redirect: {e}"),
+        })?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the redirect's port: {e}"))?
+        .port();
+    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+    let registered = client_identity(target, &metadata)?;
+    manager.set_metadata(metadata);
+    let mut request = AuthorizationRequest::new(redirect_uri.clone())
+        .with_client_name("loom")
+        .with_application_type("native");
+    if let Some(challenge) = &challenge {
+        request = request.with_challenge(challenge.clone());
+    }
+    request = if target.settings.scopes.is_empty() {
+        request.with_initial_scope_selection()
+    } else {
+        request.with_scopes(target.settings.scopes.clone())
+    };
+    match &registered {
+        Identity::Configured { id, secret } => {
+            request = request.with_preregistered_client(id.clone());
+            if let Some(secret) = secret {
+                request = request.with_client_secret(secret.clone());
+            }
+        }
+        Identity::Remembered(registration) => {
+            request = request.with_preregistered_client(registration.client_id.clone());
+        }
+        Identity::MetadataDocument(url) => {
+            request = request.with_client_metadata_url(url.clone());
+        }
+        Identity::Register => {}
+    }
+    let session = AuthorizationSession::new(manager, request)
+        .await
+        .map_err(|(_, e)| format!("cannot start the login to {shown}: {}", describe(&e)))?;
+    let url = session.get_authorization_url().to_owned();
+    eprintln!(
+        "loom: to log in to `{}`, open this page in a browser:\n\n  {url}\n",
+        target.server
+    );
+    open_browser(&url);
+    let callback = wait_for_callback(listener, port, wait).await?;
+    if let Some(error) = callback.error {
+        return Err(format!(
+            "the authorization server did not authorize loom: {error}{}",
+            callback
+                .error_description
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        ));
+    }
+    session
+        .handle_callback_url(&callback.url)
+        .await
+        .map_err(|e| explain_callback_error(&e))?;
+    let stored = target
+        .store
+        .load(target.url, target.subject)
+        .map_err(|e| e.0)?
+        .ok_or_else(|| "the tokens were not kept (the login file is missing)".to_owned())?;
+    // A client registered just now is used again next time (one registration per server).
+    if matches!(registered, Identity::Register)
+        && let Some(issuer) = &issuer
+    {
+        let registration = Registration {
+            issuer: issuer.clone(),
+            client_id: stored.client_id.clone(),
+        };
+        if let Err(error) = target.store.save_registration(&registration) {
+            tracing::warn!("the client registration was not kept: {}", error.0);
+        }
+    }
+    Ok(LoggedIn {
+        issuer,
+        scopes: stored.granted_scopes.clone(),
+        expires_in: remaining(&stored),
+    })
+}
+
+/// Who loom is to the authorization server.
+enum Identity {
+    /// `oauth.clientId` (+ `clientSecret`).
+    Configured { id: String, secret: Option<String> },
+    /// A client loom registered with this server before.
+    Remembered(Registration),
+    /// `oauth.clientMetadataUrl`, which the server takes.
+    MetadataDocument(String),
+    /// Dynamic Client Registration.
+    Register,
+}
+
+fn client_identity(
+    target: &LoginTarget<'_>,
+    metadata: &AuthorizationMetadata,
+) -> Result<Identity, String> {
+    if let Some(id) = &target.settings.client_id {
+        return Ok(Identity::Configured {
+            id: id.clone(),
+            secret: target
+                .settings
+                .client_secret
+                .as_ref()
+                .map(|s| s.expose().to_owned()),
+        });
+    }
+    let takes_documents = metadata
+        .additional_fields
+        .get("client_id_metadata_document_supported")
+        .and_then(serde_json::Value::as_bool)
+        == Some(true);
+    if let Some(url) = &target.settings.client_metadata_url
+        && takes_documents
+    {
+        return Ok(Identity::MetadataDocument(url.clone()));
+    }
+    if let Some(issuer) = &metadata.issuer
+        && let Some(registration) = target.store.registration(issuer).map_err(|e| e.0)?
+    {
+        return Ok(Identity::Remembered(registration));
+    }
+    if metadata.registration_endpoint.is_some() {
+        return Ok(Identity::Register);
+    }
+    let issuer = metadata.issuer.as_deref().unwrap_or("(no issuer)");
+    Err(format!(
+        "the authorization server `{issuer}` offers neither dynamic client registration nor \
+         client metadata documents{}: register a client with it (redirect URI \
+         http://127.0.0.1/callback, or with a fixed port and `oauth.redirectPort`) and set \
+         `oauth.clientId` (and `oauth.clientSecret`) in the entry of `{}`",
+        if target.settings.client_metadata_url.is_some() {
+            " (it does not take `oauth.clientMetadataUrl`)"
+        } else {
+            ""
+        },
+        target.server
+    ))
+}
+
+fn explain_callback_error(error: &AuthError) -> String {
+    match error {
+        AuthError::InternalError(message) if message.contains("state not found") => {
+            "the redirect's `state` is not the one this login sent (a stale or forged \
+             redirect); nothing was kept: run the login again"
+                .to_owned()
+        }
+        AuthError::AuthorizationServerMissingIssuer { expected_issuer } => format!(
+            "the redirect has no `iss` although `{expected_issuer}` promises one (RFC 9207); \
+             nothing was kept"
+        ),
+        other => format!("the login failed: {}; nothing was kept", describe(other)),
+    }
+}
+
+/// What the browser brought back to the loopback redirect.
+struct Callback {
+    /// The whole redirect URL, as rmcp reads it (code, state, iss).
+    url: String,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+/// Serves `http://127.0.0.1:PORT/callback` until the browser arrives there (or `wait` runs out).
+async fn wait_for_callback(
+    listener: TcpListener,
+    port: u16,
+    wait: Duration,
+) -> Result<Callback, String> {
+    let (sender, mut received) = mpsc::channel::<String>(1);
+    let server = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let sender = sender.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
+                    let sender = sender.clone();
+                    async move {
+                        let is_callback = request.uri().path() == "/callback";
+                        let query = request.uri().query().unwrap_or("").to_owned();
+                        let (status, page) = if is_callback && !query.is_empty() {
+                            let _ = sender.try_send(query.clone());
+                            let failed = query_value(&query, "error").is_some();
+                            (200, if failed { PAGE_REFUSED } else { PAGE_DONE })
+                        } else {
+                            (404, PAGE_NOT_HERE)
+                        };
+                        hyper::Response::builder()
+                            .status(status)
+                            .header("content-type", "text/html; charset=utf-8")
+                            .header("cache-control", "no-store")
+                            .body(http_body_util::Full::new(bytes::Bytes::from_static(
+                                page.as_bytes(),
+                            )))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    let query = tokio::time::timeout(wait, received.recv()).await;
+    server.abort();
+    let query = match query {
+        Ok(Some(query)) => query,
+        Ok(None) | Err(_) => {
+            return Err(format!(
+                "no browser came back to http://127.0.0.1:{port}/callback within {} s; run the \
+                 login again",
+                wait.as_secs()
+            ));
+        }
+    };
+    Ok(Callback {
+        url: format!("http://127.0.0.1:{port}/callback?{query}"),
+        error: query_value(&query, "error"),
+        error_description: query_value(&query, "error_description"),
+    })
+}
+
+fn query_value(query: &str, key: &str) -> Option<String> {
+    let url = reqwest::Url::parse(&format!("http://127.0.0.1/?{query}")).ok()?;
+    url.query_pairs()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
+}
+
+const PAGE_DONE: &str = "<!doctype html><title>loom</title><p>loom is logged in. You can close \
+                         this tab.</p>";
+const PAGE_REFUSED: &str = "<!doctype html><title>loom</title><p>The login was refused; loom \
+                            says why in the terminal.</p>";
+const PAGE_NOT_HERE: &str = "<!doctype html><title>loom</title><p>Not found.</p>";
+
+/// Opens `url` with `$BROWSER` (a command, run with the URL as its argument), else the
+/// platform's opener; a failure only means the person opens the printed URL themselves.
+fn open_browser(url: &str) {
+    let command = match std::env::var("BROWSER") {
+        Ok(browser) if !browser.trim().is_empty() => browser,
+        _ if cfg!(target_os = "macos") => "open".to_owned(),
+        _ => "xdg-open".to_owned(),
+    };
+    let spawned = std::process::Command::new(&command)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn();
+    match spawned {
+        // Reaped in the background: the browser may outlive the login.
+        Ok(mut child) => {
+            std::thread::spawn(move || child.wait());
+        }
+        Err(error) => {
+            tracing::info!("could not start `{command}` ({error}); open the URL by hand");
+        }
+    }
+}
+
+/// The token answer's member `name`, read through its JSON form (the token type is the
+/// oauth2 crate's, which loom does not name).
+fn token_member(credentials: &StoredCredentials, name: &str) -> Option<serde_json::Value> {
+    let token = serde_json::to_value(credentials.token_response.as_ref()?).ok()?;
+    token.get(name).cloned()
+}
+
+/// How long the stored access token has left, when the server said.
+pub fn remaining(credentials: &StoredCredentials) -> Option<Duration> {
+    let lifetime = token_member(credentials, "expires_in")?.as_u64()?;
+    let received = credentials.token_received_at?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs();
+    Some(Duration::from_secs(
+        received.saturating_add(lifetime).saturating_sub(now),
+    ))
+}
+
+/// Whether the stored login can still get tokens on its own (a refresh token).
+pub fn can_refresh(credentials: &StoredCredentials) -> bool {
+    token_member(credentials, "refresh_token").is_some_and(|t| t.is_string())
+}

@@ -1,0 +1,191 @@
+//! OAuth 2.1 for remote servers that ask for a login (SPEC §4.7). rmcp's client does the
+//! protocol — metadata discovery (RFC 9728, RFC 8414, OpenID), PKCE, `resource` (RFC 8707),
+//! client registration (RFC 7591) or a metadata document, the code exchange with the `iss`
+//! check (RFC 9207), refresh; loom adds where logins are kept ([`store`]), the person's side of
+//! a login ([`login`]: `loom auth login`), and the token each request to the server carries
+//! while loom serves ([`ServerLogin`]).
+
+pub mod login;
+pub mod store;
+
+use rmcp::transport::auth::{AuthError, AuthorizationManager, OAuthClientConfig};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::Mutex;
+
+use crate::config::OAuthSettings;
+use store::TokenStore;
+
+/// Why a request to a server that needs a login could not carry a token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenError {
+    /// Nobody logged in, the login was given up (logout, revoked refresh token), or the server
+    /// refused the token and a refresh did not help: a person has to log in.
+    NeedsLogin,
+    /// The token could not be had for another reason (the store, the network): said as is.
+    Failed(String),
+}
+
+/// One remote server's login while loom serves: the stored tokens and what refreshes them.
+pub struct ServerLogin {
+    /// The server's name in the config (for messages).
+    server: String,
+    url: String,
+    settings: OAuthSettings,
+    store: TokenStore,
+    /// The loom subject whose login this is (HTTP face); none over stdio.
+    subject: Option<String>,
+    /// Built from the stored login on first use; dropped when a login is needed again, so a
+    /// login made meanwhile (by `loom auth login` in another process) is read afresh.
+    manager: Mutex<Option<AuthorizationManager>>,
+    /// Set when the server refused this client and no token could be had: a person has to log
+    /// in. Cleared when a token is had again.
+    needed: AtomicBool,
+}
+
+impl ServerLogin {
+    pub fn new(
+        server: &str,
+        url: &str,
+        settings: OAuthSettings,
+        store: TokenStore,
+        subject: Option<String>,
+    ) -> Self {
+        ServerLogin {
+            server: server.to_owned(),
+            url: url.to_owned(),
+            settings,
+            store,
+            subject,
+            manager: Mutex::new(None),
+            needed: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the last attempt ended in [`TokenError::NeedsLogin`].
+    pub fn login_needed(&self) -> bool {
+        self.needed.load(Ordering::Acquire)
+    }
+
+    /// The server answered 401 and no token can be had: remembered until one can.
+    pub fn mark_needed(&self) {
+        self.needed.store(true, Ordering::Release);
+    }
+
+    /// Changes when the stored login changes (written, replaced, removed): its file's size and
+    /// modification time.
+    pub fn stored_version(&self) -> Option<(u64, std::time::SystemTime)> {
+        let path = self.store.login_path(&self.url, self.subject.as_deref());
+        let meta = std::fs::metadata(path).ok()?;
+        Some((meta.len(), meta.modified().ok()?))
+    }
+
+    /// What a person does about [`TokenError::NeedsLogin`].
+    pub fn needs_login_message(&self) -> String {
+        format!(
+            "server `{}` needs a login: run `loom auth login {}` (with the same --config), then \
+             call again",
+            self.server, self.server
+        )
+    }
+
+    /// The access token for the next request: `None` when nobody logged in (the request goes
+    /// without one; a server that needs one answers 401). Refreshed first when it is about to
+    /// expire.
+    pub async fn bearer(&self) -> Result<Option<String>, TokenError> {
+        let mut slot = self.manager.lock().await;
+        if slot.is_none() {
+            match self.store.load(&self.url, self.subject.as_deref()) {
+                Ok(Some(_)) => {}
+                Ok(None) => return Ok(None),
+                Err(error) => return Err(TokenError::Failed(error.0)),
+            }
+            *slot = Some(self.manager_from_store().await?);
+        }
+        let Some(manager) = slot.as_ref() else {
+            return Ok(None);
+        };
+        match manager.get_access_token().await {
+            Ok(token) => {
+                self.needed.store(false, Ordering::Release);
+                Ok(Some(token))
+            }
+            Err(AuthError::AuthorizationRequired) => {
+                *slot = None;
+                Err(TokenError::NeedsLogin)
+            }
+            Err(error) => Err(TokenError::Failed(describe(&error))),
+        }
+    }
+
+    /// The server refused `refused` (401): one refresh, whose new token the request is sent
+    /// again with. [`TokenError::NeedsLogin`] when the refresh is refused too, or there was no
+    /// login to refresh.
+    pub async fn refresh_after_refusal(&self, refused: Option<&str>) -> Result<String, TokenError> {
+        let mut slot = self.manager.lock().await;
+        let Some(manager) = slot.as_ref() else {
+            return Err(TokenError::NeedsLogin);
+        };
+        // Another request may have refreshed while this one waited for the lock.
+        if let Ok(token) = manager.get_access_token().await
+            && Some(token.as_str()) != refused
+        {
+            return Ok(token);
+        }
+        match manager.refresh_token().await {
+            Ok(_) => match manager.get_access_token().await {
+                Ok(token) if Some(token.as_str()) != refused => Ok(token),
+                Ok(_) | Err(AuthError::AuthorizationRequired) => {
+                    *slot = None;
+                    Err(TokenError::NeedsLogin)
+                }
+                Err(error) => Err(TokenError::Failed(describe(&error))),
+            },
+            Err(AuthError::TokenRefreshRejected(_) | AuthError::AuthorizationRequired) => {
+                *slot = None;
+                Err(TokenError::NeedsLogin)
+            }
+            Err(error) => Err(TokenError::Failed(describe(&error))),
+        }
+    }
+
+    async fn manager_from_store(&self) -> Result<AuthorizationManager, TokenError> {
+        crate::common::tls::install_crypto_provider();
+        let failed = |error: AuthError| TokenError::Failed(describe(&error));
+        let mut manager = AuthorizationManager::new(self.url.as_str())
+            .await
+            .map_err(failed)?;
+        manager.set_credential_store(
+            self.store
+                .credential_store(&self.url, self.subject.as_deref()),
+        );
+        if !manager.initialize_from_store().await.map_err(failed)? {
+            // The authorization server changed since the login: its tokens were dropped.
+            return Err(TokenError::NeedsLogin);
+        }
+        // rmcp restores only the client id; a registered client's secret authenticates its
+        // refreshes.
+        if let (Some(id), Some(secret)) = (&self.settings.client_id, &self.settings.client_secret) {
+            let config = OAuthClientConfig::new(id.clone(), self.url.clone())
+                .with_client_secret(secret.expose().to_owned());
+            manager.configure_client(config).map_err(failed)?;
+        }
+        Ok(manager)
+    }
+}
+
+/// rmcp's error in words (its `Display` says what failed; the variant names say nothing to a
+/// user).
+pub fn describe(error: &AuthError) -> String {
+    match error {
+        AuthError::AuthorizationRequired => "a login is needed".to_owned(),
+        AuthError::AuthorizationServerMismatch {
+            expected_issuer,
+            received_issuer,
+        } => format!(
+            "the answer came from issuer `{received_issuer}`, but this login is with \
+             `{expected_issuer}` (RFC 9207 issuer check; a mix-up or a forged redirect)"
+        ),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,451 @@
+//! Where a login is kept between runs (SPEC §4.7): one JSON file per remote server (and, on the
+//! HTTP face, per loom subject) under `$XDG_STATE_HOME/loom/oauth/`, 0600 in a 0700 folder, and
+//! the client ids loom registered with each authorization server, so a login does not register
+//! a new client every time. A file that others can read, or that is not what loom wrote, is
+//! refused with what to do about it; it is never used, never overwritten behind the user's back.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
+use serde::{Deserialize, Serialize};
+
+/// What may read a token file or its folder besides its owner: nothing.
+const GROUP_OR_OTHER: u32 = 0o077;
+
+/// The folder logins are kept in: `$XDG_STATE_HOME/loom/oauth`, else
+/// `~/.local/state/loom/oauth`. `None` when neither variable says where home is.
+pub fn default_root(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let state = env("XDG_STATE_HOME")
+        .filter(|d| Path::new(d).is_absolute())
+        .map(PathBuf::from)
+        .or_else(|| {
+            env("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| Path::new(&h).join(".local/state"))
+        })?;
+    Some(state.join("loom").join("oauth"))
+}
+
+/// A problem with the folder or a file in it, in words that say how to fix it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StoreError(pub String);
+
+impl From<StoreError> for AuthError {
+    fn from(error: StoreError) -> Self {
+        AuthError::CredentialStoreError(error.0)
+    }
+}
+
+/// The logins folder.
+#[derive(Debug, Clone)]
+pub struct TokenStore {
+    root: PathBuf,
+}
+
+/// One login as written to its file.
+#[derive(Serialize, Deserialize)]
+struct LoginFile {
+    /// The server's MCP endpoint, as configured.
+    url: String,
+    /// The loom subject (`iss sub` of its client's token) on the HTTP face; none over stdio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    subject: Option<String>,
+    credentials: StoredCredentials,
+}
+
+/// A client loom registered (RFC 7591) with an authorization server, kept to be used again.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Registration {
+    pub issuer: String,
+    pub client_id: String,
+}
+
+impl TokenStore {
+    pub fn new(root: PathBuf) -> Self {
+        TokenStore { root }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The file of the login to `url` for `subject`.
+    pub fn login_path(&self, url: &str, subject: Option<&str>) -> PathBuf {
+        let key = digest(&[url, subject.unwrap_or("")]);
+        self.root.join(format!("{}-{key}.json", readable_host(url)))
+    }
+
+    fn registration_path(&self, issuer: &str) -> PathBuf {
+        self.root
+            .join("clients")
+            .join(format!("{}.json", digest(&[issuer])))
+    }
+
+    /// The stored login to `url` for `subject`, if there is one.
+    pub fn load(
+        &self,
+        url: &str,
+        subject: Option<&str>,
+    ) -> Result<Option<StoredCredentials>, StoreError> {
+        let path = self.login_path(url, subject);
+        let Some(text) = read_private(&path)? else {
+            return Ok(None);
+        };
+        let file: LoginFile = serde_json::from_str(&text).map_err(|e| {
+            StoreError(format!(
+                "{} is not a login file loom can read ({e}); delete it and log in again",
+                path.display()
+            ))
+        })?;
+        // A file copied from another server's name would hand that server's token out.
+        if file.url != url || file.subject.as_deref() != subject {
+            return Err(StoreError(format!(
+                "{} holds the login to another server; delete it and log in again",
+                path.display()
+            )));
+        }
+        Ok(Some(file.credentials))
+    }
+
+    pub fn save(
+        &self,
+        url: &str,
+        subject: Option<&str>,
+        credentials: StoredCredentials,
+    ) -> Result<(), StoreError> {
+        let file = LoginFile {
+            url: url.to_owned(),
+            subject: subject.map(str::to_owned),
+            credentials,
+        };
+        let text = serde_json::to_string_pretty(&file)
+            .map_err(|e| StoreError(format!("cannot encode the login: {e}")))?;
+        write_private(&self.login_path(url, subject), &text)
+    }
+
+    /// Forgets the login; true when there was one.
+    pub fn remove(&self, url: &str, subject: Option<&str>) -> Result<bool, StoreError> {
+        let path = self.login_path(url, subject);
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(StoreError(format!("cannot delete {}: {e}", path.display()))),
+        }
+    }
+
+    /// The client loom registered with `issuer` before, if any.
+    pub fn registration(&self, issuer: &str) -> Result<Option<Registration>, StoreError> {
+        let path = self.registration_path(issuer);
+        let Some(text) = read_private(&path)? else {
+            return Ok(None);
+        };
+        let registration: Registration = serde_json::from_str(&text).map_err(|e| {
+            StoreError(format!(
+                "{} is not a client registration loom can read ({e}); delete it",
+                path.display()
+            ))
+        })?;
+        Ok((registration.issuer == issuer).then_some(registration))
+    }
+
+    pub fn save_registration(&self, registration: &Registration) -> Result<(), StoreError> {
+        let text = serde_json::to_string_pretty(registration)
+            .map_err(|e| StoreError(format!("cannot encode the registration: {e}")))?;
+        write_private(&self.registration_path(&registration.issuer), &text)
+    }
+
+    /// Forgets the registration with `issuer` (the server no longer knows the client).
+    pub fn remove_registration(&self, issuer: &str) -> Result<(), StoreError> {
+        match fs::remove_file(self.registration_path(issuer)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError(format!("cannot delete a registration: {e}"))),
+        }
+    }
+
+    /// rmcp's view of one login: what its authorization manager loads, saves and clears.
+    pub fn credential_store(&self, url: &str, subject: Option<&str>) -> LoginStore {
+        LoginStore {
+            store: self.clone(),
+            url: url.to_owned(),
+            subject: subject.map(str::to_owned),
+        }
+    }
+}
+
+/// One login as rmcp's [`CredentialStore`].
+pub struct LoginStore {
+    store: TokenStore,
+    url: String,
+    subject: Option<String>,
+}
+
+#[async_trait::async_trait]
+impl CredentialStore for LoginStore {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        Ok(self.store.load(&self.url, self.subject.as_deref())?)
+    }
+
+    async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        Ok(self
+            .store
+            .save(&self.url, self.subject.as_deref(), credentials)?)
+    }
+
+    async fn clear(&self) -> Result<(), AuthError> {
+        self.store.remove(&self.url, self.subject.as_deref())?;
+        Ok(())
+    }
+}
+
+/// Hex of the first 12 bytes of SHA-256 over the parts (length-prefixed, so parts cannot
+/// run into each other).
+fn digest(parts: &[&str]) -> String {
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in parts {
+        context.update(&(part.len() as u64).to_be_bytes());
+        context.update(part.as_bytes());
+    }
+    context.finish().as_ref()[..12]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The URL's host in letters, digits, `.` and `-` only: a person listing the folder sees which
+/// server a file is for.
+fn readable_host(url: &str) -> String {
+    let host = reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_default();
+    let clean: String = host
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '.' || *c == '-')
+        .take(64)
+        .collect();
+    if clean.is_empty() {
+        "server".to_owned()
+    } else {
+        clean
+    }
+}
+
+/// The text of a private file; `None` when it does not exist. Refuses a file or folder that
+/// others may read, and anything that is not a plain file.
+fn read_private(path: &Path) -> Result<Option<String>, StoreError> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError(format!("cannot read {}: {e}", path.display()))),
+    };
+    if !meta.is_file() {
+        return Err(StoreError(format!(
+            "{} is not a plain file (a link or a folder); delete it and log in again",
+            path.display()
+        )));
+    }
+    check_private(path, meta.permissions().mode(), "chmod 600")?;
+    if let Some(folder) = path.parent() {
+        let mode = fs::metadata(folder)
+            .map_err(|e| StoreError(format!("cannot read {}: {e}", folder.display())))?
+            .permissions()
+            .mode();
+        check_private(folder, mode, "chmod 700")?;
+    }
+    fs::read_to_string(path)
+        .map(Some)
+        .map_err(|e| StoreError(format!("cannot read {}: {e}", path.display())))
+}
+
+fn check_private(path: &Path, mode: u32, fix: &str) -> Result<(), StoreError> {
+    if mode & GROUP_OR_OTHER != 0 {
+        return Err(StoreError(format!(
+            "{} may be read by other users (mode {:o}); it holds credentials, so loom will not \
+             use it: run `{fix} {}`, or delete it and log in again",
+            path.display(),
+            mode & 0o777,
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Writes `text` to `path` whole or not at all (a temporary file renamed over it), 0600 in
+/// folders made 0700.
+fn write_private(path: &Path, text: &str) -> Result<(), StoreError> {
+    let folder = path
+        .parent()
+        .ok_or_else(|| StoreError(format!("{} has no folder", path.display())))?;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(folder)
+        .map_err(|e| StoreError(format!("cannot create {}: {e}", folder.display())))?;
+    // A folder made before (by another tool, or with another umask) is checked, not changed.
+    let mode = fs::metadata(folder)
+        .map_err(|e| StoreError(format!("cannot read {}: {e}", folder.display())))?
+        .permissions()
+        .mode();
+    check_private(folder, mode, "chmod 700")?;
+    let temporary = folder.join(format!(
+        ".{}.{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("login"),
+        std::process::id()
+    ));
+    let written = (|| {
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temporary)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        fs::rename(&temporary, path)
+    })();
+    written.map_err(|e| {
+        let _ = fs::remove_file(&temporary);
+        StoreError(format!("cannot write {}: {e}", path.display()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn credentials(client: &str) -> StoredCredentials {
+        StoredCredentials::new(client.to_owned(), None, vec!["read".into()], Some(1))
+            .with_issuer(Some("https://as.example".into()))
+    }
+
+    #[test]
+    fn the_folder_follows_xdg_then_home() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        assert_eq!(
+            default_root(env(&[("XDG_STATE_HOME", "/s"), ("HOME", "/h")])),
+            Some(PathBuf::from("/s/loom/oauth"))
+        );
+        // A relative XDG path is ignored, as the XDG spec says.
+        assert_eq!(
+            default_root(env(&[("XDG_STATE_HOME", "s"), ("HOME", "/h")])),
+            Some(PathBuf::from("/h/.local/state/loom/oauth"))
+        );
+        assert_eq!(default_root(env(&[])), None);
+    }
+
+    #[test]
+    fn a_login_is_kept_private_and_per_server_and_subject() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TokenStore::new(dir.path().join("oauth"));
+        let url = "https://mcp.example.com/mcp";
+        store.save(url, None, credentials("c1")).unwrap();
+        store
+            .save(url, Some("iss alice"), credentials("c2"))
+            .unwrap();
+        assert_eq!(store.load(url, None).unwrap().unwrap().client_id, "c1");
+        assert_eq!(
+            store
+                .load(url, Some("iss alice"))
+                .unwrap()
+                .unwrap()
+                .client_id,
+            "c2"
+        );
+        assert!(store.load(url, Some("iss bob")).unwrap().is_none());
+        assert!(
+            store
+                .load("https://other.example/mcp", None)
+                .unwrap()
+                .is_none()
+        );
+        let path = store.login_path(url, None);
+        assert!(
+            path.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("mcp.example.com-")
+        );
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        assert!(store.remove(url, None).unwrap());
+        assert!(!store.remove(url, None).unwrap());
+        assert!(store.load(url, None).unwrap().is_none());
+    }
+
+    #[test]
+    fn readable_corrupt_or_moved_files_are_refused_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TokenStore::new(dir.path().join("oauth"));
+        let url = "https://mcp.example.com/mcp";
+        store.save(url, None, credentials("c1")).unwrap();
+        let path = store.login_path(url, None);
+
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        let error = store.load(url, None).unwrap_err().0;
+        assert!(
+            error.contains("mode 644") && error.contains("chmod 600"),
+            "{error}"
+        );
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+
+        fs::set_permissions(path.parent().unwrap(), fs::Permissions::from_mode(0o755)).unwrap();
+        let error = store.load(url, None).unwrap_err().0;
+        assert!(error.contains("chmod 700"), "{error}");
+        let error = store.save(url, None, credentials("c3")).unwrap_err().0;
+        assert!(error.contains("chmod 700"), "{error}");
+        fs::set_permissions(path.parent().unwrap(), fs::Permissions::from_mode(0o700)).unwrap();
+
+        fs::write(&path, "{not json").unwrap();
+        let error = store.load(url, None).unwrap_err().0;
+        assert!(
+            error.contains("not a login file") && error.contains("log in again"),
+            "{error}"
+        );
+
+        // Another server's file under this server's name is not handed out.
+        let other = store.login_path("https://evil.example/mcp", None);
+        store
+            .save("https://evil.example/mcp", None, credentials("e"))
+            .unwrap();
+        fs::rename(&other, &path).unwrap();
+        let error = store.load(url, None).unwrap_err().0;
+        assert!(error.contains("another server"), "{error}");
+    }
+
+    #[test]
+    fn registrations_are_kept_per_issuer() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TokenStore::new(dir.path().to_path_buf());
+        let registration = Registration {
+            issuer: "https://as.example".into(),
+            client_id: "dyn-1".into(),
+        };
+        assert!(store.registration("https://as.example").unwrap().is_none());
+        store.save_registration(&registration).unwrap();
+        assert_eq!(
+            store.registration("https://as.example").unwrap(),
+            Some(registration)
+        );
+        assert!(
+            store
+                .registration("https://other.example")
+                .unwrap()
+                .is_none()
+        );
+        store.remove_registration("https://as.example").unwrap();
+        assert!(store.registration("https://as.example").unwrap().is_none());
+    }
+}
