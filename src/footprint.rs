@@ -60,7 +60,7 @@ pub fn keep_idle_footprint_small(first: Duration) -> ! {
 
 #[cfg(target_os = "linux")]
 mod imp {
-    pub fn release() -> usize {
+    pub(super) fn release() -> usize {
         let Ok(exe) = std::env::current_exe() else {
             return 0;
         };

@@ -10,28 +10,30 @@
 // Unsafe code is refused everywhere but in the three reviewed places that allow it by name
 // (footprint.rs: madvise; intercept/skim.rs: SSE2; store/engine.rs: setpriority).
 #![deny(unsafe_code)]
+// `pub` means used from outside the library (its binaries, tests and benches).
+#![warn(unreachable_pub)]
 
 pub mod cli;
 pub mod common;
 pub mod config;
-pub mod demo;
+pub(crate) mod demo;
 pub mod downstream;
 pub mod envelope;
 pub mod export;
 pub mod footprint;
 pub mod gateway;
 pub mod hints;
-pub mod http;
+pub(crate) mod http;
 pub mod ingest;
 pub mod intercept;
 pub mod llm;
-pub mod parallel;
-pub mod redact;
+pub(crate) mod parallel;
+pub(crate) mod redact;
 pub mod reduce;
-pub mod report;
-pub mod result;
+pub(crate) mod report;
+pub(crate) mod result;
 pub mod snapshot;
 pub mod store;
-pub mod token;
-pub mod tools;
+pub(crate) mod token;
+pub(crate) mod tools;
 pub mod wire;

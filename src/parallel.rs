@@ -3,14 +3,14 @@
 //! where a thread would cost more than it saves.
 
 /// Below this many cells (rows × columns) work stays on the calling thread.
-pub const PARALLEL_CELLS: usize = 50_000;
+pub(crate) const PARALLEL_CELLS: usize = 50_000;
 
-pub use crate::common::cores;
+pub(crate) use crate::common::cores;
 
 /// `(0..columns).map(work)`, in order, on up to as many threads as the machine has when the
 /// table has at least [`PARALLEL_CELLS`] cells. A panic in `work` is re-raised on the caller
 /// (interception turns it into a passthrough).
-pub fn map_columns<T: Send>(
+pub(crate) fn map_columns<T: Send>(
     columns: usize,
     rows: usize,
     work: impl Fn(usize) -> T + Sync,

@@ -16,23 +16,23 @@
 
 use serde_json::{Map, Value};
 
-pub const REDACTED: &str = "[redacted]";
+pub(crate) const REDACTED: &str = "[redacted]";
 /// The whole `args` of a tool listed in its server's `provenanceDenylist`.
-pub const OMITTED: &str = "[omitted]";
+pub(crate) const OMITTED: &str = "[omitted]";
 /// Strings in provenance are cut to this many characters.
-pub const MAX_STRING_CHARS: usize = 200;
+pub(crate) const MAX_STRING_CHARS: usize = 200;
 /// Elements of an array kept in provenance; the rest are counted in a last element.
-pub const MAX_ARRAY_ITEMS: usize = 20;
+pub(crate) const MAX_ARRAY_ITEMS: usize = 20;
 /// Members of an object kept in provenance; the rest are counted under [`MORE_KEY`].
-pub const MAX_MEMBERS: usize = 50;
+pub(crate) const MAX_MEMBERS: usize = 50;
 /// Levels of nesting kept in provenance; a deeper array or object becomes [`DEEPER`].
-pub const MAX_DEPTH: usize = 5;
+pub(crate) const MAX_DEPTH: usize = 5;
 const MORE_KEY: &str = "[more members]";
 const DEEPER: &str = "[nested deeper]";
 
 /// Does this key name a secret? Compared on lowercase letters and digits only, so `api_key`,
 /// `apiKey` and `API-KEY` all match.
-pub fn secret_key(key: &str) -> bool {
+pub(crate) fn secret_key(key: &str) -> bool {
     let folded: String = key
         .chars()
         .filter(char::is_ascii_alphanumeric)
@@ -89,7 +89,7 @@ fn words(key: &str) -> impl Iterator<Item = String> + '_ {
 
 /// Does this string carry something that looks like a credential? The same test `loom check`
 /// masks arguments with, so what one hides the other hides too.
-pub fn secret_value(text: &str) -> bool {
+pub(crate) fn secret_value(text: &str) -> bool {
     crate::config::looks_like_secret(text)
 }
 
@@ -246,7 +246,7 @@ fn redact_object(map: &Map<String, Value>, depth: usize) -> Map<String, Value> {
 }
 
 /// Tool arguments as they may be stored.
-pub fn arguments(arguments: Option<&Map<String, Value>>) -> Value {
+pub(crate) fn arguments(arguments: Option<&Map<String, Value>>) -> Value {
     match arguments {
         Some(map) => Value::Object(redact_object(map, 1)),
         None => Value::Object(Map::new()),

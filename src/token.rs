@@ -10,7 +10,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 /// 128 random bits as 32 lowercase hex digits: unguessable. `None` only when the operating
 /// system cannot give randomness, which callers report rather than fall back on anything
 /// weaker.
-pub fn random_hex() -> Option<String> {
+pub(crate) fn random_hex() -> Option<String> {
     let mut bytes = [0u8; 16];
     SystemRandom::new().fill(&mut bytes).ok()?;
     Some(hex(&bytes))
@@ -18,7 +18,7 @@ pub fn random_hex() -> Option<String> {
 
 /// The SHA-256 digest of `domain`, a NUL byte and `secret`, as hex: a name for a secret that
 /// does not reveal it (the domain keeps digests made for one purpose from matching another's).
-pub fn digest_hex(domain: &str, secret: &[u8]) -> String {
+pub(crate) fn digest_hex(domain: &str, secret: &[u8]) -> String {
     let mut input = Vec::with_capacity(domain.len() + 1 + secret.len());
     input.extend_from_slice(domain.as_bytes());
     input.push(0);

@@ -10,13 +10,13 @@ use crate::config::{Config, OAuthSettings, ServerConfig, mask_url};
 use crate::downstream::oauth::login::{self, LoginTarget, Probe};
 use crate::downstream::oauth::store::{TokenStore, default_root};
 
-pub enum Action<'a> {
+pub(super) enum Action<'a> {
     Login(&'a str),
     Status,
     Logout(&'a str),
 }
 
-pub fn run(config_path: &Path, action: Action<'_>) -> ExitCode {
+pub(super) fn run(config_path: &Path, action: Action<'_>) -> ExitCode {
     let config = match crate::config::load(config_path) {
         Ok(config) => config,
         Err(error) => {

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use super::EXIT_CONFIG;
 
-pub fn run(path: &Path) -> ExitCode {
+pub(super) fn run(path: &Path) -> ExitCode {
     match crate::config::load(path) {
         Ok(config) => {
             println!("configuration {} is valid\n", path.display());

@@ -19,7 +19,7 @@ pub enum OutputFormat {
 }
 
 /// What to do with the session.
-pub enum Action<'a> {
+pub(super) enum Action<'a> {
     List,
     Describe(&'a str),
     Sql(&'a str, OutputFormat),
@@ -125,7 +125,7 @@ async fn load(url: &str, session: Option<&str>) -> Result<(String, Arc<Store>), 
 }
 
 /// Which sessions `loom query` opens.
-pub enum Sessions<'a> {
+pub(super) enum Sessions<'a> {
     /// `--session ID`, or the latest when `None`.
     One(Option<&'a str>),
     /// `--all-sessions`.
@@ -327,7 +327,7 @@ async fn execute(url: &str, sessions: Sessions<'_>, action: Action<'_>) -> Resul
     out.flush().map_err(io)
 }
 
-pub fn run(url: &str, sessions: Sessions<'_>, action: Action<'_>) -> ExitCode {
+pub(super) fn run(url: &str, sessions: Sessions<'_>, action: Action<'_>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

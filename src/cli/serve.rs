@@ -11,7 +11,7 @@ use crate::wire::LineTransport;
 
 /// Where loom is reached: stdio (the default), HTTP, or both.
 #[derive(Debug, Clone, Copy)]
-pub struct Faces {
+pub(super) struct Faces {
     pub http: Option<SocketAddr>,
     /// Also stdio when `http` is set (stdio alone otherwise).
     pub stdio: bool,
@@ -19,7 +19,7 @@ pub struct Faces {
     pub allow_no_token: bool,
 }
 
-pub fn run(path: &Path, faces: Faces) -> ExitCode {
+pub(super) fn run(path: &Path, faces: Faces) -> ExitCode {
     let config = match crate::config::load(path) {
         Ok(config) => config,
         Err(error) => {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use crate::snapshot::{self, Location, Session};
 
 /// `30d`, `12h`, `2w`: how old a session must be (since its last write) to be collected.
-pub fn parse_age(text: &str) -> Result<chrono::Duration, String> {
+pub(super) fn parse_age(text: &str) -> Result<chrono::Duration, String> {
     let bad = || {
         format!(
             "--older-than `{text}` is not an age: write a whole number and a unit, h (hours), \
@@ -143,7 +143,7 @@ async fn gc(location: &Location, older_than: chrono::Duration, delete: bool) -> 
     }
 }
 
-pub enum Action {
+pub(super) enum Action {
     List,
     Gc {
         older_than: chrono::Duration,
@@ -151,7 +151,7 @@ pub enum Action {
     },
 }
 
-pub fn run(url: &str, action: Action) -> ExitCode {
+pub(super) fn run(url: &str, action: Action) -> ExitCode {
     let Some(runtime) = super::runtime() else {
         return ExitCode::from(super::EXIT_START);
     };

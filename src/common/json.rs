@@ -55,7 +55,7 @@ pub(crate) fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
 
 /// What a raw JSON value is, from its first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Null,
     Bool,
     Number,
@@ -64,12 +64,12 @@ pub enum Kind {
     Object,
 }
 
-pub fn kind(raw: &RawValue) -> Kind {
+pub(crate) fn kind(raw: &RawValue) -> Kind {
     kind_of(raw.get())
 }
 
 /// [`kind`] of a JSON value's text.
-pub fn kind_of(text: &str) -> Kind {
+pub(crate) fn kind_of(text: &str) -> Kind {
     match text.as_bytes().first() {
         Some(b'n') => Kind::Null,
         Some(b't' | b'f') => Kind::Bool,
@@ -81,12 +81,12 @@ pub fn kind_of(text: &str) -> Kind {
 }
 
 /// The content of a raw JSON string. Borrowed when it has no escapes.
-pub fn string_content(raw: &RawValue) -> Option<Cow<'_, str>> {
+pub(crate) fn string_content(raw: &RawValue) -> Option<Cow<'_, str>> {
     string_content_of(raw.get())
 }
 
 /// [`string_content`] of a JSON string's text, quotes included.
-pub fn string_content_of(text: &str) -> Option<Cow<'_, str>> {
+pub(crate) fn string_content_of(text: &str) -> Option<Cow<'_, str>> {
     let inner = text.strip_prefix('"')?.strip_suffix('"')?;
     if inner.contains('\\') {
         unescape(inner).map(Cow::Owned)
@@ -109,7 +109,7 @@ const PARALLEL_UNESCAPE_BYTES: usize = 256 * 1024;
 /// block is megabytes with an escape every few bytes; serde_json decodes such a string through
 /// a growing scratch buffer and then copies it, which touched three times the memory.
 /// `None` where serde_json would refuse the string too: an unknown escape, a lone surrogate.
-pub fn unescape(inner: &str) -> Option<String> {
+pub(crate) fn unescape(inner: &str) -> Option<String> {
     let bytes = inner.as_bytes();
     // Decoding never lengthens a body (`\"` → `"`, `\u00e9` → 2 bytes, a surrogate pair's 12
     // bytes → 4), so each part decodes in place into its own slice of one buffer. `vec![0; n]`

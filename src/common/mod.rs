@@ -7,13 +7,13 @@
 
 #[cfg(any(test, feature = "fixture"))]
 pub mod hostile;
-pub mod json;
-pub mod policy;
-pub mod sql;
-pub mod text;
-pub mod tls;
-pub mod tokens;
-pub mod tools;
+pub(crate) mod json;
+pub(crate) mod policy;
+pub(crate) mod sql;
+pub(crate) mod text;
+pub(crate) mod tls;
+pub(crate) mod tokens;
+pub(crate) mod tools;
 
 /// Datasets one result may become, and tables one page reduced by the context firewall may. A
 /// JSON object of 6,000 arrays made 6,000 datasets, a 1.35 MB envelope and 34 s of work, and a

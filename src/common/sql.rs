@@ -4,7 +4,7 @@ use datafusion::sql::sqlparser::keywords::ALL_KEYWORDS;
 
 /// An identifier as SQL must spell it: bare when it is lowercase `[a-z_][a-z0-9_]*` and not a
 /// keyword (DataFusion folds unquoted identifiers to lowercase), else double-quoted.
-pub fn quote_ident(name: &str) -> String {
+pub(crate) fn quote_ident(name: &str) -> String {
     let simple = name
         .chars()
         .next()

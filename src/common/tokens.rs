@@ -14,7 +14,7 @@
 //! bytes, `bytes / 3` is an upper bound — which lets a small result skip parsing entirely.
 
 /// Estimated tokens of `text`.
-pub fn estimate_tokens(text: &str) -> usize {
+pub(crate) fn estimate_tokens(text: &str) -> usize {
     // Most results are ASCII, checked many bytes at a time.
     if text.is_ascii() {
         return text.len().div_ceil(4);
@@ -36,7 +36,7 @@ pub fn estimate_tokens(text: &str) -> usize {
 
 /// An upper bound of [`estimate_tokens`] for any text of `bytes` UTF-8 bytes (or any JSON whose
 /// decoded strings come from that many bytes).
-pub fn upper_bound_tokens(bytes: usize) -> usize {
+pub(crate) fn upper_bound_tokens(bytes: usize) -> usize {
     bytes.div_ceil(3)
 }
 

@@ -40,7 +40,7 @@ pub const DEFAULT_RESTART_BASE_DELAY_MS: u64 = 1000;
 pub const MAX_RESTART_DELAY: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_TOOL_NAME_LENGTH: usize = 64;
 /// What one session's exports may write in all, by default: 1 GiB.
-pub const DEFAULT_EXPORT_MAX_BYTES: u64 = 1024 * 1024 * 1024;
+pub(super) const DEFAULT_EXPORT_MAX_BYTES: u64 = 1024 * 1024 * 1024;
 pub const MIN_MAX_TOOL_NAME_LENGTH: usize = 16;
 pub const MAX_MAX_TOOL_NAME_LENGTH: usize = 128;
 /// The longest server name; the rest of a tool name budget is left for the tool's own name.
@@ -138,12 +138,12 @@ impl Default for ReportConfig {
 }
 
 /// Default of `http.sessionIdleSecs`: an HTTP session without a request this long is closed.
-pub const DEFAULT_HTTP_SESSION_IDLE_SECS: u64 = 1800;
+pub(super) const DEFAULT_HTTP_SESSION_IDLE_SECS: u64 = 1800;
 /// Default of `http.bodyTimeoutSecs`.
-pub const DEFAULT_HTTP_BODY_TIMEOUT_SECS: u64 = 30;
+pub(super) const DEFAULT_HTTP_BODY_TIMEOUT_SECS: u64 = 30;
 /// Default of `http.maxSessions`.
-pub const DEFAULT_HTTP_MAX_SESSIONS: usize = 64;
-pub const MAX_HTTP_MAX_SESSIONS: usize = 10_000;
+pub(super) const DEFAULT_HTTP_MAX_SESSIONS: usize = 64;
+pub(super) const MAX_HTTP_MAX_SESSIONS: usize = 10_000;
 
 /// A provider preset of the `llm` block: where its OpenAI-compatible API is and which
 /// environment variable conventionally holds its key.

@@ -2,7 +2,7 @@
 //! two downstream servers are demo servers served by this same binary ([`servers`]), talks to it
 //! as an MCP client over stdio, and prints what happens to each result.
 
-pub mod servers;
+pub(crate) mod servers;
 
 use std::path::Path;
 use std::process::Stdio;
@@ -108,7 +108,11 @@ fn print_rows(result: &Value) {
 
 /// Run the demo. `loom` is this binary; `keep` keeps the export there; `snapshot` turns session
 /// snapshots on under that root and re-opens the session with `loom query` at the end.
-pub async fn run(loom: &Path, keep: Option<&Path>, snapshot: Option<&Path>) -> Result<(), String> {
+pub(crate) async fn run(
+    loom: &Path,
+    keep: Option<&Path>,
+    snapshot: Option<&Path>,
+) -> Result<(), String> {
     let workdir = tempfile::Builder::new()
         .prefix("loom-demo-")
         .tempdir()

@@ -33,7 +33,7 @@ const PLANS: [&str; 3] = ["free", "pro", "team"];
 const STATUS: [&str; 4] = ["paid", "paid", "shipped", "refunded"];
 
 /// Customers 1..=count.
-pub fn customers(count: u64) -> Value {
+pub(crate) fn customers(count: u64) -> Value {
     let mut rng = Lcg(7);
     Value::Array(
         (1..=count)
@@ -54,7 +54,7 @@ pub fn customers(count: u64) -> Value {
 }
 
 /// Orders whose `customer_id` refers to customers 1..=customers.
-pub fn orders(count: u64, customers: u64) -> Value {
+pub(crate) fn orders(count: u64, customers: u64) -> Value {
     let mut rng = Lcg(11);
     Value::Array(
         (1..=count)
@@ -78,13 +78,13 @@ struct DemoServer {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Crm,
     Shop,
 }
 
 impl Kind {
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         match text {
             "crm" => Some(Self::Crm),
             "shop" => Some(Self::Shop),
@@ -172,7 +172,7 @@ impl ServerHandler for DemoServer {
 }
 
 /// Serve one demo server over stdio until stdin closes.
-pub async fn serve(kind: Kind) -> Result<(), String> {
+pub(crate) async fn serve(kind: Kind) -> Result<(), String> {
     let transport = LineTransport::plain(tokio::io::stdin(), tokio::io::stdout(), "client");
     let service = DemoServer { kind }
         .serve(transport)

@@ -289,7 +289,7 @@ impl Callers {
 
 /// Whether `capabilities` let a client answer `kind` (URL-mode elicitation needs its own
 /// sub-capability; form mode is what a bare `elicitation: {}` means).
-pub fn declares(
+pub(crate) fn declares(
     capabilities: &ClientCapabilities,
     kind: AskKind,
     params: &serde_json::Value,
@@ -308,7 +308,7 @@ pub fn declares(
 }
 
 /// The error a server gets when its client cannot answer `kind`.
-pub fn not_declared(kind: AskKind, params: &serde_json::Value) -> McpError {
+pub(crate) fn not_declared(kind: AskKind, params: &serde_json::Value) -> McpError {
     let what = match (kind, params.get("mode").and_then(serde_json::Value::as_str)) {
         (AskKind::Elicitation, Some("url")) => "URL-mode elicitation".to_string(),
         _ => kind.capability().to_string(),

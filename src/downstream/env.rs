@@ -9,7 +9,7 @@ use crate::config::ServerConfig;
 /// Variables every child gets when loom has them. On Windows the list is what a process needs to
 /// find its system directories, temp folder and profile.
 #[cfg(not(windows))]
-pub const BASE_VARIABLES: &[&str] = &[
+pub(crate) const BASE_VARIABLES: &[&str] = &[
     "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
 ];
 #[cfg(windows)]
@@ -32,7 +32,7 @@ pub const BASE_VARIABLES: &[&str] = &[
 
 /// The child's full environment, in the order it is applied: base variables, then
 /// `envPassthrough`, then the server's own `env` block (which wins over both).
-pub fn child_environment(
+pub(crate) fn child_environment(
     server: &ServerConfig,
     lookup: &dyn Fn(&str) -> Option<OsString>,
 ) -> Vec<(OsString, OsString)> {
@@ -60,6 +60,6 @@ pub fn child_environment(
 }
 
 /// [`child_environment`] over loom's real environment.
-pub fn child_environment_from_process(server: &ServerConfig) -> Vec<(OsString, OsString)> {
+pub(crate) fn child_environment_from_process(server: &ServerConfig) -> Vec<(OsString, OsString)> {
     child_environment(server, &|name| std::env::var_os(name))
 }

@@ -52,10 +52,10 @@ pub enum DownstreamEvent {
 }
 
 /// The `_meta` key that ties a message to its MCP task (2025-11-25).
-pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+pub(super) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 /// The 2025-11-25 task status notification.
-pub const TASK_STATUS: &str = "notifications/tasks/status";
+pub(super) const TASK_STATUS: &str = "notifications/tasks/status";
 
 /// The upstream client, once it has connected. Shared by every downstream handler.
 #[derive(Clone, Default)]

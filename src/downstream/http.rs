@@ -36,7 +36,7 @@ use rmcp::transport::common::http_header::{
     EVENT_STREAM_MIME_TYPE, HEADER_SESSION_ID, JSON_MIME_TYPE,
 };
 use rmcp::transport::streamable_http_client::{
-    HttpStatusError, StreamableHttpClient, StreamableHttpClientTransportConfig,
+    AuthRequiredError, HttpStatusError, StreamableHttpClient, StreamableHttpClientTransportConfig,
     StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
 use sse_stream::{Error as SseError, Sse, SseStream};
@@ -424,6 +424,19 @@ impl CapturingClient {
         if status == StatusCode::NOT_FOUND && had_session {
             return Err(StreamableHttpError::SessionExpired);
         }
+        // A Bearer challenge is the start of an OAuth login (as rmcp's own path reports it).
+        let challenge = response
+            .headers()
+            .get(reqwest::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| is_bearer_challenge(v));
+        if status == StatusCode::UNAUTHORIZED
+            && let Some(challenge) = challenge
+        {
+            return Err(StreamableHttpError::AuthRequired(AuthRequiredError::new(
+                challenge.to_owned(),
+            )));
+        }
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
             return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
                 format!("HTTP {status}"),
@@ -495,14 +508,27 @@ impl CapturingClient {
     }
 }
 
-/// Whether the server refused the request's credentials (401): with a `WWW-Authenticate`
-/// challenge rmcp says `AuthRequired`; without one, and on loom's own path, the status text.
+/// Whether the server asked for an OAuth login: a 401 whose `WWW-Authenticate: Bearer`
+/// challenge names its `resource_metadata` (RFC 9728), as MCP servers that take logins say.
+/// Another 401 is a server that wants other credentials (a configured header), which SPEC §4.5
+/// says in its own words.
 fn is_unauthorized(outcome: &Result<StreamableHttpPostResponse, HttpError>) -> bool {
-    match outcome {
-        Err(StreamableHttpError::AuthRequired(_)) => true,
-        Err(StreamableHttpError::UnexpectedServerResponse(text)) => text.starts_with("HTTP 401"),
-        _ => false,
-    }
+    matches!(
+        outcome,
+        Err(StreamableHttpError::AuthRequired(required))
+            if is_bearer_challenge(&required.www_authenticate_header)
+                && required
+                    .www_authenticate_header
+                    .to_ascii_lowercase()
+                    .contains("resource_metadata=")
+    )
+}
+
+fn is_bearer_challenge(value: &str) -> bool {
+    value
+        .trim_start()
+        .get(..6)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("bearer"))
 }
 
 /// Header names that usually carry a credential.

@@ -1,11 +1,11 @@
 //! The servers loom starts: their environment, processes, connections and supervision.
 
-pub mod callers;
-pub mod env;
+pub(crate) mod callers;
+pub(crate) mod env;
 mod handler;
 pub mod http;
-pub mod oauth;
-pub mod process;
+pub(crate) mod oauth;
+pub(crate) mod process;
 mod supervisor;
 
 pub use handler::{DownstreamEvent, DownstreamHandler, UpstreamLink};

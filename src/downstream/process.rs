@@ -14,15 +14,15 @@ use super::env::child_environment_from_process;
 use crate::config::ServerConfig;
 
 /// After stdin is closed, how long a child gets to exit by itself.
-pub const EXIT_GRACE: Duration = Duration::from_millis(500);
+pub(crate) const EXIT_GRACE: Duration = Duration::from_millis(500);
 /// After SIGTERM, how long before SIGKILL. With [`EXIT_GRACE`] this keeps a full shutdown under
 /// the 2 s budget even when a child ignores both.
-pub const TERM_GRACE: Duration = Duration::from_millis(700);
+pub(crate) const TERM_GRACE: Duration = Duration::from_millis(700);
 /// How long what a server left behind in its process group gets after SIGTERM.
-pub const LEFTOVER_GRACE: Duration = Duration::from_millis(300);
+pub(crate) const LEFTOVER_GRACE: Duration = Duration::from_millis(300);
 
 /// A running child and its pipes.
-pub struct Spawned {
+pub(crate) struct Spawned {
     pub child: ChildProcess,
     pub stdin: ChildStdin,
     pub stdout: ChildStdout,
@@ -30,7 +30,7 @@ pub struct Spawned {
 
 /// A running downstream process.
 #[derive(Debug)]
-pub struct ChildProcess {
+pub(crate) struct ChildProcess {
     server: String,
     child: Child,
     pid: Option<u32>,
@@ -38,7 +38,7 @@ pub struct ChildProcess {
 
 /// Start `server`'s command with its exact environment. Its stderr is forwarded line by line to
 /// loom's log (stderr), tagged with the server name.
-pub fn spawn(server: &ServerConfig) -> std::io::Result<Spawned> {
+pub(crate) fn spawn(server: &ServerConfig) -> std::io::Result<Spawned> {
     let mut command = Command::new(&server.command);
     command
         .args(&server.args)
@@ -80,27 +80,13 @@ pub fn spawn(server: &ServerConfig) -> std::io::Result<Spawned> {
 }
 
 impl ChildProcess {
-    pub fn pid(&self) -> Option<u32> {
-        self.pid
-    }
-
-    /// The exit status if the process has already exited.
-    pub fn try_status(&mut self) -> Option<ExitStatus> {
-        self.child.try_wait().ok().flatten()
-    }
-
-    /// Wait for the process to exit by itself.
-    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
-        self.child.wait().await
-    }
-
     /// Stop the process: the caller has already closed its stdin (the MCP way to ask a stdio
     /// server to quit); wait [`EXIT_GRACE`], then SIGTERM the group, wait [`TERM_GRACE`], then
     /// SIGKILL the group. Returns how it ended.
     ///
     /// Whatever the server started lives in its process group and is stopped too, also when the
     /// server itself exits at once and leaves it behind: nothing a child started outlives loom.
-    pub async fn terminate(&mut self) -> String {
+    pub(crate) async fn terminate(&mut self) -> String {
         let ended = self.stop_leader().await;
         self.stop_leftovers().await;
         ended
@@ -186,7 +172,7 @@ enum Signal {
 }
 
 /// "exited with code 3" / "killed by signal 9".
-pub fn describe_exit(status: ExitStatus) -> String {
+pub(crate) fn describe_exit(status: ExitStatus) -> String {
     if let Some(code) = status.code() {
         return format!("exited with code {code}");
     }

@@ -27,7 +27,7 @@ use crate::wire::{LineTransport, ProgressLedger, RawResults};
 pub const STABLE_AFTER: Duration = Duration::from_secs(10);
 
 /// How often a server that needs a login looks for one (a login written by `loom auth login`).
-pub const LOGIN_POLL: Duration = Duration::from_secs(1);
+pub(super) const LOGIN_POLL: Duration = Duration::from_secs(1);
 
 /// How long a child may take from spawn to a complete `tools/list`. Generous because `npx -y`
 /// may download its package on first start.

@@ -8,7 +8,7 @@
 //! [`MIN_SAMPLE_ROWS`]; a schema too wide for [`MAX_CHARS`] is cut last, with a pointer to
 //! `loom_describe`.
 
-pub mod sql;
+pub(crate) mod sql;
 
 use std::ops::Range;
 use std::sync::Arc;

@@ -1,11 +1,11 @@
 //! SQL text loom writes for the model: quoted identifiers and the ready-to-run example.
 
-pub use crate::common::sql::quote_ident;
+pub(crate) use crate::common::sql::quote_ident;
 use crate::store::Dataset;
 
 /// A ready SQL example over real column names: a group-by over a low-cardinality text column
 /// when there is one, else an aggregate over a numeric column, else the first rows.
-pub fn example(dataset: &Dataset) -> String {
+pub(crate) fn example(dataset: &Dataset) -> String {
     let table = &dataset.reference;
     // A column whose name would not be shown whole is no example.
     let usable = |name: &str| name.chars().count() <= super::MAX_NAME_CHARS;
@@ -33,7 +33,7 @@ pub fn example(dataset: &Dataset) -> String {
 }
 
 /// The envelope's `usage` line.
-pub fn usage(datasets: &[&Dataset]) -> String {
+pub(crate) fn usage(datasets: &[&Dataset]) -> String {
     match datasets {
         [] => String::new(),
         [one] => format!(

@@ -2,7 +2,7 @@
 //! in the format's extension, or a clear refusal.
 
 /// The longest name accepted (well inside every filesystem's limit).
-pub const MAX_CHARS: usize = 128;
+pub(crate) const MAX_CHARS: usize = 128;
 
 /// Names Windows reserves for devices, with or without an extension.
 const RESERVED: &[&str] = &[
@@ -13,7 +13,7 @@ const RESERVED: &[&str] = &[
 /// The file name to write: `requested` checked, with the format's extension added when it has
 /// none (a name with another extension is refused); the default `<ref>.<ext>` when nothing was
 /// requested.
-pub fn resolve(
+pub(crate) fn resolve(
     requested: Option<&str>,
     reference: &str,
     extension: &str,

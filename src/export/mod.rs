@@ -7,7 +7,7 @@
 //! * Confined: the file name is a plain basename checked by [`filename`]; nothing outside
 //!   `exportDir` can be named.
 
-pub mod filename;
+pub(crate) mod filename;
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};

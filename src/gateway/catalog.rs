@@ -17,7 +17,7 @@ use super::naming::NameAllocator;
 use crate::downstream::{Catalog, ToolDef};
 
 /// Where a tool's `outputSchema` is kept when loom may replace its results.
-pub const OUTPUT_SCHEMA_META: &str = "io.loom/outputSchema";
+pub(crate) const OUTPUT_SCHEMA_META: &str = "io.loom/outputSchema";
 
 /// Where an exposed name leads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +103,7 @@ fn renamed_ui(server: &str, uri: &str, taken: &mut HashSet<String>) -> String {
 
 /// The `ui://` page an MCP Apps tool is shown with: `_meta.ui.resourceUri`, or the older flat
 /// `_meta["ui/resourceUri"]`.
-pub fn view_of(tool: &ToolDef) -> Option<&str> {
+pub(crate) fn view_of(tool: &ToolDef) -> Option<&str> {
     let meta = tool.get("_meta")?.as_object()?;
     meta.get("ui")
         .and_then(|ui| ui.get("resourceUri"))
@@ -335,7 +335,7 @@ impl ExposedCatalog {
 /// matching is linear in the URI: a backtracking match of a template with several `{+x}` against
 /// a long URI took time exponential in the number of expressions.
 #[derive(Debug, Clone)]
-pub struct UriTemplate {
+pub(crate) struct UriTemplate {
     /// `None` for a template loom cannot read (an unclosed `{`, or too large to compile): it
     /// matches nothing.
     pattern: Option<regex::Regex>,
@@ -345,7 +345,7 @@ pub struct UriTemplate {
 const TEMPLATE_REGEX_BYTES: usize = 1 << 20;
 
 impl UriTemplate {
-    pub fn new(template: &str) -> Self {
+    pub(crate) fn new(template: &str) -> Self {
         let mut pattern = String::from("^");
         let mut rest = template;
         while let Some(open) = rest.find('{') {
@@ -374,7 +374,7 @@ impl UriTemplate {
     }
 
     /// Does `uri` fit the template?
-    pub fn matches(&self, uri: &str) -> bool {
+    pub(crate) fn matches(&self, uri: &str) -> bool {
         self.pattern.as_ref().is_some_and(|p| p.is_match(uri))
     }
 }

@@ -44,7 +44,7 @@ type InFlight = Arc<StdMutex<HashMap<RequestId, (u64, CancellationToken)>>>;
 const DRAIN: Duration = Duration::from_secs(5);
 
 /// The [`Bypass`] of one client session.
-pub struct DirectLane {
+pub(crate) struct DirectLane {
     gateway: Arc<Gateway>,
     in_flight: InFlight,
     started: AtomicU64,
@@ -54,7 +54,7 @@ pub struct DirectLane {
 }
 
 impl DirectLane {
-    pub fn new(gateway: Arc<Gateway>) -> Arc<Self> {
+    pub(crate) fn new(gateway: Arc<Gateway>) -> Arc<Self> {
         Arc::new(Self {
             gateway,
             in_flight: InFlight::default(),

@@ -30,7 +30,7 @@ pub(super) const PROTOCOL_META_PREFIX: &str = "io.modelcontextprotocol/";
 
 /// Why a forwarded request has no downstream answer.
 #[derive(Debug)]
-pub enum ForwardError {
+pub(super) enum ForwardError {
     /// The server is not connected right now.
     Down(ServerState),
     /// The server answered with a JSON-RPC error.
@@ -48,7 +48,7 @@ pub enum ForwardError {
 
 impl ForwardError {
     /// The text of an `isError` tool result (or of a JSON-RPC error), naming the server.
-    pub fn describe(&self, server: &str, what: &str) -> String {
+    pub(super) fn describe(&self, server: &str, what: &str) -> String {
         match self {
             Self::Down(state) => {
                 format!("loom: server `{server}` is {state}; {what} cannot run now")
@@ -77,7 +77,11 @@ impl ForwardError {
     /// As a `tools/call` answers it (SPEC §5.6): the server's own JSON-RPC error as the server
     /// sent it (clients act on its code, and connected directly they would get it so), anything
     /// loom says itself as an `isError` result.
-    pub fn into_call_answer(self, server: &str, what: &str) -> Result<ServerResult, McpError> {
+    pub(super) fn into_call_answer(
+        self,
+        server: &str,
+        what: &str,
+    ) -> Result<ServerResult, McpError> {
         match self {
             Self::Rpc(error) => Err(error),
             other => Ok(other.into_tool_result(server, what)),
@@ -85,7 +89,7 @@ impl ForwardError {
     }
 
     /// As the `isError` result a tool call returns.
-    pub fn into_tool_result(self, server: &str, what: &str) -> ServerResult {
+    pub(super) fn into_tool_result(self, server: &str, what: &str) -> ServerResult {
         ServerResult::CallToolResult(CallToolResult::error(vec![ContentBlock::text(
             self.describe(server, what),
         )]))
@@ -93,7 +97,7 @@ impl ForwardError {
 
     /// As a JSON-RPC error (for methods that have no `isError` form). A downstream error is
     /// passed on with its own code and data.
-    pub fn into_rpc_error(self, server: &str, what: &str) -> McpError {
+    pub(super) fn into_rpc_error(self, server: &str, what: &str) -> McpError {
         match self {
             Self::Rpc(error) => error,
             other => McpError::new(
@@ -106,7 +110,7 @@ impl ForwardError {
 }
 
 /// A downstream answer.
-pub enum Forwarded {
+pub(super) enum Forwarded {
     /// The exact bytes of the `result`.
     Raw(Box<serde_json::value::RawValue>),
     /// A typed result (methods whose answers are not captured raw).

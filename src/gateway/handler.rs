@@ -28,7 +28,7 @@ use crate::wire::TASK_METHOD_PREFIX;
 
 /// Answers everything that is not passed through raw.
 #[derive(Clone)]
-pub struct GatewayHandler(pub Arc<Gateway>);
+pub(super) struct GatewayHandler(pub Arc<Gateway>);
 
 /// What rmcp serves: raw passthrough first, the typed handler for the rest.
 #[derive(Clone)]

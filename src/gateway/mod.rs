@@ -5,15 +5,15 @@
 //! never go through rmcp's typed model: their bytes are carried from the downstream transport
 //! to the upstream one (see [`crate::wire`]).
 
-pub mod catalog;
-pub mod direct;
-pub mod discovery;
+pub(crate) mod catalog;
+pub(crate) mod direct;
+pub(crate) mod discovery;
 mod forward;
 mod handler;
 mod hub;
-pub mod naming;
+pub(crate) mod naming;
 mod outbox;
-pub mod protocol;
+pub(crate) mod protocol;
 mod subscriptions;
 // Tool search keeps its path (`loom::gateway::search`), which tests and benches use.
 pub use discovery::search;

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 const SUFFIX_LEN: usize = 9;
 
 /// Replace every character outside `[A-Za-z0-9_-]` with `_`.
-pub fn sanitize(name: &str) -> String {
+pub(crate) fn sanitize(name: &str) -> String {
     name.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
@@ -25,7 +25,7 @@ pub fn sanitize(name: &str) -> String {
 }
 
 /// 32-bit FNV-1a over `server`, a NUL, and `item`, as 8 lowercase hex digits.
-pub fn stable_hash(server: &str, item: &str) -> String {
+pub(crate) fn stable_hash(server: &str, item: &str) -> String {
     let mut hash: u32 = 0x811c_9dc5;
     for byte in server.bytes().chain([0u8]).chain(item.bytes()) {
         hash ^= u32::from(byte);
@@ -37,13 +37,13 @@ pub fn stable_hash(server: &str, item: &str) -> String {
 /// Hands out unique exposed names in a deterministic order: call [`NameAllocator::allocate`] in
 /// config order of servers, then each server's own listing order.
 #[derive(Debug)]
-pub struct NameAllocator {
+pub(crate) struct NameAllocator {
     max_len: usize,
     taken: HashSet<String>,
 }
 
 impl NameAllocator {
-    pub fn new(max_len: usize) -> Self {
+    pub(crate) fn new(max_len: usize) -> Self {
         Self {
             // Below this a name could not hold even the hash suffix and one character.
             max_len: max_len.max(SUFFIX_LEN + 2),
@@ -52,12 +52,12 @@ impl NameAllocator {
     }
 
     /// Reserve a name that no item may take (loom's own tools).
-    pub fn reserve(&mut self, name: &str) {
+    pub(crate) fn reserve(&mut self, name: &str) {
         self.taken.insert(name.to_string());
     }
 
     /// The exposed name of `item` of `server`.
-    pub fn allocate(&mut self, server: &str, item: &str) -> String {
+    pub(crate) fn allocate(&mut self, server: &str, item: &str) -> String {
         let base = format!("{server}_{}", sanitize(item));
         if base.len() <= self.max_len && !self.taken.contains(&base) {
             self.taken.insert(base.clone());

@@ -16,9 +16,9 @@ use tokio::sync::mpsc;
 use super::Gateway;
 
 /// Notifications one client may have waiting.
-pub const OUTBOX_ENTRIES: usize = 4_096;
+pub(super) const OUTBOX_ENTRIES: usize = 4_096;
 /// Bytes of notifications one client may have waiting (their JSON, estimated).
-pub const OUTBOX_BYTES: usize = 16 << 20;
+pub(super) const OUTBOX_BYTES: usize = 16 << 20;
 
 /// One queued notification.
 pub(super) enum Note {
@@ -56,7 +56,7 @@ pub(super) struct Outbox {
 
 /// How long a result waits for the notifications queued before it: a client that reads gets
 /// them in far less; one that does not read gets its result no later than this.
-pub const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+pub(super) const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Default for Outbox {
     fn default() -> Self {

@@ -36,29 +36,29 @@ use crate::config::HttpConfig;
 use crate::gateway::Hub;
 use crate::wire::MAX_MESSAGE_BYTES;
 
-pub use session::Session;
+pub(crate) use session::Session;
 
 /// The largest body of a POST without `Mcp-Session-Id` (SPEC §22).
 const SESSIONLESS_BODY_BYTES: usize = 1024 * 1024;
 
 /// The one path loom serves MCP at.
-pub const MCP_PATH: &str = "/mcp";
+pub(crate) const MCP_PATH: &str = "/mcp";
 const SESSION_HEADER: &str = "mcp-session-id";
 const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 /// How long a connection may take to send a request's headers (also an idle keep-alive
 /// connection's wait for its next request). hyper has such a timeout but only runs it with a
 /// timer; without one, a client that sends half a request and goes quiet holds its socket and
 /// task for ever.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections one peer address may hold open at once. Past it, a new connection takes the
 /// place of that address's oldest one that has not sent a request yet (or, when every one has,
 /// is closed at once). Loopback needs no token, and 1,100 idle connections from one client used
 /// up the process's file descriptors: a legitimate request then waited 9.5 s for their header
 /// timeouts. Sharing loopback, the legitimate client still gets in.
-pub const MAX_CONNECTIONS_PER_ADDRESS: usize = 512;
+pub(crate) const MAX_CONNECTIONS_PER_ADDRESS: usize = 512;
 
-pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into()).boxed_unsync()
@@ -103,7 +103,7 @@ fn rpc_error(status: StatusCode, id: Option<&str>, code: i64, message: &str) -> 
 }
 
 /// The HTTP face: its settings and the sessions it holds.
-pub struct Server {
+pub(crate) struct Server {
     hub: Arc<Hub>,
     settings: HttpConfig,
     /// Bound to a loopback address: `Host` must name a loopback host too.
@@ -205,7 +205,7 @@ impl Drop for OpeningSlot<'_> {
 }
 
 impl Server {
-    pub fn new(hub: Arc<Hub>, local: SocketAddr) -> Arc<Server> {
+    pub(crate) fn new(hub: Arc<Hub>, local: SocketAddr) -> Arc<Server> {
         let settings = hub.config().http.clone();
         Arc::new(Server {
             hub,
@@ -230,18 +230,8 @@ impl Server {
         self.scopes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Scopes of 2026-07-28 clients open now.
-    pub fn scope_count(&self) -> usize {
-        self.lock_scopes().len()
-    }
-
-    /// Sessions open now.
-    pub fn session_count(&self) -> usize {
-        self.lock_sessions().len()
-    }
-
     /// Accept connections until [`Server::stop`], then close every session.
-    pub async fn run(self: Arc<Self>, listener: TcpListener) {
+    pub(crate) async fn run(self: Arc<Self>, listener: TcpListener) {
         let reaper = tokio::spawn(self.clone().reap_idle());
         loop {
             let accepted = tokio::select! {
@@ -313,7 +303,7 @@ impl Server {
     }
 
     /// Stop accepting; [`Server::run`] then closes the sessions.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.shutdown.cancel();
     }
 

@@ -35,7 +35,7 @@ const PIPE_BYTES: usize = 256 * 1024;
 const BACKLOG: usize = 256;
 
 /// What the HTTP side needs to know of one JSON-RPC message.
-pub struct Message {
+pub(crate) struct Message {
     /// The id as written (`1`, `"a"`), when there is one.
     pub id: Option<String>,
     pub method: Option<String>,
@@ -73,7 +73,7 @@ struct PeekMeta<'a> {
 
 impl Message {
     /// Reads one JSON-RPC message object (a batch array is refused: removed in 2025-06-18).
-    pub fn read(body: &[u8]) -> Result<Message, String> {
+    pub(crate) fn read(body: &[u8]) -> Result<Message, String> {
         let text = std::str::from_utf8(body).map_err(|_| "the body is not UTF-8".to_string())?;
         if text.trim_start().starts_with('[') {
             return Err("JSON-RPC batches are not supported; send one message per request".into());
@@ -156,7 +156,7 @@ struct Routes {
     backlog: VecDeque<Bytes>,
 }
 
-pub struct Session {
+pub(crate) struct Session {
     id: String,
     /// The digest of the credential that opened it: no other may use it.
     credential: String,
@@ -172,12 +172,15 @@ pub struct Session {
 
 impl Session {
     /// A new session over `hub` for the holder of `credential`, its transport running.
-    pub async fn open(hub: Arc<Hub>, credential: &str) -> Result<Arc<Session>, StartError> {
+    pub(crate) async fn open(hub: Arc<Hub>, credential: &str) -> Result<Arc<Session>, StartError> {
         Self::open_as(hub, credential, false).await
     }
 
     /// The session of a scope of 2026-07-28 clients (src/http/stateless.rs).
-    pub async fn open_scope(hub: Arc<Hub>, credential: &str) -> Result<Arc<Session>, StartError> {
+    pub(crate) async fn open_scope(
+        hub: Arc<Hub>,
+        credential: &str,
+    ) -> Result<Arc<Session>, StartError> {
         Self::open_as(hub, credential, true).await
     }
 
@@ -227,17 +230,21 @@ impl Session {
         Ok(session)
     }
 
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         &self.id
     }
 
-    pub fn credential(&self) -> &str {
+    pub(crate) fn credential(&self) -> &str {
         &self.credential
     }
 
     /// The `Mcp-Param-*` headers of a 2026-07-28 `tools/call` against the arguments, as the
     /// called tool's `x-mcp-header` annotations want them (src/http/stateless.rs).
-    pub fn check_param_headers(&self, body: &str, headers: &http::HeaderMap) -> Result<(), String> {
+    pub(crate) fn check_param_headers(
+        &self,
+        body: &str,
+        headers: &http::HeaderMap,
+    ) -> Result<(), String> {
         #[derive(Deserialize)]
         struct Call<'a> {
             #[serde(borrow)]
@@ -283,7 +290,7 @@ impl Session {
         super::stateless::check_param_headers(&annotations, arguments.as_ref(), &given)
     }
 
-    pub fn idle_for(&self) -> Duration {
+    pub(crate) fn idle_for(&self) -> Duration {
         let busy = !self.lock_routes().pending.is_empty();
         if busy {
             return Duration::ZERO;
@@ -306,7 +313,7 @@ impl Session {
     }
 
     /// End the session: its streams end, its transport closes, its datasets are freed.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         self.closed.cancel();
         {
             let mut routes = self.lock_routes();
@@ -334,7 +341,7 @@ impl Session {
     /// A client's POST: a request waits for its answer; anything else is accepted at once. A
     /// stateless request comes with loom's id and token in `message` and `body` and the
     /// client's own in `rewrite`.
-    pub async fn post(
+    pub(crate) async fn post(
         self: Arc<Self>,
         message: Message,
         body: Bytes,
@@ -496,7 +503,7 @@ impl Session {
     }
 
     /// The GET stream: what loom sends on its own, from the backlog on.
-    pub fn standing_stream(self: &Arc<Self>) -> Response<Body> {
+    pub(crate) fn standing_stream(self: &Arc<Self>) -> Response<Body> {
         self.touch();
         let (tx, rx) = mpsc::unbounded_channel();
         {

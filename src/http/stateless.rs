@@ -25,7 +25,7 @@ const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// The ids and token a stateless request had, to be given back on what loom sends for it.
 #[derive(Debug, Clone)]
-pub struct Rewrite {
+pub(crate) struct Rewrite {
     /// The client's request id, as it wrote it.
     pub id: String,
     /// The client's progress token, as it wrote it.
@@ -38,7 +38,7 @@ type Members<'a> = BTreeMap<String, &'a RawValue>;
 
 /// The request `body` with `id` and, when it had one, its progress token replaced by loom's
 /// (both JSON text). Everything else keeps its bytes (arguments included).
-pub fn rewrite_request(body: &str, id: &str, token: Option<&str>) -> Result<String, String> {
+pub(super) fn rewrite_request(body: &str, id: &str, token: Option<&str>) -> Result<String, String> {
     let top: Members<'_> = serde_json::from_str(body)
         .map_err(|e| format!("the body is not a JSON-RPC message: {e}"))?;
     let mut out = String::with_capacity(body.len() + 32);
@@ -108,7 +108,7 @@ fn push_params(out: &mut String, params: &RawValue, token: &str) -> Result<(), S
 
 /// A line loom wrote, with the value at `path` (member names from the top) replaced by
 /// `replacement`; the rest of its bytes kept. `None` when the line has no such member.
-pub fn replace_member(line: &[u8], path: &[&str], replacement: &str) -> Option<Vec<u8>> {
+pub(super) fn replace_member(line: &[u8], path: &[&str], replacement: &str) -> Option<Vec<u8>> {
     let text = std::str::from_utf8(line).ok()?;
     let (start, end) = locate(text, path)?;
     let mut out = Vec::with_capacity(line.len() + replacement.len());
@@ -132,7 +132,7 @@ fn locate(text: &str, path: &[&str]) -> Option<(usize, usize)> {
 }
 
 /// The text of the member at `path` in `body`, as written.
-pub fn member_text(body: &[u8], path: &[&str]) -> Option<String> {
+pub(super) fn member_text(body: &[u8], path: &[&str]) -> Option<String> {
     let text = std::str::from_utf8(body).ok()?;
     let (start, end) = locate(text, path)?;
     Some(text[start..end].to_string())
@@ -141,7 +141,7 @@ pub fn member_text(body: &[u8], path: &[&str]) -> Option<String> {
 /// Whether an `MCP-Protocol-Version` header names a revision without sessions: any version but
 /// the four that have the `initialize` handshake (an unknown one is refused by the session in
 /// JSON-RPC's words, -32022).
-pub fn is_sessionless_version(version: &str) -> bool {
+pub(super) fn is_sessionless_version(version: &str) -> bool {
     !matches!(
         version,
         "2024-11-05" | "2025-03-26" | "2025-06-18" | "2025-11-25"
@@ -149,7 +149,7 @@ pub fn is_sessionless_version(version: &str) -> bool {
 }
 
 /// The subscription id a listen stream's notification carries, as written.
-pub fn subscription_of(line: &[u8]) -> Option<String> {
+pub(super) fn subscription_of(line: &[u8]) -> Option<String> {
     // Only notifications carry one; a cheap test first, as most lines are answers.
     memchr::memmem::find(line, SUBSCRIPTION_ID.as_bytes())?;
     let id = member_text(line, &SUBSCRIPTION_PATH)?;
@@ -159,12 +159,12 @@ pub fn subscription_of(line: &[u8]) -> Option<String> {
 }
 
 /// Where the subscription id sits in a listen stream's notification.
-pub const SUBSCRIPTION_PATH: [&str; 3] = ["params", "_meta", SUBSCRIPTION_ID];
+pub(super) const SUBSCRIPTION_PATH: [&str; 3] = ["params", "_meta", SUBSCRIPTION_ID];
 
 /// The HTTP status of a stateless answer: a refusal of the request itself is 400 (malformed,
 /// wrong envelope or headers, unsupported version, a capability the client lacks), an unknown
 /// method 404, anything else 200 (as 2026-07-28 asks).
-pub fn status_of(line: &[u8]) -> StatusCode {
+pub(super) fn status_of(line: &[u8]) -> StatusCode {
     #[derive(Deserialize)]
     struct Answer {
         #[serde(default)]
@@ -213,7 +213,7 @@ struct EnvelopeMeta<'a> {
 }
 
 /// The standard headers of a 2026-07-28 POST.
-pub struct Headers<'a> {
+pub(super) struct Headers<'a> {
     pub version: Option<&'a str>,
     pub method: Option<&'a str>,
     pub name: Option<&'a str>,
@@ -223,7 +223,7 @@ pub struct Headers<'a> {
 /// version the header names is the one in `_meta`, `Mcp-Method` is the method, `Mcp-Name` is
 /// the tool or prompt name, resource URI or task id. A mismatch is -32020 (HTTP 400), in words
 /// that name the header.
-pub fn check_headers(body: &str, headers: &Headers<'_>) -> Result<(), String> {
+pub(super) fn check_headers(body: &str, headers: &Headers<'_>) -> Result<(), String> {
     // A member named twice is read as its first by one parser and its last by another: the
     // header could agree with one while the request is served by the other (a protocol version
     // passed the check and the request was served as another revision).
@@ -372,7 +372,7 @@ fn duplicate_member(body: &str) -> Option<String> {
 /// One `x-mcp-header` annotation of a tool's `inputSchema`: the argument's path of `properties`
 /// keys, the header token, and the property's type.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ParamHeader {
+pub(super) struct ParamHeader {
     pub path: Vec<String>,
     pub token: String,
     pub kind: String,
@@ -382,7 +382,7 @@ pub struct ParamHeader {
 /// `properties` alone). A schema with an invalid one (not a token, not on a string, integer or
 /// boolean property, or named twice) has none: 2026-07-28 clients drop such a tool and send no
 /// headers for it.
-pub fn param_headers(schema: &serde_json::Value) -> Vec<ParamHeader> {
+pub(super) fn param_headers(schema: &serde_json::Value) -> Vec<ParamHeader> {
     fn walk(
         schema: &serde_json::Value,
         path: &mut Vec<String>,
@@ -440,7 +440,7 @@ fn is_token(text: &str) -> bool {
 /// numerically), and no header stands for an absent argument. `headers` are every
 /// `Mcp-Param-*` header as (lowercase name, value; `None` for a value that is not visible
 /// ASCII).
-pub fn check_param_headers(
+pub(super) fn check_param_headers(
     annotations: &[ParamHeader],
     arguments: Option<&serde_json::Map<String, serde_json::Value>>,
     headers: &[(String, Option<String>)],

@@ -51,7 +51,7 @@ fn typing_note(typing: ColumnType) -> Option<&'static str> {
     }
 }
 
-pub fn build_column(
+pub(super) fn build_column(
     name: &str,
     typing: ColumnType,
     cells: &[Option<&RawValue>],

@@ -42,7 +42,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawObject<'a> {
 
 /// Call `each` for every element of a raw JSON array, in order, without collecting them.
 /// An error when `raw` is not an array.
-pub fn for_each_element<'a>(
+pub(crate) fn for_each_element<'a>(
     raw: &'a RawValue,
     mut each: impl FnMut(&'a RawValue),
 ) -> Result<(), serde_json::Error> {
@@ -89,7 +89,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawRows<'a> {
 
 /// What a number's text says about it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum NumberText {
+pub(crate) enum NumberText {
     /// An integer that fits i64.
     Int(i64),
     /// An integer beyond i64 (kept as digits).
@@ -100,7 +100,7 @@ pub enum NumberText {
     OutOfRange,
 }
 
-pub fn classify_number(text: &str) -> NumberText {
+pub(crate) fn classify_number(text: &str) -> NumberText {
     let integral = !text.contains(['.', 'e', 'E']);
     if integral {
         if let Ok(v) = text.parse::<i64>() {
@@ -116,7 +116,7 @@ pub fn classify_number(text: &str) -> NumberText {
 
 /// `-?(0|[1-9][0-9]*)` that fits i64 — a string that can become an integer and be written back
 /// exactly as it was (no leading zeros, no `+`, no `-0`).
-pub fn canonical_int(text: &str) -> Option<i64> {
+pub(crate) fn canonical_int(text: &str) -> Option<i64> {
     let digits = text.strip_prefix('-').unwrap_or(text);
     if digits.is_empty()
         || !digits.bytes().all(|b| b.is_ascii_digit())
@@ -130,11 +130,11 @@ pub fn canonical_int(text: &str) -> Option<i64> {
 
 /// The most significant digits a decimal string may have to become a Float64: every decimal of
 /// at most 15 significant digits survives the round trip through f64 (DBL_DIG).
-pub const MAX_DECIMAL_DIGITS: usize = 15;
+pub(crate) const MAX_DECIMAL_DIGITS: usize = 15;
 
 /// `-?(0|[1-9][0-9]*)\.[0-9]+` with at most [`MAX_DECIMAL_DIGITS`] significant digits, not a
 /// negative zero — a string whose value an f64 holds exactly.
-pub fn canonical_decimal(text: &str) -> Option<f64> {
+pub(crate) fn canonical_decimal(text: &str) -> Option<f64> {
     let unsigned = text.strip_prefix('-').unwrap_or(text);
     let (whole, fraction) = unsigned.split_once('.')?;
     if whole.is_empty()

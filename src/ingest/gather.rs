@@ -40,7 +40,7 @@ pub(super) struct Gatherer<'a> {
 }
 
 impl<'a> Gatherer<'a> {
-    pub fn new(prefix: &[String]) -> Self {
+    pub(super) fn new(prefix: &[String]) -> Self {
         Self {
             prefix: prefix.to_vec(),
             rows: 0,
@@ -51,7 +51,7 @@ impl<'a> Gatherer<'a> {
     }
 
     /// A row without an object (a null nested value): every column gets nothing.
-    pub fn skip_row(&mut self) {
+    pub(super) fn skip_row(&mut self) {
         self.rows += 1;
     }
 
@@ -61,7 +61,10 @@ impl<'a> Gatherer<'a> {
         cells.push(Some(value));
     }
 
-    pub fn add_row(&mut self, members: &[(Cow<'_, str>, &'a RawValue)]) -> Result<(), IngestError> {
+    pub(super) fn add_row(
+        &mut self,
+        members: &[(Cow<'_, str>, &'a RawValue)],
+    ) -> Result<(), IngestError> {
         let row = self.rows;
         self.rows += 1;
         let same_shape = members.len() == self.template.len()
@@ -114,12 +117,12 @@ impl<'a> Gatherer<'a> {
         Ok(slot)
     }
 
-    pub fn rows(&self) -> usize {
+    pub(super) fn rows(&self) -> usize {
         self.rows
     }
 
     /// The columns, each with one cell per row.
-    pub fn finish(mut self) -> Vec<SourceColumn<'a>> {
+    pub(super) fn finish(mut self) -> Vec<SourceColumn<'a>> {
         for column in &mut self.columns {
             column.cells.resize(self.rows, None);
         }

@@ -51,7 +51,7 @@ pub enum ListElement {
 
 /// The written form of a temporal string; a column is temporal only if all share one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TemporalForm {
+pub(crate) enum TemporalForm {
     Date,
     DateTime { separator: u8, utc: bool },
 }
@@ -117,7 +117,7 @@ fn calendar_date((year, month, day): (i32, u32, u32)) -> Option<NaiveDate> {
 
 /// `YYYY-MM-DD`, or `YYYY-MM-DD[T ]HH:MM:SS[.f{1,6}][Z]`, and a real calendar value (a leap
 /// second `:60` is not one: such a column stays text).
-pub fn temporal_form(s: &str) -> Option<TemporalForm> {
+pub(crate) fn temporal_form(s: &str) -> Option<TemporalForm> {
     let parts = parts(s)?;
     let date = calendar_date(parts.date)?;
     match parts.time {
@@ -130,7 +130,7 @@ pub fn temporal_form(s: &str) -> Option<TemporalForm> {
 }
 
 /// Microseconds since the epoch of a string [`temporal_form`] accepted as a date-time.
-pub fn parse_datetime(s: &str) -> Option<i64> {
+pub(crate) fn parse_datetime(s: &str) -> Option<i64> {
     let parts = parts(s)?;
     let (hour, minute, second, micros, _, _) = parts.time?;
     let at = calendar_date(parts.date)?.and_hms_micro_opt(hour, minute, second, micros)?;
@@ -138,7 +138,7 @@ pub fn parse_datetime(s: &str) -> Option<i64> {
 }
 
 /// Days since the epoch of a `YYYY-MM-DD` string.
-pub fn parse_date(s: &str) -> Option<i32> {
+pub(crate) fn parse_date(s: &str) -> Option<i32> {
     let parts = parts(s)?;
     if parts.time.is_some() {
         return None;
@@ -211,12 +211,13 @@ fn array_element(raw: &RawValue) -> Result<Option<ListElement>, ()> {
 }
 
 /// The type of a leaf column (objects were flattened before).
-pub fn infer(cells: &[Option<&RawValue>]) -> ColumnType {
+#[cfg(test)]
+pub(crate) fn infer(cells: &[Option<&RawValue>]) -> ColumnType {
     infer_with(cells, IngestOptions::default())
 }
 
 /// [`infer`] with typing options.
-pub fn infer_with(cells: &[Option<&RawValue>], options: IngestOptions) -> ColumnType {
+pub(crate) fn infer_with(cells: &[Option<&RawValue>], options: IngestOptions) -> ColumnType {
     let mut seen = Seen {
         all_canonical_int: true,
         // Only looked for when asked: JSON strings keep their text.

@@ -6,10 +6,10 @@
 //! all rows ([`infer`]) → Arrow arrays built with arrow's builders ([`build`]).
 
 mod build;
-pub mod cells;
+pub(crate) mod cells;
 mod gather;
-pub mod infer;
-pub mod names;
+pub(crate) mod infer;
+pub(crate) mod names;
 
 use std::sync::Arc;
 

@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 
 /// `user name` → `user_name`; an empty segment becomes `col`.
-pub fn sanitize_segment(segment: &str) -> String {
+pub(crate) fn sanitize_segment(segment: &str) -> String {
     // A repeated key inside one object arrives as `key#2`.
     let (base, occurrence) = match segment.rsplit_once('#') {
         Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
@@ -37,7 +37,7 @@ pub fn sanitize_segment(segment: &str) -> String {
 }
 
 /// Unique names for columns given their source paths, in order.
-pub fn column_names(paths: &[&[String]]) -> Vec<String> {
+pub(crate) fn column_names(paths: &[&[String]]) -> Vec<String> {
     let mut taken: HashSet<String> = HashSet::new();
     paths
         .iter()

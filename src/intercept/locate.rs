@@ -21,13 +21,13 @@ use crate::common::json::{Kind, kind_of, string_content_of};
 use crate::ingest::RawTable;
 
 /// How deep inside objects tables are looked for (`{"data": {"items": [...]}}` is depth 2).
-pub const NESTING_DEPTH: usize = 3;
+pub(crate) const NESTING_DEPTH: usize = 3;
 
 /// The most context (serialized) an envelope carries; more means the result is not replaced.
-pub const MAX_CONTEXT_CHARS: usize = 1_000;
+pub(crate) const MAX_CONTEXT_CHARS: usize = 1_000;
 
 /// The longest line accepted as a preamble before JSON in a text block.
-pub const MAX_PREAMBLE_CHARS: usize = 200;
+pub(crate) const MAX_PREAMBLE_CHARS: usize = 200;
 
 /// Which rung found the tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,7 +167,7 @@ fn insert_context(context: &mut Map<String, Value>, path: &str, value: &str) {
 
 /// A text's JSON part: the whole text, a ```json fence, or everything after one short line.
 /// Returns the preamble line (if any) and the JSON text.
-pub fn json_in_text(text: &str) -> Option<(Option<&str>, &str)> {
+pub(crate) fn json_in_text(text: &str) -> Option<(Option<&str>, &str)> {
     let trimmed = text.trim();
     if trimmed.starts_with('[') || trimmed.starts_with('{') {
         return Some((None, trimmed));
@@ -200,7 +200,7 @@ fn context_fits(context: &Map<String, Value>) -> bool {
 }
 
 /// Rung 1 over `structuredContent` (its raw text: valid JSON, see [`skim`]).
-pub fn in_structured(structured: &str) -> Option<Located<'_>> {
+pub(crate) fn in_structured(structured: &str) -> Option<Located<'_>> {
     let mut tables = Vec::new();
     let mut context = Map::new();
     walk(structured, "$", 0, &mut tables, &mut context);
@@ -216,7 +216,7 @@ pub fn in_structured(structured: &str) -> Option<Located<'_>> {
 
 /// Rung 2 over the text blocks. Every block must be a table-bearing JSON text or small enough
 /// to go to `context`.
-pub fn in_texts<'a>(texts: &[&'a str]) -> Option<Located<'a>> {
+pub(crate) fn in_texts<'a>(texts: &[&'a str]) -> Option<Located<'a>> {
     let mut tables = Vec::new();
     let mut context = Map::new();
     for (index, text) in texts.iter().enumerate() {

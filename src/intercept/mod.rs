@@ -1,8 +1,8 @@
 //! Deciding, for each tool result, whether it passes through untouched or becomes datasets and
 //! an envelope. Never worse than no proxy: any doubt or failure → the original bytes.
 
-pub mod locate;
-pub mod skim;
+pub(crate) mod locate;
+pub(crate) mod skim;
 pub mod text;
 
 use std::borrow::Cow;

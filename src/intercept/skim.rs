@@ -238,19 +238,19 @@ fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
 
 /// A reader that walks valid JSON without parsing what it skips: enter a container, step
 /// through its items, read keys, take values as raw spans.
-pub struct Cursor<'a> {
+pub(crate) struct Cursor<'a> {
     text: &'a str,
     at: usize,
 }
 
 /// One open container: what closes it, and whether an item has been read yet.
-pub struct Level {
+pub(crate) struct Level {
     close: u8,
     first: bool,
 }
 
 impl<'a> Cursor<'a> {
-    pub fn new(text: &'a str) -> Self {
+    pub(crate) fn new(text: &'a str) -> Self {
         Self { text, at: 0 }
     }
 
@@ -260,7 +260,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Enter the object (`open` = `{`) or array (`[`) that comes next.
-    pub fn enter(&mut self, open: u8) -> Option<Level> {
+    pub(crate) fn enter(&mut self, open: u8) -> Option<Level> {
         (self.skip_whitespace()? == open).then_some(())?;
         self.at += 1;
         Some(Level {
@@ -271,7 +271,7 @@ impl<'a> Cursor<'a> {
 
     /// Whether another item follows in `level` (its comma read), or the container ended (its
     /// closing bracket read).
-    pub fn next(&mut self, level: &mut Level) -> Option<bool> {
+    pub(crate) fn next(&mut self, level: &mut Level) -> Option<bool> {
         let byte = self.skip_whitespace()?;
         if byte == level.close {
             self.at += 1;
@@ -287,7 +287,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// An object member's key, decoded, and its colon.
-    pub fn key(&mut self) -> Option<Cow<'a, str>> {
+    pub(crate) fn key(&mut self) -> Option<Cow<'a, str>> {
         (self.skip_whitespace()? == b'"').then_some(())?;
         let end = string_end(self.text.as_bytes(), self.at)?;
         let key = string_content_of(self.text.get(self.at..end)?)?;
@@ -298,7 +298,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// The next value as its raw text.
-    pub fn value(&mut self) -> Option<&'a str> {
+    pub(crate) fn value(&mut self) -> Option<&'a str> {
         self.skip_whitespace()?;
         let end = value_end(self.text.as_bytes(), self.at)?;
         let value = self.text.get(self.at..end)?;
@@ -307,14 +307,14 @@ impl<'a> Cursor<'a> {
     }
 
     /// Only whitespace is left.
-    pub fn finish(&mut self) -> Option<()> {
+    pub(crate) fn finish(&mut self) -> Option<()> {
         (self.skip_whitespace().is_none()).then_some(())
     }
 }
 
 /// The members of the object `text` (valid JSON), keys decoded, in source order (a repeated key
 /// appears twice). `None` when it is not an object.
-pub fn object_members(text: &str) -> Option<Vec<(Cow<'_, str>, &str)>> {
+pub(crate) fn object_members(text: &str) -> Option<Vec<(Cow<'_, str>, &str)>> {
     let mut cursor = Cursor::new(text);
     let mut level = cursor.enter(b'{')?;
     let mut members = Vec::new();

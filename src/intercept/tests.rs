@@ -272,7 +272,7 @@ mod oracle {
     use serde_json::value::RawValue;
 
     #[derive(Deserialize)]
-    pub struct View<'a> {
+    pub(super) struct View<'a> {
         #[serde(borrow, default)]
         pub content: Vec<Block<'a>>,
         #[serde(borrow, default, rename = "structuredContent")]
@@ -282,7 +282,7 @@ mod oracle {
     }
 
     #[derive(Deserialize)]
-    pub struct Block<'a> {
+    pub(super) struct Block<'a> {
         #[serde(borrow, rename = "type")]
         pub kind: Cow<'a, str>,
         #[serde(borrow, default)]

@@ -20,7 +20,7 @@ pub mod budget;
 pub mod html;
 pub mod interrupt;
 pub mod json;
-pub mod security;
+pub(crate) mod security;
 
 pub use interrupt::{DEFAULT_TIME_LIMIT, Interrupt};
 

@@ -16,7 +16,7 @@ static DENIAL: LazyLock<Option<regex::Regex>> = LazyLock::new(|| {
 });
 
 /// Whether `text` opens with a denial, a permission problem or a failed check.
-pub fn looks_security_relevant(text: &str) -> bool {
+pub(crate) fn looks_security_relevant(text: &str) -> bool {
     let end = text
         .char_indices()
         .nth(HEAD_CHARS)

@@ -12,7 +12,7 @@ use std::time::{Instant, SystemTime};
 
 use serde::Serialize;
 
-pub use render::{markdown, stderr_summary};
+pub(crate) use render::{markdown, stderr_summary};
 
 use crate::common::tokens::estimate_tokens;
 
@@ -65,7 +65,7 @@ pub struct SignedSize {
 }
 
 /// Code points, counted at each character's first byte (a pass the compiler vectorises).
-pub fn count_chars(text: &str) -> u64 {
+pub(crate) fn count_chars(text: &str) -> u64 {
     text.as_bytes()
         .iter()
         .filter(|&&b| (b & 0xC0) != 0x80)
@@ -276,7 +276,7 @@ impl SessionStats {
 }
 
 /// How many tools the report names by saving.
-pub const TOP_TOOLS: usize = 5;
+pub(crate) const TOP_TOOLS: usize = 5;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -356,7 +356,7 @@ impl Report {
 
 /// Write the report where `path` says: JSON when it ends in `.json`, Markdown otherwise. Written
 /// to a temporary file beside it and renamed, so a reader never sees half a report.
-pub fn write(report: &Report, path: &std::path::Path) -> std::io::Result<()> {
+pub(crate) fn write(report: &Report, path: &std::path::Path) -> std::io::Result<()> {
     let json = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));

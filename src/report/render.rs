@@ -30,7 +30,7 @@ fn percent(saved: i64, of: u64) -> String {
 }
 
 /// The short form loom prints on stderr when the session ends.
-pub fn stderr_summary(r: &Report) -> String {
+pub(crate) fn stderr_summary(r: &Report) -> String {
     let mut out = String::from("loom session report (token figures are estimates):\n");
     let t = &r.tools;
     let _ = writeln!(
@@ -91,7 +91,7 @@ pub fn stderr_summary(r: &Report) -> String {
 }
 
 /// The report as a Markdown page (`report.path` not ending in `.json`).
-pub fn markdown(r: &Report) -> String {
+pub(crate) fn markdown(r: &Report) -> String {
     let mut out = String::from("# loom session report\n\n");
     let _ = writeln!(
         out,

@@ -22,7 +22,7 @@ use crate::store::Store;
 
 /// Passed-through tables a session keeps at most; past it the oldest are let go (as if
 /// evicted, so `loom_describe` says what became of them).
-pub const MAX_KEPT_TABLES: usize = 64;
+pub(crate) const MAX_KEPT_TABLES: usize = 64;
 
 /// Results waiting for the keeper at most; past it a result is not kept.
 const QUEUE: usize = 32;
@@ -38,7 +38,7 @@ pub(crate) struct Keep(Option<(Job, mpsc::Sender<Job>)>);
 
 impl Keep {
     /// Nothing to keep.
-    pub fn none() -> Self {
+    pub(crate) fn none() -> Self {
         Self(None)
     }
 }
@@ -61,7 +61,7 @@ pub(crate) struct Keeper {
 impl Keeper {
     /// Start the keeper of the session whose datasets live in `store`. It ends when the session
     /// (and every [`Keep`] it gave out) is gone.
-    pub fn start(store: Arc<Store>) -> Self {
+    pub(crate) fn start(store: Arc<Store>) -> Self {
         let (queue, mut results) = mpsc::channel::<Job>(QUEUE);
         tokio::spawn(async move {
             let mut kept = Kept::default();
@@ -95,7 +95,7 @@ impl Keeper {
 
     /// The keep that hands `raw` to this keeper once dropped: a copy of the bytes (the answer
     /// takes the original), made only for results that might be kept.
-    pub fn keep(&self, raw: &RawValue, origin: Origin) -> Keep {
+    pub(crate) fn keep(&self, raw: &RawValue, origin: Origin) -> Keep {
         Keep(Some(((raw.to_owned(), origin), self.queue.clone())))
     }
 }

@@ -18,17 +18,18 @@ use futures::StreamExt;
 use super::{Location, Manifest, ManifestDataset, Session, dataset_batches, manifest, table_of};
 
 /// The catalog table's name.
-pub const CATALOG_TABLE: &str = "loom_catalog";
+pub(crate) const CATALOG_TABLE: &str = "loom_catalog";
 
 /// Columns every cross-session table starts with.
-pub const PROVENANCE_COLUMNS: [&str; 5] = ["session_id", "ref", "server", "tool", "created_at"];
+pub(crate) const PROVENANCE_COLUMNS: [&str; 5] =
+    ["session_id", "ref", "server", "tool", "created_at"];
 
 /// Manifests read at once (each is one small GET on S3).
 const READ_AHEAD: usize = 16;
 
 /// Every session under the root with its manifest, oldest first. A session whose manifest cannot
 /// be read is reported in the second list and left out.
-pub async fn all_manifests(
+pub(crate) async fn all_manifests(
     location: &Location,
     sessions: Vec<Session>,
 ) -> (Vec<(Session, Manifest)>, Vec<String>) {
@@ -52,7 +53,7 @@ pub async fn all_manifests(
 }
 
 /// The cross-session table a dataset belongs to.
-pub fn table_name(entry: &ManifestDataset) -> String {
+pub(crate) fn table_name(entry: &ManifestDataset) -> String {
     if entry.table.is_empty() {
         table_of(&entry.reference)
     } else {
@@ -61,7 +62,7 @@ pub fn table_name(entry: &ManifestDataset) -> String {
 }
 
 /// Table name → its datasets, in session order.
-pub fn tables(
+pub(crate) fn tables(
     sessions: &[(Session, Manifest)],
 ) -> BTreeMap<String, Vec<(&Session, &ManifestDataset)>> {
     let mut tables: BTreeMap<String, Vec<(&Session, &ManifestDataset)>> = BTreeMap::new();
@@ -88,7 +89,7 @@ fn utc_micros() -> DataType {
 
 /// `loom_catalog`: one row per dataset of every session. Arguments are as the manifest holds
 /// them: redacted before they were ever stored.
-pub fn catalog_batch(sessions: &[(Session, Manifest)]) -> Result<RecordBatch, String> {
+pub(crate) fn catalog_batch(sessions: &[(Session, Manifest)]) -> Result<RecordBatch, String> {
     let entries: Vec<(&Session, &Manifest, &ManifestDataset)> = sessions
         .iter()
         .flat_map(|(s, m)| m.datasets.iter().map(move |d| (s, m, d)))
@@ -178,7 +179,7 @@ fn widen(a: &DataType, b: &DataType) -> DataType {
 
 /// One table across sessions: every member's rows under one schema, led by
 /// [`PROVENANCE_COLUMNS`]. A data column whose name is one of those is kept as `data_<name>`.
-pub async fn union_table(
+pub(crate) async fn union_table(
     location: &Location,
     members: &[(&Session, &ManifestDataset)],
 ) -> Result<(SchemaRef, Vec<RecordBatch>), String> {
@@ -268,7 +269,7 @@ pub async fn union_table(
 
 /// Whether `sql` names `table` as a word (case-insensitive): only tables a statement can use are
 /// read from the store.
-pub fn mentions(sql: &str, table: &str) -> bool {
+pub(crate) fn mentions(sql: &str, table: &str) -> bool {
     let sql = without_literals(sql).to_ascii_lowercase();
     let table = table.to_ascii_lowercase();
     let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');

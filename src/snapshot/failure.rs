@@ -6,7 +6,7 @@
 use super::Location;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FailureKind {
+pub(crate) enum FailureKind {
     NoSuchBucket,
     AccessDenied,
     BadCredentials,
@@ -17,7 +17,7 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
-    pub fn of(error: &str) -> Self {
+    pub(crate) fn of(error: &str) -> Self {
         let code = |c: &str| error.contains(&format!("<Code>{c}</Code>"));
         if code("NoSuchBucket") {
             FailureKind::NoSuchBucket
@@ -46,7 +46,7 @@ impl FailureKind {
 }
 
 /// `doing` (e.g. `cannot list`) failed at `location`: the kind and a message naming what to fix.
-pub fn explain(
+pub(crate) fn explain(
     location: &Location,
     doing: &str,
     error: &dyn std::fmt::Display,

@@ -19,9 +19,9 @@
 
 use futures::StreamExt as _;
 
-pub mod catalog;
-pub mod failure;
-pub mod portable;
+pub(crate) mod catalog;
+pub(crate) mod failure;
+pub(crate) mod portable;
 
 mod encode;
 mod location;

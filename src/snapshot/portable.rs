@@ -36,7 +36,7 @@ use arrow::datatypes::{
 };
 
 /// Field metadata naming the type a column had before it was made portable.
-pub const ORIGINAL_TYPE_KEY: &str = "loom.type";
+pub(crate) const ORIGINAL_TYPE_KEY: &str = "loom.type";
 
 const INTERVAL_FIELDS: [(&str, DataType); 3] = [
     ("months", DataType::Int32),
@@ -120,7 +120,7 @@ fn whole_micros(arrays: &[&ArrayRef]) -> bool {
 
 /// The batches in portable form, with the schema they now have. Columns that changed carry
 /// [`ORIGINAL_TYPE_KEY`].
-pub fn to_portable(
+pub(crate) fn to_portable(
     schema: &SchemaRef,
     batches: &[RecordBatch],
 ) -> Result<(SchemaRef, Vec<RecordBatch>), String> {
@@ -344,7 +344,7 @@ fn struct_to_interval(array: &ArrayRef, unit: IntervalUnit) -> Result<ArrayRef, 
 
 /// The batches with the types they had before [`to_portable`] (a file without the metadata,
 /// e.g. written by an older loom, comes back unchanged).
-pub fn from_portable(
+pub(crate) fn from_portable(
     schema: &SchemaRef,
     batches: Vec<RecordBatch>,
 ) -> Result<(SchemaRef, Vec<RecordBatch>), String> {
@@ -365,7 +365,7 @@ pub fn from_portable(
 }
 
 /// Columns of a portable schema that Spark still cannot read, with the reason.
-pub fn spark_unreadable(schema: &Schema) -> Vec<String> {
+pub(crate) fn spark_unreadable(schema: &Schema) -> Vec<String> {
     fn nanos(t: &DataType) -> bool {
         match t {
             DataType::Timestamp(TimeUnit::Nanosecond, _) => true,

@@ -22,9 +22,9 @@ use datafusion::logical_expr::{
 use datafusion::prelude::SessionContext;
 
 /// The most one call may build in one value.
-pub const MAX_VALUE_BYTES: u64 = 1024 * 1024;
+pub(crate) const MAX_VALUE_BYTES: u64 = 1024 * 1024;
 /// The most one call may build for one batch of rows, all values together.
-pub const MAX_BATCH_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_BATCH_BYTES: u64 = 64 * 1024 * 1024;
 
 /// How a function's output size follows from its arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -114,14 +114,14 @@ const BOUNDED: &[(&str, Growth)] = &[
 /// The most `len(a) × len(b)` steps one call of a pairwise function ([`Growth::Pairwise`]) may
 /// take for its batch of rows (about half a second of one thread): work that cannot be
 /// interrupted is bounded before it starts.
-pub const MAX_PAIRWISE_STEPS: u64 = 1 << 28;
+pub(crate) const MAX_PAIRWISE_STEPS: u64 = 1 << 28;
 
 /// How many times its own length one directive of a `to_char` format may print.
 const FORMAT_EXPANSION: u64 = 16;
 
 /// Replace every bounded built-in of `ctx` with its bounded wrapper, and the `||` operator on
 /// text with [`STRING_CONCAT`] (an optimizer rule, run after type coercion).
-pub fn install(ctx: &SessionContext) {
+pub(crate) fn install(ctx: &SessionContext) {
     for (name, growth) in BOUNDED {
         if let Some(inner) = ctx.state().scalar_functions().get(*name).cloned() {
             ctx.register_udf(ScalarUDF::new_from_impl(Bounded {
@@ -136,7 +136,7 @@ pub fn install(ctx: &SessionContext) {
 }
 
 /// The name `||` on text runs under in loom's plans.
-pub const STRING_CONCAT: &str = "loom_string_concat";
+pub(crate) const STRING_CONCAT: &str = "loom_string_concat";
 
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct Bounded {
@@ -654,8 +654,9 @@ impl ScalarUDFImpl for Bounded {
     }
 }
 
-/// For tests and the self-test: whether `ctx`'s function `name` is bounded here.
-pub fn is_bounded(ctx: &SessionContext, name: &str) -> bool {
+/// For tests: whether `ctx`'s function `name` is bounded here.
+#[cfg(test)]
+pub(crate) fn is_bounded(ctx: &SessionContext, name: &str) -> bool {
     ctx.state()
         .scalar_functions()
         .get(name)

@@ -32,7 +32,7 @@ fn now_ms() -> u64 {
 
 impl QueryDeadline {
     /// The deadline `timeout` from now.
-    pub fn after(timeout: Duration) -> Self {
+    pub(crate) fn after(timeout: Duration) -> Self {
         Self {
             unix_ms: now_ms()
                 .saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
@@ -41,10 +41,10 @@ impl QueryDeadline {
 }
 
 /// The error text of work stopped by its deadline (the client was already told of the timeout).
-pub const STOPPED: &str = "the query passed queryTimeoutMs and was stopped";
+pub(crate) const STOPPED: &str = "the query passed queryTimeoutMs and was stopped";
 
 /// Fail once the deadline in `options` (if any) has passed.
-pub fn check(options: &ConfigOptions) -> Result<()> {
+pub(crate) fn check(options: &ConfigOptions) -> Result<()> {
     match options.extensions.get::<QueryDeadline>() {
         Some(deadline) if deadline.unix_ms != 0 && now_ms() > deadline.unix_ms => {
             Err(DataFusionError::ResourcesExhausted(STOPPED.into()))

@@ -22,11 +22,11 @@ use super::QueryError;
 /// The stack of each engine thread. Planning and optimizing recurse once per level of a plan or
 /// an expression; the statement check bounds those levels ([`super::guard::MAX_EXPRESSION_DEPTH`],
 /// the CTE expansion), and this leaves a wide margin above them. Only touched pages cost memory.
-pub const STACK_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const STACK_BYTES: usize = 64 * 1024 * 1024;
 
 /// The engine's runtime. Dropped without blocking (a runtime dropped inside another one's task
 /// would panic otherwise).
-pub struct Engine {
+pub(crate) struct Engine {
     runtime: Option<tokio::runtime::Runtime>,
     threads: usize,
     /// Work whose caller gave up at its timeout and that has not stopped yet.
@@ -57,7 +57,7 @@ impl Engine {
     /// One worker thread per core but one (a core stays free for the threads that carry
     /// passthrough traffic: with every core busy in queries, a call's p99 went from 0.4 to 4 ms),
     /// at least one; named so they show in a profile.
-    pub fn start() -> Result<Self, String> {
+    pub(crate) fn start() -> Result<Self, String> {
         let threads = crate::parallel::cores().saturating_sub(1).max(1);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
@@ -75,7 +75,7 @@ impl Engine {
     }
 
     /// The engine's threads.
-    pub fn threads(&self) -> usize {
+    pub(crate) fn threads(&self) -> usize {
         self.threads
     }
 
@@ -130,7 +130,7 @@ impl Engine {
     /// the engine's threads are all inside synchronous work (a long sort, an optimizer pass),
     /// a timer on the engine itself could not fire. Past the timeout the task is aborted and
     /// `None` is returned.
-    pub async fn run<T: Send + 'static>(
+    pub(crate) async fn run<T: Send + 'static>(
         &self,
         timeout: Duration,
         work: impl Future<Output = T> + Send + 'static,
@@ -152,7 +152,7 @@ impl Engine {
     /// Run a query on the engine; after `timeout` the caller gets
     /// [`QueryError::Timeout`] at once and the task is aborted (it stops at its next await
     /// point; DataFusion's operators yield between batches).
-    pub async fn run_within<T: Send + 'static>(
+    pub(crate) async fn run_within<T: Send + 'static>(
         &self,
         timeout: Duration,
         work: impl Future<Output = Result<T, QueryError>> + Send + 'static,
@@ -193,7 +193,7 @@ impl Drop for Engine {
 /// Read `stream` to the end, failing as soon as the result has more than `max_rows` rows or
 /// `max_bytes` bytes of Arrow arrays: a `SELECT *` over a cross join stops where it passes the
 /// cap, never after a process-sized collect.
-pub async fn collect_capped(
+pub(crate) async fn collect_capped(
     mut stream: SendableRecordBatchStream,
     max_rows: usize,
     max_bytes: usize,
@@ -222,7 +222,7 @@ pub async fn collect_capped(
 
 /// The engine's memory pool when `engineMemoryLimit` is not set: a quarter of the machine's
 /// memory, at least 256 MiB and at most 8 GiB (2 GiB when the machine's memory is unknown).
-pub fn default_memory_limit() -> u64 {
+pub(crate) fn default_memory_limit() -> u64 {
     const MIB: u64 = 1024 * 1024;
     match total_memory() {
         Some(total) => (total / 4).clamp(256 * MIB, 8 * 1024 * MIB),

@@ -17,44 +17,44 @@ use datafusion::execution::context::SQLOptions;
 use datafusion::logical_expr::{Expr, LogicalPlan};
 
 /// The largest string or list a size-taking function may be asked to build.
-pub const MAX_BUILT_VALUE: i64 = 100_000;
+pub(crate) const MAX_BUILT_VALUE: i64 = 100_000;
 
 /// SQL text longer than this is refused before it is parsed (a model writes queries, not data:
 /// a long `VALUES` list or a generated expression is how a query is made to allocate).
-pub const MAX_SQL_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_SQL_BYTES: usize = 64 * 1024;
 
 /// The size a statement may stand for — queries, table references and expressions — once every
 /// CTE reference is expanded in place (which is what planning does): a CTE chain that joins each
 /// level to itself doubles it at every level and would plan for minutes into gigabytes, and a
 /// CTE with a large body referenced many times multiplies it (issue 12).
-pub const MAX_EXPANDED_SIZE: u64 = 20_000;
+pub(crate) const MAX_EXPANDED_SIZE: u64 = 20_000;
 
 /// How deep expressions may nest: planning recurses once per level (a chain of 250 `+` terms
 /// overflowed a 2 MiB thread stack in a debug build; the engine's threads have
 /// [`super::engine::STACK_BYTES`]).
-pub const MAX_EXPRESSION_DEPTH: usize = 500;
+pub(crate) const MAX_EXPRESSION_DEPTH: usize = 500;
 
 /// Nodes a logical plan may have, subqueries included.
-pub const MAX_PLAN_NODES: usize = 20_000;
+pub(crate) const MAX_PLAN_NODES: usize = 20_000;
 
 /// Row pairs a join without an equality condition (a cross join, or a nested-loop join on an
 /// inequality) may have to consider, by the engine's row counts of its inputs.
-pub const MAX_JOIN_PAIRS: u128 = 10_000_000;
+pub(crate) const MAX_JOIN_PAIRS: u128 = 10_000_000;
 
 /// SELECTs a statement may stand for, CTE references expanded: the optimizer's work on a long
 /// `UNION ALL` grows with the square of its legs (1,000 legs kept an engine thread busy for
 /// 20 s), synchronously.
-pub const MAX_SELECTS: usize = 300;
+pub(crate) const MAX_SELECTS: usize = 300;
 
 /// Grouping sets one SELECT may stand for once `CUBE`, `ROLLUP` and `GROUPING SETS` are expanded
 /// (`CUBE` of n expressions is 2^n sets, `ROLLUP` n + 1, several multiply). The aggregation copies
 /// every input row once per set before grouping, outside the engine's memory pool: `CUBE` of 14
 /// columns took a 1 GiB-pool loom to 6.9 GB. 64 is a `CUBE` of 6 or a `ROLLUP` of 63.
-pub const MAX_GROUPING_SETS: u64 = 64;
+pub(crate) const MAX_GROUPING_SETS: u64 = 64;
 
 /// After physical planning: refuse a join that pairs every row with every row of inputs too
 /// large for that. A key join, a filter or an aggregate first is what such a query needs.
-pub fn check_physical(
+pub(crate) fn check_physical(
     plan: &std::sync::Arc<dyn datafusion::physical_plan::ExecutionPlan>,
 ) -> Result<(), Refusal> {
     let mut pending = vec![plan];
@@ -86,7 +86,7 @@ pub fn check_physical(
 
 /// What the values of one value-building window aggregate may hold in all, summed over the rows
 /// it is computed for (256 MiB): each row gets a value built from its whole frame.
-pub const MAX_WINDOW_VALUE_BYTES: u128 = 256 * 1024 * 1024;
+pub(crate) const MAX_WINDOW_VALUE_BYTES: u128 = 256 * 1024 * 1024;
 
 /// Bytes one element of a window aggregate's value is counted as.
 const WINDOW_ELEMENT_BYTES: u128 = 16;
@@ -237,7 +237,7 @@ fn refuse<T>(reason: impl Into<String>) -> Result<T, Refusal> {
 
 /// Before planning: exactly one statement, and a query. Planning some statements already does
 /// work (`COPY` resolves its target format), and the refusal should name what was asked.
-pub fn check_statement(sql: &str) -> Result<(), Refusal> {
+pub(crate) fn check_statement(sql: &str) -> Result<(), Refusal> {
     use datafusion::sql::parser::{DFParser, Statement};
     use datafusion::sql::sqlparser::ast::Statement as Sql;
     if sql.len() > MAX_SQL_BYTES {
@@ -342,7 +342,7 @@ fn check_expansion(statement: &datafusion::sql::sqlparser::ast::Statement) -> Re
 
 /// What [`measure`] finds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Measured {
+pub(crate) struct Measured {
     /// Queries, table references and expressions, with every CTE reference counted as the
     /// CTE's own size.
     pub size: u64,
@@ -364,7 +364,7 @@ pub struct Measured {
 /// of its `WITH`, in its query's body and in everything nested there, and a name defined in one
 /// subquery does not leak into a sibling. A CTE's body is counted where it is referenced, never
 /// where it is written.
-pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measured {
+pub(crate) fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measured {
     use datafusion::sql::sqlparser::ast::{Expr, ObjectName, Query, Visit, Visitor};
     use std::ops::ControlFlow;
 
@@ -567,7 +567,7 @@ pub fn measure(statement: &datafusion::sql::sqlparser::ast::Statement) -> Measur
 }
 
 /// The options every guarded plan must satisfy.
-pub fn sql_options() -> SQLOptions {
+pub(crate) fn sql_options() -> SQLOptions {
     SQLOptions::new()
         .with_allow_ddl(false)
         .with_allow_dml(false)
@@ -612,7 +612,7 @@ fn literal_int(expr: &Expr) -> Option<i64> {
 
 /// The most centroids an approximate percentile may be asked to keep (the engine's default is
 /// 100): the count is allocated up front, and `i64::MAX` of them is a capacity overflow.
-pub const MAX_CENTROIDS: i64 = 10_000;
+pub(crate) const MAX_CENTROIDS: i64 = 10_000;
 
 /// Where an aggregate's centroid count is among its arguments (the value, [the weight,] the
 /// percentile, then the count).
@@ -704,7 +704,7 @@ fn check_expression(expr: &Expr) -> Result<(), Refusal> {
 
 /// Check a planned statement. `is_dataset` says whether a table name is a loom dataset. Returns
 /// the datasets the plan reads.
-pub fn check(
+pub(crate) fn check(
     plan: &LogicalPlan,
     is_dataset: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<String>, Refusal> {
@@ -772,7 +772,7 @@ pub fn check(
 }
 
 /// DataFusion prefixes plan errors with "Error during planning: ".
-pub fn strip_prefix(message: &str) -> &str {
+pub(crate) fn strip_prefix(message: &str) -> &str {
     message
         .strip_prefix("Error during planning: ")
         .unwrap_or(message)

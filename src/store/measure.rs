@@ -12,7 +12,7 @@ use arrow::datatypes::DataType;
 
 /// Bytes per row of one column.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Sizes {
+pub(crate) enum Sizes {
     /// Every row the same width (fixed-width types, nulls included).
     Fixed(u64),
     /// One size per row.
@@ -21,25 +21,17 @@ pub enum Sizes {
 
 impl Sizes {
     /// The size of `row` (the last one for a shorter vector: never panics).
-    pub fn at(&self, row: usize) -> u64 {
+    pub(crate) fn at(&self, row: usize) -> u64 {
         match self {
             Self::Fixed(width) => *width,
             Self::PerRow(sizes) => sizes.get(row).or(sizes.last()).copied().unwrap_or_default(),
         }
     }
 
-    pub fn largest(&self) -> u64 {
+    pub(crate) fn largest(&self) -> u64 {
         match self {
             Self::Fixed(width) => *width,
             Self::PerRow(sizes) => sizes.iter().copied().max().unwrap_or(0),
-        }
-    }
-
-    /// The sum over `rows` rows.
-    pub fn total(&self, rows: usize) -> u64 {
-        match self {
-            Self::Fixed(width) => width.saturating_mul(rows as u64),
-            Self::PerRow(sizes) => sizes.iter().fold(0u64, |sum, s| sum.saturating_add(*s)),
         }
     }
 
@@ -74,7 +66,7 @@ impl Sizes {
 }
 
 /// Bytes each row of `array` stands for.
-pub fn row_sizes(array: &dyn Array) -> Sizes {
+pub(crate) fn row_sizes(array: &dyn Array) -> Sizes {
     fn offsets<O: OffsetSizeTrait>(offsets: &[O]) -> Sizes {
         Sizes::PerRow(
             offsets
@@ -226,7 +218,7 @@ pub fn row_sizes(array: &dyn Array) -> Sizes {
 /// The largest value of `array` in bytes, for the types whose values can grow (text, binary,
 /// lists, maps, structs and dictionaries of them); 0 for fixed-width ones, whose size follows
 /// from the row count.
-pub fn largest_value(array: &dyn Array) -> u64 {
+pub(crate) fn largest_value(array: &dyn Array) -> u64 {
     match row_sizes(array) {
         Sizes::Fixed(_) => 0,
         sizes => sizes.largest(),

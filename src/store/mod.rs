@@ -1,14 +1,14 @@
 //! The dataset store: one DataFusion `SessionContext` per loom process, each dataset a
 //! `MemTable` named by its ref, a catalog of what is held, and the sealed query path.
 
-pub mod bounded;
-pub mod deadline;
+pub(crate) mod bounded;
+pub(crate) mod deadline;
 pub mod document;
-pub mod engine;
-pub mod guard;
-pub mod measure;
-pub mod output;
-pub mod profile;
+pub(crate) mod engine;
+pub(crate) mod guard;
+pub(crate) mod measure;
+pub(crate) mod output;
+pub(crate) mod profile;
 mod share;
 pub mod values;
 

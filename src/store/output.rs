@@ -34,7 +34,7 @@ use futures::StreamExt;
 use super::bounded::{MAX_BATCH_BYTES, MAX_VALUE_BYTES};
 
 /// Wrap every projection of `plan` in the bound.
-pub fn bound_projections(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+pub(crate) fn bound_projections(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
     plan.transform_up(|node| {
         if node.name() == "ProjectionExec" {
             Ok(Transformed::yes(
@@ -91,7 +91,7 @@ fn check(batch: RecordBatch) -> Result<RecordBatch> {
 }
 
 /// The name of the check put around every computed step of an expression.
-pub const STEP_CHECK: &str = "loom_checked";
+pub(crate) const STEP_CHECK: &str = "loom_checked";
 
 /// `loom_checked(x)` is `x`, once its values are within the bound. Put around every function
 /// call and cast of every expression before the optimizer sees the plan ([`BoundEveryStep`]):
@@ -219,7 +219,7 @@ impl AnalyzerRule for BoundEveryStep {
 }
 
 /// Register [`STEP_CHECK`] with `ctx` and check every step of every expression it plans.
-pub fn install(ctx: &SessionContext) {
+pub(crate) fn install(ctx: &SessionContext) {
     let check = Arc::new(ScalarUDF::new_from_impl(StepCheck {
         signature: Signature::any(1, Volatility::Immutable),
     }));

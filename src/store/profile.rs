@@ -21,11 +21,11 @@ use super::values::{cell, type_name};
 
 /// At most this many distinct-value hashes are kept per column (the smallest ones: a uniform
 /// sample of the values, and consistent between columns). The distinct count itself is exact.
-pub const DISTINCT_CAP: usize = 100_000;
+pub(crate) const DISTINCT_CAP: usize = 100_000;
 
 /// Hash sketch size: the `SKETCH_SIZE` smallest distinct hashes are a uniform sample of the
 /// column's distinct values (bottom-k), enough to estimate containment in another column.
-pub const SKETCH_SIZE: usize = 64;
+pub(crate) const SKETCH_SIZE: usize = 64;
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -59,15 +59,15 @@ const HASHES: foldhash::quality::FixedState =
 
 /// Tags keep the kinds apart: the integer 1, the float 1.0 and `true` are different values.
 mod tag {
-    pub const INT: u8 = 1;
-    pub const TEXT: u8 = 2;
-    pub const OTHER: u8 = 3;
-    pub const FLOAT: u8 = 4;
-    pub const BOOL: u8 = 5;
-    pub const DATE: u8 = 6;
-    pub const TIMESTAMP: u8 = 7;
-    pub const LIST: u8 = 8;
-    pub const DECIMAL: u8 = 9;
+    pub(super) const INT: u8 = 1;
+    pub(super) const TEXT: u8 = 2;
+    pub(super) const OTHER: u8 = 3;
+    pub(super) const FLOAT: u8 = 4;
+    pub(super) const BOOL: u8 = 5;
+    pub(super) const DATE: u8 = 6;
+    pub(super) const TIMESTAMP: u8 = 7;
+    pub(super) const LIST: u8 = 8;
+    pub(super) const DECIMAL: u8 = 9;
 }
 
 fn hash_tagged(tag: u8, bytes: &[u8]) -> u64 {
@@ -299,7 +299,7 @@ fn extremes(array: &ArrayRef) -> (Option<usize>, Option<usize>) {
 
 /// Profile every column of `batches`; columns are independent, so a large dataset is profiled
 /// on every core ([`crate::parallel`]).
-pub fn profile(schema: &SchemaRef, batches: &[RecordBatch]) -> Vec<ColumnProfile> {
+pub(crate) fn profile(schema: &SchemaRef, batches: &[RecordBatch]) -> Vec<ColumnProfile> {
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     crate::parallel::map_columns(schema.fields().len(), rows, |index| {
         profile_column(schema, batches, rows, index)

@@ -12,14 +12,14 @@ use datafusion::execution::memory_pool::{
 };
 
 #[derive(Debug)]
-pub struct SessionShare {
+pub(super) struct SessionShare {
     inner: Arc<dyn MemoryPool>,
     limit: usize,
     used: AtomicUsize,
 }
 
 impl SessionShare {
-    pub fn new(inner: Arc<dyn MemoryPool>, limit: usize) -> Self {
+    pub(super) fn new(inner: Arc<dyn MemoryPool>, limit: usize) -> Self {
         Self {
             inner,
             limit,

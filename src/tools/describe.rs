@@ -13,15 +13,15 @@ use crate::store::{Dataset, Store};
 
 /// Columns one answer describes when `limit` is not given: a table of up to 50 columns is
 /// described in one call.
-pub const DESCRIBE_COLUMNS: u64 = 50;
+pub(crate) const DESCRIBE_COLUMNS: u64 = 50;
 /// Columns one answer describes at most. A table may have 2,048 (SPEC §7): described whole, 600
 /// columns of 190-character names and values (3 rows) made one answer of 2.06 MB.
-pub const MAX_DESCRIBE_COLUMNS: u64 = 200;
+pub(crate) const MAX_DESCRIBE_COLUMNS: u64 = 200;
 /// An answer's JSON text stays within this many bytes: a page ends before the column that
 /// would take it over (it always holds one column, so a single column larger than this still
 /// comes back, alone). The test fixture's 11-column rows take ~290 bytes a column (statistics and
 /// ten sample values; 3.6 KB in all), so the bound is felt only by pages of long names or values.
-pub const MAX_DESCRIBE_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_DESCRIBE_BYTES: usize = 64 * 1024;
 /// Sample rows, and the characters a sample string is cut to.
 const SAMPLE_ROWS: usize = 10;
 const SAMPLE_CHARS: usize = 200;
@@ -30,14 +30,14 @@ const NEXT_OFFSET_BYTES: usize = 32;
 
 /// The full description, every column at once (`loom query --describe`, a person at a
 /// terminal): no page, no byte bound.
-pub fn describe_dataset(d: &Dataset, held: &[Arc<Dataset>]) -> Value {
+pub(crate) fn describe_dataset(d: &Dataset, held: &[Arc<Dataset>]) -> Value {
     describe_page(d, held, 0, usize::MAX, usize::MAX)
 }
 
 /// The description of `d` with the columns from `offset`, at most `limit` of them and no more
 /// than keep the answer's JSON text within `max_bytes` (at least one column when there is one):
 /// `columns` counts them all, `nextOffset` is where the next page starts when more follow.
-pub fn describe_page(
+pub(crate) fn describe_page(
     d: &Dataset,
     held: &[Arc<Dataset>],
     offset: usize,
@@ -120,7 +120,7 @@ fn fitting_end(d: &Dataset, schema: &[Value], candidates: Range<usize>, room: us
     candidates.end
 }
 
-pub fn describe(store: &Store, arguments: &Option<Map<String, Value>>) -> CallToolResult {
+pub(crate) fn describe(store: &Store, arguments: &Option<Map<String, Value>>) -> CallToolResult {
     let empty = Map::new();
     let given = arguments.as_ref().unwrap_or(&empty);
     if let Some(unknown) = given

@@ -10,7 +10,7 @@ use crate::store::Store;
 
 /// One session's export folder and what its exports wrote so far.
 #[derive(Debug, Clone)]
-pub struct Exports {
+pub(crate) struct Exports {
     dir: std::path::PathBuf,
     /// Bytes written against `exportMaxBytes`: the session's own until it is told its
     /// credential, then the counter every session of that credential shares ([`Self::share_quota`]).
@@ -21,7 +21,7 @@ impl Exports {
     /// The stdio session (the only one of its process) writes in `exportDir` itself; every
     /// session of `loom serve --http` in a folder of its own below it, so one client can neither
     /// replace another's files nor learn their names from an "already exists".
-    pub fn new(export_dir: &std::path::Path, sole_session: bool) -> Self {
+    pub(crate) fn new(export_dir: &std::path::Path, sole_session: bool) -> Self {
         static OPENED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let dir = if sole_session {
             export_dir.to_path_buf()
@@ -41,7 +41,7 @@ impl Exports {
 
     /// Count this session's exports on `counter` from now on (with what it wrote so far): the
     /// quota is per credential, or opening sessions in turn would write without limit.
-    pub fn share_quota(&self, counter: Arc<std::sync::atomic::AtomicU64>) {
+    pub(crate) fn share_quota(&self, counter: Arc<std::sync::atomic::AtomicU64>) {
         use std::sync::atomic::Ordering;
         let mut written = self
             .written
@@ -61,7 +61,7 @@ impl Exports {
     }
 }
 
-pub fn export(
+pub(crate) fn export(
     store: &Store,
     config: &crate::config::Config,
     exports: &Exports,

@@ -8,9 +8,9 @@ use crate::store::{Dataset, Store};
 
 /// Entries one answer shows at most (and by default). A session may hold thousands (a page of
 /// 40,000 tables made one answer 22 MB); the answer stays a page, with `nextOffset` for more.
-pub const MAX_PAGE: u64 = 50;
+pub(crate) const MAX_PAGE: u64 = 50;
 
-pub fn list(store: &Store, arguments: &Option<Map<String, Value>>) -> CallToolResult {
+pub(crate) fn list(store: &Store, arguments: &Option<Map<String, Value>>) -> CallToolResult {
     let empty = Map::new();
     let arguments = arguments.as_ref().unwrap_or(&empty);
     if let Some(unknown) = arguments

@@ -10,7 +10,7 @@ use crate::envelope::{self, DatasetView};
 use crate::store::{NewDataset, Provenance, Store};
 
 /// `ds_view_<name>`: the name lowercased to `[a-z0-9_]`, at most 48 characters.
-pub fn view_ref(name: &str) -> Result<String, String> {
+pub(crate) fn view_ref(name: &str) -> Result<String, String> {
     match crate::store::ref_part(name.trim(), 48) {
         Some(clean) => Ok(format!("ds_view_{clean}")),
         None => Err(format!(
@@ -19,7 +19,7 @@ pub fn view_ref(name: &str) -> Result<String, String> {
     }
 }
 
-pub async fn materialize(
+pub(crate) async fn materialize(
     store: &Arc<Store>,
     arguments: &Option<Map<String, Value>>,
 ) -> CallToolResult {

@@ -16,24 +16,24 @@ use serde_json::{Map, Value, json};
 use crate::envelope;
 use crate::store::{QueryError, Store};
 
-pub use crate::common::tools::{DESCRIBE, EXPORT, LIST, MATERIALIZE, QUERY};
+pub(crate) use crate::common::tools::{DESCRIBE, EXPORT, LIST, MATERIALIZE, QUERY};
 
 mod describe;
 mod export;
 mod list_datasets;
 mod materialize;
 mod query;
-pub mod read;
-pub mod view;
+pub(crate) mod read;
+pub(crate) mod view;
 
-pub use describe::*;
-pub use export::*;
-pub use list_datasets::*;
-pub use materialize::*;
-pub use query::*;
+pub(crate) use describe::*;
+pub(crate) use export::*;
+pub(crate) use list_datasets::*;
+pub(crate) use materialize::*;
+pub(crate) use query::*;
 
 /// Every tool of this room, by name.
-pub const NAMES: &[&str] = &[
+pub(crate) const NAMES: &[&str] = &[
     QUERY,
     LIST,
     DESCRIBE,
@@ -98,7 +98,7 @@ fn view() -> rmcp::model::MetaObject {
     rmcp::model::MetaObject(crate::common::tools::view_meta())
 }
 
-pub fn tools() -> Vec<Tool> {
+pub(crate) fn tools() -> Vec<Tool> {
     vec![
         Tool::new(
             QUERY,
@@ -162,14 +162,14 @@ pub fn tools() -> Vec<Tool> {
 }
 
 /// A result carrying `value` as text and as structured content.
-pub fn json_result(value: Value) -> CallToolResult {
+pub(crate) fn json_result(value: Value) -> CallToolResult {
     let mut result = CallToolResult::success(vec![ContentBlock::text(value.to_string())]);
     result.structured_content = Some(value);
     result
 }
 
 /// An `isError` result with `message`.
-pub fn error_result(message: impl Into<String>) -> CallToolResult {
+pub(crate) fn error_result(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
 }
 

@@ -39,7 +39,7 @@ pub(super) fn rows_within(batches: &[RecordBatch], budget: usize) -> Option<Vec<
     Some(out)
 }
 
-pub async fn query(
+pub(crate) async fn query(
     store: &Arc<Store>,
     threshold: usize,
     arguments: &Option<Map<String, Value>>,

@@ -12,12 +12,12 @@ use crate::common::text::thousands;
 use crate::store::document::{Blob, Content, Document};
 use crate::store::{Dataset, Store};
 
-pub use crate::common::tools::{MAX_PAGE_CHARS, READ};
+pub(crate) use crate::common::tools::{MAX_PAGE_CHARS, READ};
 
 /// Characters one page holds unless `length` says otherwise.
-pub const DEFAULT_PAGE_CHARS: usize = 8_000;
+pub(crate) const DEFAULT_PAGE_CHARS: usize = 8_000;
 /// Matching lines one pattern search shows (the count covers all of them).
-pub const MAX_MATCHES: usize = 100;
+pub(crate) const MAX_MATCHES: usize = 100;
 /// A shown line is cut to this many characters.
 const MAX_LINE_CHARS: usize = 400;
 /// Lines of context around each match unless `context` says otherwise, and the most allowed.
@@ -33,7 +33,7 @@ lifted out (blob_<n>): by characters (`offset`, `length`; default the first 8,00
 doc_<n>(line_no, text) for loom_query.";
 
 /// The definition of `loom_read`.
-pub fn tool() -> Tool {
+pub(crate) fn tool() -> Tool {
     Tool::new(
         READ,
         DESCRIPTION,
@@ -484,7 +484,10 @@ fn known(store: &Store) -> String {
     }
 }
 
-pub async fn read(store: &Arc<Store>, arguments: &Option<Map<String, Value>>) -> CallToolResult {
+pub(crate) async fn read(
+    store: &Arc<Store>,
+    arguments: &Option<Map<String, Value>>,
+) -> CallToolResult {
     let empty = Map::new();
     let arguments = arguments.as_ref().unwrap_or(&empty);
     let reference = match arguments.get("ref") {

@@ -7,15 +7,15 @@
 
 use rmcp::model::{ReadResourceResult, Resource, ResourceContents};
 
-pub use crate::common::tools::VIEW_URI;
+pub(crate) use crate::common::tools::VIEW_URI;
 
 /// The MIME type hosts render as an MCP App.
-pub const VIEW_MIME: &str = "text/html;profile=mcp-app";
+pub(crate) const VIEW_MIME: &str = "text/html;profile=mcp-app";
 
 const VIEW_HTML: &str = include_str!("view.html");
 
 /// The view as `resources/list` lists it.
-pub fn resource() -> Resource {
+pub(crate) fn resource() -> Resource {
     Resource::new(VIEW_URI, "loom dataset view")
         .with_description(
             "loom's view of a dataset: its rows with sorting, filtering and paging, its column \
@@ -25,7 +25,7 @@ pub fn resource() -> Resource {
 }
 
 /// `resources/read` of the view.
-pub fn read() -> ReadResourceResult {
+pub(crate) fn read() -> ReadResourceResult {
     ReadResourceResult::new(vec![
         ResourceContents::text(VIEW_HTML, VIEW_URI).with_mime_type(VIEW_MIME),
     ])

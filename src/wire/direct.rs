@@ -26,7 +26,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{Mutex, mpsc};
 
 /// A boxed future, for the object-safe traits below.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One side of a line transport that whole messages can be written to, shared with the
 /// transport itself: each message is written under the transport's own lock, so lines from both

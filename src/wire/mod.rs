@@ -14,8 +14,8 @@
 //!
 //! Everything else (handshake, lists, notifications) flows through rmcp's typed model as usual.
 
-pub mod direct;
-pub mod stdio;
+pub(crate) mod direct;
+pub(crate) mod stdio;
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};

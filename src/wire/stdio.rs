@@ -14,14 +14,14 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Where loom reads its client's messages from.
-pub enum StdinStream {
+pub(crate) enum StdinStream {
     Pipe(tokio::net::unix::pipe::Receiver),
     Socket(tokio::net::UnixStream),
     Blocking(tokio::io::Stdin),
 }
 
 /// Where loom writes its messages to its client.
-pub enum StdoutStream {
+pub(crate) enum StdoutStream {
     Pipe(tokio::net::unix::pipe::Sender),
     Socket(tokio::net::UnixStream),
     Blocking(tokio::io::Stdout),
@@ -29,7 +29,7 @@ pub enum StdoutStream {
 
 /// Stdin, polled by the runtime when it is a pipe or a socket. Must be called inside the
 /// runtime.
-pub fn stdin() -> StdinStream {
+pub(crate) fn stdin() -> StdinStream {
     polled(std::io::stdin().as_fd(), StdinStream::Socket, |fd| {
         tokio::net::unix::pipe::Receiver::from_owned_fd(fd).map(StdinStream::Pipe)
     })
@@ -38,7 +38,7 @@ pub fn stdin() -> StdinStream {
 
 /// Stdout, polled by the runtime when it is a pipe or a socket. Must be called inside the
 /// runtime.
-pub fn stdout() -> StdoutStream {
+pub(crate) fn stdout() -> StdoutStream {
     polled(std::io::stdout().as_fd(), StdoutStream::Socket, |fd| {
         tokio::net::unix::pipe::Sender::from_owned_fd(fd).map(StdoutStream::Pipe)
     })

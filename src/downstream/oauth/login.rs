@@ -18,13 +18,13 @@ use super::store::{Registration, TokenStore};
 use crate::config::{OAuthSettings, mask_url};
 
 /// How long `loom auth login` waits for the browser to come back.
-pub const LOGIN_WAIT: Duration = Duration::from_secs(300);
+pub(crate) const LOGIN_WAIT: Duration = Duration::from_secs(300);
 
 /// How long probing a server (is it protected?) may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// What is needed to log in to one server.
-pub struct LoginTarget<'a> {
+pub(crate) struct LoginTarget<'a> {
     pub server: &'a str,
     pub url: &'a str,
     pub settings: &'a OAuthSettings,
@@ -35,7 +35,7 @@ pub struct LoginTarget<'a> {
 
 /// A finished login, for the line `loom auth login` prints.
 #[derive(Debug)]
-pub struct LoggedIn {
+pub(crate) struct LoggedIn {
     pub issuer: Option<String>,
     pub scopes: Vec<String>,
     pub expires_in: Option<Duration>,
@@ -43,7 +43,7 @@ pub struct LoggedIn {
 
 /// What a probe of the server's MCP endpoint found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Probe {
+pub(crate) enum Probe {
     /// The server answered without a token.
     Open,
     /// 401 (or 403) with the server's `WWW-Authenticate` value, if any.
@@ -52,7 +52,7 @@ pub enum Probe {
 
 /// POSTs an `initialize` without a token: a protected server answers 401 and says where its
 /// metadata is (`WWW-Authenticate: Bearer resource_metadata="…"`).
-pub async fn probe(url: &str) -> Result<Probe, String> {
+pub(crate) async fn probe(url: &str) -> Result<Probe, String> {
     crate::common::tls::install_crypto_provider();
     let http = reqwest::Client::builder()
         .timeout(PROBE_TIMEOUT)
@@ -93,7 +93,7 @@ pub async fn probe(url: &str) -> Result<Probe, String> {
 
 /// Logs in to `target` as a person would: the authorization URL on stderr and in `$BROWSER`
 /// (else the platform's opener), the code on the loopback redirect, the tokens kept.
-pub async fn login(target: &LoginTarget<'_>, wait: Duration) -> Result<LoggedIn, String> {
+pub(crate) async fn login(target: &LoginTarget<'_>, wait: Duration) -> Result<LoggedIn, String> {
     let shown = mask_url(target.url);
     let challenge = match probe(target.url).await? {
         Probe::Protected(challenge) => challenge,
@@ -393,7 +393,7 @@ fn token_member(credentials: &StoredCredentials, name: &str) -> Option<serde_jso
 }
 
 /// How long the stored access token has left, when the server said.
-pub fn remaining(credentials: &StoredCredentials) -> Option<Duration> {
+pub(crate) fn remaining(credentials: &StoredCredentials) -> Option<Duration> {
     let lifetime = token_member(credentials, "expires_in")?.as_u64()?;
     let received = credentials.token_received_at?;
     let now = std::time::SystemTime::now()
@@ -406,6 +406,6 @@ pub fn remaining(credentials: &StoredCredentials) -> Option<Duration> {
 }
 
 /// Whether the stored login can still get tokens on its own (a refresh token).
-pub fn can_refresh(credentials: &StoredCredentials) -> bool {
+pub(crate) fn can_refresh(credentials: &StoredCredentials) -> bool {
     token_member(credentials, "refresh_token").is_some_and(|t| t.is_string())
 }

@@ -5,8 +5,8 @@
 //! a login ([`login`]: `loom auth login`), and the token each request to the server carries
 //! while loom serves ([`ServerLogin`]).
 
-pub mod login;
-pub mod store;
+pub(crate) mod login;
+pub(crate) mod store;
 
 use rmcp::transport::auth::{AuthError, AuthorizationManager, OAuthClientConfig};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -176,7 +176,7 @@ impl ServerLogin {
 
 /// rmcp's error in words (its `Display` says what failed; the variant names say nothing to a
 /// user).
-pub fn describe(error: &AuthError) -> String {
+pub(crate) fn describe(error: &AuthError) -> String {
     match error {
         AuthError::AuthorizationRequired => "a login is needed".to_owned(),
         AuthError::AuthorizationServerMismatch {

@@ -17,7 +17,7 @@ const GROUP_OR_OTHER: u32 = 0o077;
 
 /// The folder logins are kept in: `$XDG_STATE_HOME/loom/oauth`, else
 /// `~/.local/state/loom/oauth`. `None` when neither variable says where home is.
-pub fn default_root(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+pub(crate) fn default_root(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
     let state = env("XDG_STATE_HOME")
         .filter(|d| Path::new(d).is_absolute())
         .map(PathBuf::from)

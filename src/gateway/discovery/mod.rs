@@ -20,21 +20,21 @@ use crate::report::Size;
 use crate::tools::{error_result, json_result, object_schema, read_only};
 use search::{ToolIndex, ToolText};
 
-pub const CATEGORIES: &str = "loom_tool_categories";
-pub const FIND: &str = "loom_find_tools";
-pub const CALL: &str = "loom_call";
-pub const STATS: &str = "loom_stats";
+pub(crate) const CATEGORIES: &str = "loom_tool_categories";
+pub(crate) const FIND: &str = "loom_find_tools";
+pub(crate) const CALL: &str = "loom_call";
+pub(crate) const STATS: &str = "loom_stats";
 
 /// The tools only search mode lists (`loom_find_tools` also in all mode when descriptions are
 /// cut, for their full text).
-pub const DISCOVERY_NAMES: &[&str] = &[CATEGORIES, FIND, CALL];
+pub(crate) const DISCOVERY_NAMES: &[&str] = &[CATEGORIES, FIND, CALL];
 
-pub const DEFAULT_FIND_LIMIT: usize = 5;
-pub const MAX_FIND_LIMIT: usize = 20;
+pub(crate) const DEFAULT_FIND_LIMIT: usize = 5;
+pub(crate) const MAX_FIND_LIMIT: usize = 20;
 /// A query longer than this is refused: a tool search is a few words.
-pub const MAX_QUERY_CHARS: usize = 1000;
+pub(crate) const MAX_QUERY_CHARS: usize = 1000;
 
-pub fn tools() -> Vec<Tool> {
+pub(crate) fn tools() -> Vec<Tool> {
     vec![
         Tool::new(
             CATEGORIES,
@@ -64,7 +64,7 @@ pub fn tools() -> Vec<Tool> {
     ]
 }
 
-pub fn stats_tool() -> Tool {
+pub(crate) fn stats_tool() -> Tool {
     Tool::new(
         STATS,
         "This session's savings so far: tool definitions, results replaced or reduced, queries, \
@@ -77,7 +77,7 @@ pub fn stats_tool() -> Tool {
 /// A 128-bit hex nonce from the process's random hash keys: results of `loom_find_tools` wrap
 /// server-written descriptions in markers a server cannot predict, so a description cannot
 /// pretend to end early and speak as loom.
-pub fn new_nonce() -> String {
+pub(crate) fn new_nonce() -> String {
     let word = || {
         let mut hasher = RandomState::new().build_hasher();
         hasher.write_u64(0x6c6f_6f6d);
@@ -88,7 +88,7 @@ pub fn new_nonce() -> String {
 
 /// The search index and the sizes the report compares, rebuilt with the catalog.
 #[derive(Default)]
-pub struct Discovery {
+pub(crate) struct Discovery {
     pub index: ToolIndex,
     /// Every downstream tool with its full definition: what a client would be sent without loom.
     pub direct_tools: usize,
@@ -97,7 +97,7 @@ pub struct Discovery {
 
 impl Discovery {
     /// Built from the downstream tools of `exposed` before any description is cut.
-    pub fn build(exposed: &ExposedCatalog, server_names: &[String]) -> Self {
+    pub(crate) fn build(exposed: &ExposedCatalog, server_names: &[String]) -> Self {
         let texts: Vec<ToolText> = exposed
             .tools
             .iter()
@@ -134,7 +134,7 @@ impl Discovery {
 
 /// `text` cut to at most `max` characters at the last sentence end that fits (else the last
 /// space), with an ellipsis; `None` when it fits already.
-pub fn cut_description(text: &str, max: usize) -> Option<String> {
+pub(crate) fn cut_description(text: &str, max: usize) -> Option<String> {
     if text.chars().count() <= max {
         return None;
     }
@@ -165,13 +165,13 @@ pub fn cut_description(text: &str, max: usize) -> Option<String> {
 
 /// Found tools that joined `tools/list`, least recently found first.
 #[derive(Default)]
-pub struct Joined {
+pub(crate) struct Joined {
     names: Mutex<Vec<String>>,
 }
 
 impl Joined {
     /// Adds `found` (most recent last), keeps at most `cap`; true when the set changed.
-    pub fn add(&self, found: &[String], cap: usize) -> bool {
+    pub(crate) fn add(&self, found: &[String], cap: usize) -> bool {
         let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
         let before: std::collections::BTreeSet<String> = names.iter().cloned().collect();
         for name in found {
@@ -184,7 +184,7 @@ impl Joined {
         before != after
     }
 
-    pub fn contains(&self, name: &str) -> bool {
+    pub(crate) fn contains(&self, name: &str) -> bool {
         self.names
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

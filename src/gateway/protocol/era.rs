@@ -15,10 +15,10 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::value::RawValue;
 
 /// The `_meta` key of the server's identity on every 2026-07-28 result.
-pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+pub(crate) const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
 /// loom's identity, as 2026-07-28 results carry it in `_meta`.
-pub fn server_info() -> serde_json::Value {
+pub(crate) fn server_info() -> serde_json::Value {
     serde_json::json!({"name": "loom", "version": env!("CARGO_PKG_VERSION")})
 }
 
@@ -33,7 +33,7 @@ const REMOVED_IN_2026: &[&str] = &[
 
 /// Whether a 2026-07-28 client's `method` is one that revision (with the tasks extension) does
 /// not have: answered -32601, before anything else about the request is checked.
-pub fn absent_in_2026(method: &str) -> bool {
+pub(crate) fn absent_in_2026(method: &str) -> bool {
     REMOVED_IN_2026.contains(&method)
         || matches!(method, "initialize" | "tasks/result" | "tasks/list")
 }
@@ -44,7 +44,7 @@ pub fn absent_in_2026(method: &str) -> bool {
 /// session was opened without `initialize`) must carry `protocolVersion` and
 /// `clientCapabilities` in its `_meta` (-32602); a method that revision removed is -32601
 /// (SPEC §5.1).
-pub fn check_request(
+pub(crate) fn check_request(
     request: &ClientRequest,
     context: &RequestContext<RoleServer>,
 ) -> Result<(), McpError> {
@@ -96,7 +96,7 @@ pub fn check_request(
 
 /// The two shapes of MCP results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Era {
+pub(crate) enum Era {
     /// Negotiated with `initialize` (2024-11-05 … 2025-11-25), or not negotiated yet.
     Initialize,
     /// 2026-07-28 or later, negotiated with `server/discover`.
@@ -104,7 +104,7 @@ pub enum Era {
 }
 
 impl Era {
-    pub fn of(version: Option<&ProtocolVersion>) -> Self {
+    pub(crate) fn of(version: Option<&ProtocolVersion>) -> Self {
         // Versions are dates: they compare as strings.
         match version {
             Some(v) if v.as_str() >= ProtocolVersion::V_2026_07_28.as_str() => Self::Discover,
@@ -112,13 +112,13 @@ impl Era {
         }
     }
 
-    pub fn of_request(context: &RequestContext<RoleServer>) -> Self {
+    pub(crate) fn of_request(context: &RequestContext<RoleServer>) -> Self {
         Self::of(context.protocol_version().as_ref())
     }
 
     /// Whether MCP tasks as loom proxies them exist in `version`: 2025-11-25 introduced them,
     /// 2026-07-28 moved them into an extension of another shape (SPEC §5.10).
-    pub fn has_tasks(version: Option<&str>) -> bool {
+    pub(crate) fn has_tasks(version: Option<&str>) -> bool {
         version.is_some_and(|v| {
             v >= ProtocolVersion::V_2025_11_25.as_str()
                 && v < ProtocolVersion::V_2026_07_28.as_str()
@@ -127,18 +127,18 @@ impl Era {
 
     /// Whether the client of this request predates `resource_link` blocks
     /// ([`predates_resource_links`]).
-    pub fn request_predates_resource_links(context: &RequestContext<RoleServer>) -> bool {
+    pub(crate) fn request_predates_resource_links(context: &RequestContext<RoleServer>) -> bool {
         predates_resource_links(context.protocol_version().as_ref().map(|v| v.as_str()))
     }
 
-    pub fn request_has_tasks(context: &RequestContext<RoleServer>) -> bool {
+    pub(crate) fn request_has_tasks(context: &RequestContext<RoleServer>) -> bool {
         Self::has_tasks(context.protocol_version().as_ref().map(|v| v.as_str()))
     }
 
     /// A result loom built (or rmcp decoded), shaped for this era: `resultType: "complete"` and
     /// cache hints added for 2026-07-28; `resultType` and non-object tool output removed before
     /// it. A raw placeholder (`CustomResult`) is left alone: [`Era::shape_raw`] shaped its bytes.
-    pub fn shape_built(self, mut result: ServerResult) -> ServerResult {
+    pub(crate) fn shape_built(self, mut result: ServerResult) -> ServerResult {
         // The placeholder of a raw result: `shape_raw` shaped its bytes.
         if matches!(
             &result,
@@ -171,7 +171,7 @@ impl Era {
 
     /// A JSON-RPC error loom sends: 2026-07-28 reports an unknown resource as invalid params
     /// (-32602), older versions as -32002.
-    pub fn shape_error(self, mut error: McpError) -> McpError {
+    pub(crate) fn shape_error(self, mut error: McpError) -> McpError {
         if self == Self::Discover && error.code == ErrorCode::RESOURCE_NOT_FOUND {
             error.code = ErrorCode::INVALID_PARAMS;
         }
@@ -183,7 +183,7 @@ impl Era {
     /// never sends are inserted at the front — `"resultType":"complete"`, and for cacheable
     /// results `"ttlMs":0` and `"cacheScope":"private"` (loom promises no caching for a server
     /// that said nothing) — and every byte the server sent is kept after them.
-    pub fn shape_raw(self, raw: Box<RawValue>, cacheable: bool) -> Box<RawValue> {
+    pub(crate) fn shape_raw(self, raw: Box<RawValue>, cacheable: bool) -> Box<RawValue> {
         match self {
             Self::Discover => complete_for_2026(raw, cacheable),
             // Only a 2026-07-28 server writes these; a client of an older version connected to
@@ -204,7 +204,7 @@ const RESOURCE_LINKS_SINCE: &str = "2025-06-18";
 /// Whether a client of protocol `version` predates `resource_link` content blocks (2024-11-05,
 /// 2025-03-26): servers speak a newer version to loom than such a client does, and a strict
 /// client of those versions refuses a block kind it does not know.
-pub fn predates_resource_links(version: Option<&str>) -> bool {
+pub(crate) fn predates_resource_links(version: Option<&str>) -> bool {
     version.is_some_and(|v| v < RESOURCE_LINKS_SINCE)
 }
 
@@ -217,7 +217,7 @@ fn link_as_text(link: &str) -> String {
 /// A passed-through result for a client that predates `resource_link` blocks (SPEC §5.7): each
 /// such block of a tool result's `content` or a prompt message's `content` becomes
 /// [`link_as_text`]; every other byte is the server's.
-pub fn raw_without_resource_links(raw: Box<RawValue>) -> Box<RawValue> {
+pub(crate) fn raw_without_resource_links(raw: Box<RawValue>) -> Box<RawValue> {
     if memchr::memmem::find(raw.get().as_bytes(), b"resource_link").is_none() {
         return raw;
     }
@@ -304,7 +304,7 @@ fn joined_if_any(items: &[&RawValue], rewritten: &[Option<String>]) -> Option<St
 
 /// A result loom built, for a client that predates `resource_link` blocks: the same rewriting
 /// as [`raw_without_resource_links`] on tool results and prompts.
-pub fn built_without_resource_links(mut result: ServerResult) -> ServerResult {
+pub(crate) fn built_without_resource_links(mut result: ServerResult) -> ServerResult {
     let as_text = |block: &mut ContentBlock| {
         if let ContentBlock::ResourceLink(link) = block
             && let Ok(json) = serde_json::to_string(&ContentBlock::ResourceLink(link.clone()))
@@ -324,7 +324,7 @@ pub fn built_without_resource_links(mut result: ServerResult) -> ServerResult {
 }
 
 /// An object's members in order, their values as text borrowed from it.
-pub struct Ordered<'de>(pub Vec<(String, &'de RawValue)>);
+pub(crate) struct Ordered<'de>(pub Vec<(String, &'de RawValue)>);
 
 impl<'de> serde::Deserialize<'de> for Ordered<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -375,7 +375,7 @@ fn without_members(raw: Box<RawValue>, names: &[&str]) -> Box<RawValue> {
 }
 
 /// Whether a result is 2026-07-28's `input_required`.
-pub fn is_input_required(raw: &RawValue) -> bool {
+pub(crate) fn is_input_required(raw: &RawValue) -> bool {
     #[derive(serde::Deserialize)]
     struct Kind<'a> {
         #[serde(rename = "resultType", borrow, default)]

@@ -33,11 +33,11 @@ use crate::gateway::forward::{ForwardError, Forwarded, Running, Waited};
 
 /// How long a call waits for its client to come back with the answers; then the server's
 /// requests are answered with an error and the call is cancelled downstream.
-pub const INPUT_WAIT: Duration = Duration::from_secs(600);
+pub(crate) const INPUT_WAIT: Duration = Duration::from_secs(600);
 
 /// Calls of one session that may wait for input at once. A server asking beyond it gets an
 /// error for its request (the call goes on).
-pub const MAX_WAITING: usize = 256;
+pub(crate) const MAX_WAITING: usize = 256;
 
 /// The request a call was made with: a retry must name the same.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,7 +100,7 @@ pub(in crate::gateway) struct Suspended {
 pub(in crate::gateway) struct Keys(AtomicU64);
 
 impl Keys {
-    pub fn next(&self, kind: AskKind) -> String {
+    pub(crate) fn next(&self, kind: AskKind) -> String {
         let n = self.0.fetch_add(1, Ordering::Relaxed) + 1;
         let kind = match kind {
             AskKind::Elicitation => "elicitation",
@@ -116,17 +116,21 @@ impl Suspended {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub fn keys(&self) -> Arc<Keys> {
+    pub(crate) fn keys(&self) -> Arc<Keys> {
         self.keys.clone()
     }
 
     /// Calls waiting now (for tests: nothing may leak).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }
 
     /// The route of the tool call waiting under `state` for exposed tool `target`, if one does.
-    pub fn route_of(&self, state: &str, target: &str) -> Option<crate::gateway::catalog::Route> {
+    pub(crate) fn route_of(
+        &self,
+        state: &str,
+        target: &str,
+    ) -> Option<crate::gateway::catalog::Route> {
         let table = self.lock();
         let waiting = table.get(state)?;
         (waiting.call.method == "tools/call" && waiting.call.target == target)
@@ -135,7 +139,7 @@ impl Suspended {
     }
 
     /// The session ends: every waiting call is cancelled downstream.
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         let waiting: Vec<Waiting> = self.lock().drain().map(|(_, w)| w).collect();
         for mut waiting in waiting {
             waiting.pending.cancel("loom's client session ended");
@@ -151,7 +155,7 @@ pub(in crate::gateway) enum Reply {
 
 /// Rounds of a 2026-07-28 server's questions loom answers for a client of an older version in
 /// one call (the SDKs stop at as many).
-pub const MAX_ROUNDS: usize = 10;
+pub(crate) const MAX_ROUNDS: usize = 10;
 
 /// The questions of a server's `input_required` result (key, kind, params), and its state.
 fn questions_of(

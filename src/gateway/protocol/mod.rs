@@ -5,11 +5,11 @@
 //! `task_extension`: 2026-07-28's extension) and per-request log levels (`logging`). The
 //! session's routing and catalog stay in gateway/; these are the rules it applies.
 
-pub mod era;
+pub(crate) mod era;
 pub(super) mod input;
 pub(super) mod logging;
-pub mod task_extension;
-pub mod tasks;
+pub(crate) mod task_extension;
+pub(crate) mod tasks;
 
 use std::sync::{Arc, Mutex, PoisonError};
 

@@ -36,7 +36,7 @@ use crate::intercept::Origin;
 use crate::result::Decision;
 
 /// The extension's name, in `capabilities.extensions`.
-pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// Tasks a session keeps (the oldest are forgotten beyond it).
 const MAX_TASKS: usize = 10_000;
@@ -49,7 +49,7 @@ const UNTIMED_TASK_KEEP: Duration = Duration::from_secs(3600);
 const RESULT_GRACE: Duration = Duration::from_secs(5);
 
 /// Whether this request's client declared the tasks extension.
-pub fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
+pub(crate) fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
     context
         .client_capabilities()
         .is_some_and(|capabilities| capabilities.supports_tasks())
@@ -179,7 +179,7 @@ impl BridgedTasks {
     }
 
     /// The session ends: every open `tasks/result` is closed.
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         for (_, task) in guard.tasks.drain() {
             task.stop.cancel();

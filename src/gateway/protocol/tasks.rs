@@ -30,7 +30,7 @@ use crate::intercept::Origin;
 
 /// Task ids remembered; the oldest are forgotten beyond this (a client polling a task that old
 /// gets the unknown-task error).
-pub const MAX_REMEMBERED_TASKS: usize = 10_000;
+pub(crate) const MAX_REMEMBERED_TASKS: usize = 10_000;
 
 /// Pages of one server's `tasks/list` that loom follows.
 const MAX_LIST_PAGES: usize = 100;
@@ -39,7 +39,7 @@ const MAX_LIST_PAGES: usize = 100;
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 /// What loom declares in `capabilities.tasks` when a server offers task-augmented tools.
-pub fn capability() -> Value {
+pub(crate) fn capability() -> Value {
     json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
 }
 
@@ -54,7 +54,7 @@ struct TaskRoute {
 
 /// Task id → route, oldest forgotten first; and status notifications of ids not routed yet.
 #[derive(Default)]
-pub struct TaskRoutes {
+pub(crate) struct TaskRoutes {
     inner: Mutex<(HashMap<String, TaskRoute>, VecDeque<String>)>,
     parked: Mutex<Parking>,
 }

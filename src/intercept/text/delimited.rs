@@ -25,7 +25,7 @@ use super::{Found, TextTable, Torn};
 use crate::intercept::locate::Rung;
 
 /// Data rows a delimited table needs (fewer is more likely a coincidence than a table).
-pub const MIN_ROWS: usize = 2;
+pub(crate) const MIN_ROWS: usize = 2;
 
 #[derive(Debug, Clone, Copy)]
 struct Dialect {
@@ -50,15 +50,15 @@ const SEMICOLON: Dialect = Dialect {
     rung: Rung::CsvSemicolon,
 };
 
-pub fn find_csv(body: &str, truncated: bool) -> Option<Found> {
+pub(crate) fn find_csv(body: &str, truncated: bool) -> Option<Found> {
     find(body, truncated, CSV)
 }
 
-pub fn find_tsv(body: &str, truncated: bool) -> Option<Found> {
+pub(crate) fn find_tsv(body: &str, truncated: bool) -> Option<Found> {
     find(body, truncated, TSV)
 }
 
-pub fn find_semicolon(body: &str, truncated: bool) -> Option<Found> {
+pub(crate) fn find_semicolon(body: &str, truncated: bool) -> Option<Found> {
     find(body, truncated, SEMICOLON)
 }
 

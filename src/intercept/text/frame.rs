@@ -5,17 +5,17 @@ use crate::ingest::cells::canonical_int;
 use crate::ingest::infer::temporal_form;
 
 /// At most this many lines may stand before a table as its preamble ("Contents of /x.csv:").
-pub const MAX_PREAMBLE_LINES: usize = 3;
+pub(crate) const MAX_PREAMBLE_LINES: usize = 3;
 
 /// All text kept beside the tables (preamble, trailer, headings between tables), in characters.
-pub const MAX_RESIDUE_CHARS: usize = 500;
+pub(crate) const MAX_RESIDUE_CHARS: usize = 500;
 
 /// A header cell longer than this is prose, not a column name.
-pub const MAX_HEADER_CHARS: usize = 64;
+pub(crate) const MAX_HEADER_CHARS: usize = 64;
 
 /// One line of a text: byte offsets of its content (without the line break) and of the next line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Line<'a> {
+pub(crate) struct Line<'a> {
     pub start: usize,
     /// End of the content, before `\r\n` or `\n`.
     pub end: usize,
@@ -25,13 +25,13 @@ pub struct Line<'a> {
 }
 
 impl Line<'_> {
-    pub fn is_blank(&self) -> bool {
+    pub(crate) fn is_blank(&self) -> bool {
         self.text.trim().is_empty()
     }
 }
 
 /// The lines of `text` with their offsets; `\r\n` counts as one break.
-pub fn lines(text: &str) -> impl Iterator<Item = Line<'_>> + '_ {
+pub(crate) fn lines(text: &str) -> impl Iterator<Item = Line<'_>> + '_ {
     let mut at = 0;
     std::iter::from_fn(move || {
         if at >= text.len() {
@@ -63,7 +63,7 @@ pub fn lines(text: &str) -> impl Iterator<Item = Line<'_>> + '_ {
 /// A line a tool appends when it cut its output: fetch's `<error>Content truncated…</error>`,
 /// `[output truncated]`, `... (42 more rows)`, a lone `...`/`…`. Deliberately narrow: a data row
 /// never starts with these.
-pub fn is_truncation_marker(line: &str) -> bool {
+pub(crate) fn is_truncation_marker(line: &str) -> bool {
     let t = line.trim();
     if t == "..." || t == "…" {
         return true;
@@ -93,7 +93,7 @@ pub fn peel_marker(text: &str) -> (&str, bool) {
 /// Where a table may start: at the top, or after up to [`MAX_PREAMBLE_LINES`] lines that
 /// `preamble` accepts (short, and not able to be part of the table). Blank lines in between are
 /// free.
-pub fn table_starts(text: &str, preamble: impl Fn(&str) -> bool) -> Vec<usize> {
+pub(crate) fn table_starts(text: &str, preamble: impl Fn(&str) -> bool) -> Vec<usize> {
     let mut starts = vec![0];
     let mut taken = 0;
     let mut chars = 0;
@@ -118,7 +118,7 @@ pub fn table_starts(text: &str, preamble: impl Fn(&str) -> bool) -> Vec<usize> {
 
 /// Whether a cell can be a column name: short, one line, no padding, at least one letter, and
 /// not itself a value (a number or a date — then the "header" is a data row).
-pub fn label_like(cell: &str) -> bool {
+pub(crate) fn label_like(cell: &str) -> bool {
     let chars = cell.chars().count();
     (1..=MAX_HEADER_CHARS).contains(&chars)
         && cell.trim() == cell
@@ -131,7 +131,7 @@ pub fn label_like(cell: &str) -> bool {
 }
 
 /// Column keys that are all distinct: a repeated name gets `_2`, `_3`, … (never overwrites).
-pub fn distinct_keys<S: AsRef<str>>(names: &[S]) -> Vec<String> {
+pub(crate) fn distinct_keys<S: AsRef<str>>(names: &[S]) -> Vec<String> {
     let mut taken = std::collections::HashSet::new();
     names
         .iter()
@@ -150,7 +150,7 @@ pub fn distinct_keys<S: AsRef<str>>(names: &[S]) -> Vec<String> {
 }
 
 /// Append `s` as a JSON string.
-pub fn push_json_string(out: &mut String, s: &str) {
+pub(crate) fn push_json_string(out: &mut String, s: &str) {
     out.push('"');
     let mut plain = 0;
     for (i, b) in s.bytes().enumerate() {
@@ -176,7 +176,7 @@ pub fn push_json_string(out: &mut String, s: &str) {
 }
 
 /// Rows of string cells (or nulls) written as a JSON array of objects, keys in column order.
-pub struct JsonRows {
+pub(crate) struct JsonRows {
     keys: Vec<String>,
     out: String,
     rows: usize,
@@ -184,7 +184,7 @@ pub struct JsonRows {
 }
 
 impl JsonRows {
-    pub fn new(keys: Vec<String>) -> Self {
+    pub(crate) fn new(keys: Vec<String>) -> Self {
         Self {
             keys,
             out: String::from("["),
@@ -193,11 +193,7 @@ impl JsonRows {
         }
     }
 
-    pub fn keys(&self) -> &[String] {
-        &self.keys
-    }
-
-    pub fn begin_row(&mut self) {
+    pub(crate) fn begin_row(&mut self) {
         if self.rows > 0 {
             self.out.push(',');
         }
@@ -207,7 +203,7 @@ impl JsonRows {
     }
 
     /// The next cell of the current row, under the key at position `column`.
-    pub fn cell(&mut self, column: usize, value: Option<&str>) {
+    pub(crate) fn cell(&mut self, column: usize, value: Option<&str>) {
         if self.cells_in_row > 0 {
             self.out.push(',');
         }
@@ -220,15 +216,15 @@ impl JsonRows {
         }
     }
 
-    pub fn end_row(&mut self) {
+    pub(crate) fn end_row(&mut self) {
         self.out.push('}');
     }
 
-    pub fn rows(&self) -> usize {
+    pub(crate) fn rows(&self) -> usize {
         self.rows
     }
 
-    pub fn finish(mut self) -> String {
+    pub(crate) fn finish(mut self) -> String {
         self.out.push(']');
         self.out
     }

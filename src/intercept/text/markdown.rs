@@ -123,7 +123,7 @@ struct Table {
     torn: Option<Torn>,
 }
 
-pub fn find(body: &str, truncated: bool) -> Option<Found> {
+pub(crate) fn find(body: &str, truncated: bool) -> Option<Found> {
     let lines: Vec<Line<'_>> = frame::lines(body).collect();
     let last_content = lines.iter().rposition(|l| !l.is_blank());
     let mut tables: Vec<Table> = Vec::new();

@@ -15,12 +15,12 @@
 //! non-whitespace characters; a last row cut by truncation is dropped and reported in
 //! `context.dropped`, never silently.
 
-pub mod delimited;
+pub(crate) mod delimited;
 pub mod frame;
-pub mod markdown;
-pub mod ndjson;
-pub mod pyrepr;
-pub mod records;
+pub(crate) mod markdown;
+pub(crate) mod ndjson;
+pub(crate) mod pyrepr;
+pub(crate) mod records;
 
 use std::borrow::Cow;
 use std::ops::Range;

@@ -10,9 +10,9 @@ use super::frame::{self, Line};
 use super::{Found, TextTable, Torn};
 use crate::intercept::locate::Rung;
 
-pub const MIN_ROWS: usize = 2;
+pub(crate) const MIN_ROWS: usize = 2;
 
-pub fn find(body: &str, _truncated: bool) -> Option<Found> {
+pub(crate) fn find(body: &str, _truncated: bool) -> Option<Found> {
     let preamble = |line: &str| !line.trim_start().starts_with('{');
     frame::table_starts(body, preamble)
         .into_iter()

@@ -31,10 +31,10 @@ use crate::intercept::locate::{self, Rung};
 
 /// Deeper nesting than this is refused (Python's own parser stops near 200; the JSON reader
 /// after this at 128).
-pub const MAX_DEPTH: usize = 100;
+pub(crate) const MAX_DEPTH: usize = 100;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stop {
+pub(crate) enum Stop {
     /// The text ended inside the literal.
     Eof,
     /// Not a literal `literal_eval` accepts, or not one JSON can hold exactly.
@@ -662,7 +662,7 @@ fn write_number(out: &mut String, token: &str, negative: bool) -> Result<(), Sto
 }
 
 /// Parse one literal starting at `at`; the JSON and where it ended.
-pub fn literal_to_json(text: &str, at: usize) -> Result<(String, usize), Stop> {
+pub(crate) fn literal_to_json(text: &str, at: usize) -> Result<(String, usize), Stop> {
     let mut parser = Parser::new(text, at);
     let mut out = String::new();
     parser.value(&mut out)?;
@@ -738,7 +738,7 @@ fn opens_literal(line: &str) -> bool {
     )
 }
 
-pub fn find(body: &str, _truncated: bool) -> Option<Found> {
+pub(crate) fn find(body: &str, _truncated: bool) -> Option<Found> {
     // A cut text ends wherever the cut fell; what a marker's writer put after it (line breaks)
     // must not read as part of a string that was cut open.
     let body = body.trim_end();

@@ -30,11 +30,11 @@ use super::frame::{self, JsonRows, distinct_keys};
 use super::{Found, TextTable, Torn};
 use crate::intercept::locate::Rung;
 
-pub const MIN_BLOCKS: usize = 2;
+pub(crate) const MIN_BLOCKS: usize = 2;
 /// The share of blocks that must have the same key set.
-pub const MIN_SAME_KEYS: f64 = 0.9;
-pub const MAX_KEY_CHARS: usize = 40;
-pub const MAX_KEY_WORDS: usize = 4;
+pub(crate) const MIN_SAME_KEYS: f64 = 0.9;
+pub(crate) const MAX_KEY_CHARS: usize = 40;
+pub(crate) const MAX_KEY_WORDS: usize = 4;
 
 fn key_like(key: &str) -> bool {
     key.chars().count() <= MAX_KEY_CHARS
@@ -81,7 +81,7 @@ struct Block<'a> {
     pairs: Vec<(&'a str, Option<&'a str>)>,
 }
 
-pub fn find(body: &str, truncated: bool) -> Option<Found> {
+pub(crate) fn find(body: &str, truncated: bool) -> Option<Found> {
     // "Found 3 results:" reads like a key without a value; as the first line it may be either.
     let preamble = |line: &str| {
         (pair(line).is_none() || line.trim_end().ends_with(':')) && lead(line).is_none()

@@ -15,10 +15,10 @@ use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Number, Value};
 
-pub type Members<'a> = Vec<(Cow<'a, str>, Node<'a>)>;
+pub(super) type Members<'a> = Vec<(Cow<'a, str>, Node<'a>)>;
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Node<'a> {
+pub(super) enum Node<'a> {
     Null,
     Bool(bool),
     Number(Number),
@@ -31,11 +31,11 @@ pub enum Node<'a> {
 const PAIRWISE_MEMBERS: usize = 32;
 
 impl<'a> Node<'a> {
-    pub fn parse(text: &'a str) -> Option<Node<'a>> {
+    pub(super) fn parse(text: &'a str) -> Option<Node<'a>> {
         serde_json::from_str(text).ok()
     }
 
-    pub fn as_object(&self) -> Option<&[(Cow<'a, str>, Node<'a>)]> {
+    pub(super) fn as_object(&self) -> Option<&[(Cow<'a, str>, Node<'a>)]> {
         match self {
             Node::Object(members) => Some(members),
             _ => None,
@@ -43,7 +43,7 @@ impl<'a> Node<'a> {
     }
 
     /// The same value as a `serde_json::Value` (deep copy).
-    pub fn to_value(&self) -> Value {
+    pub(super) fn to_value(&self) -> Value {
         match self {
             Node::Null => Value::Null,
             Node::Bool(b) => Value::Bool(*b),
