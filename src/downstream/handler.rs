@@ -39,6 +39,9 @@ pub enum DownstreamEvent {
         /// line names no request, so it goes only where no other credential's call could have
         /// caused it.
         audience: Vec<u64>,
+        /// When it was read from the server: a 2026-07-28 client hears it if a request of its
+        /// that asked for it was in flight then (SPEC §5.4).
+        read_at: std::time::Instant,
     },
     ResourceUpdated {
         server: usize,
@@ -167,6 +170,7 @@ impl DownstreamHandler {
                 server: self.server,
                 params: notification.params,
                 audience: self.callers.log_audience(self.server),
+                read_at: std::time::Instant::now(),
             }),
             Err(error) => {
                 tracing::warn!(server = self.server, %error, "ignoring a malformed log line")
@@ -443,6 +447,7 @@ impl ClientHandler for DownstreamHandler {
             server: self.server,
             params,
             audience: self.callers.log_audience(self.server),
+            read_at: std::time::Instant::now(),
         });
     }
 

@@ -645,16 +645,19 @@ impl Gateway {
                 server,
                 params,
                 audience,
+                read_at,
             } => {
                 // A line of a server shared by sessions of several credentials reaches only
                 // the credential whose calls it can concern (decided as it arrived).
                 if !audience.contains(&self.number) {
                     return;
                 }
-                if !self
-                    .protocol
-                    .passes_log(self.upstream_is_2026(), *server, &params.level)
-                {
+                if !self.protocol.passes_log(
+                    self.upstream_is_2026(),
+                    *server,
+                    &params.level,
+                    *read_at,
+                ) {
                     return;
                 }
                 let name = self

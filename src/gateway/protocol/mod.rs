@@ -65,9 +65,10 @@ impl ProtocolState {
         client_is_2026: bool,
         server: usize,
         level: &rmcp::model::LoggingLevel,
+        read_at: std::time::Instant,
     ) -> bool {
         if client_is_2026 {
-            return self.log_interest.wants(server, level);
+            return self.log_interest.wants(server, level, read_at);
         }
         match *self.lock_legacy_level() {
             Some(set) => logging::log_rank(level) >= logging::log_rank(&set),
