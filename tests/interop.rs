@@ -38,6 +38,8 @@ const SERVERS: &[&str] = &[
     ".ci/browser/node_modules/.bin/esbuild",
     "/usr/bin/chromium",
     ".ci/venv1/bin/mcp-server-sqlite",
+    // The authorization server of the OAuth tests (tests/interop/oauth/as.mjs, test_oauth.py).
+    ".ci/node/node_modules/oidc-provider/package.json",
     // LiteLLM's proxy, the OpenAI-compatible endpoint of the model summary stage
     // (test_llm_summary.py; its own venv, tests/interop/requirements-litellm.txt).
     ".ci/venv-litellm/bin/litellm",

@@ -219,7 +219,11 @@ impl CapturingClient {
         let message = match (error, &self.login) {
             (TokenError::NeedsLogin, Some(login)) => {
                 login.mark_needed();
-                login.needs_login_message()
+                let message = login.needs_login_message();
+                // The connection is given up: the supervisor lists the server as waiting for a
+                // login (its tools leave the catalog) until one is made.
+                self.outage.report(message.clone());
+                message
             }
             (TokenError::NeedsLogin, None) => self.refused(401),
             (TokenError::Failed(why), _) => {

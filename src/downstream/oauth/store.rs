@@ -200,6 +200,17 @@ impl CredentialStore for LoginStore {
         self.store.remove(&self.url, self.subject.as_deref())?;
         Ok(())
     }
+
+    /// The authorization server refused the refresh token (revoked, expired, reused): the
+    /// tokens are dropped, so `loom auth status` says a login is needed; the client id stays.
+    async fn on_refresh_token_rejected(
+        &self,
+        credentials: &StoredCredentials,
+    ) -> Result<(), AuthError> {
+        let kept = StoredCredentials::new(credentials.client_id.clone(), None, Vec::new(), None)
+            .with_issuer(credentials.issuer.clone());
+        Ok(self.store.save(&self.url, self.subject.as_deref(), kept)?)
+    }
 }
 
 /// Hex of the first 12 bytes of SHA-256 over the parts (length-prefixed, so parts cannot

@@ -1,0 +1,386 @@
+"""loom as an OAuth 2.1 client of a remote MCP server (SPEC §4.7), against a real authorization
+server (npm `oidc-provider`, tests/interop/oauth/as.mjs) and a protected server built on the
+official Python SDK's resource-server support (tests/interop/oauth/protected_server.py), with
+tests/interop/oauth/browser.py standing in for the person's browser (`$BROWSER`).
+
+A person logs in with `loom auth login`; then the official clients (SDK 2.x auto and legacy, SDK
+1.x) use the server through loom: a call as the test user, a large result → envelope → query, a
+call after the access token expired (refreshed, no second login), logout. The same calls made by
+the SDK connected directly, with its own OAuth client, give the same answers. A server that
+needs a login does not stop loom; bad input (a refused authorization, a forged state, another
+issuer, no way to register, a revoked refresh token, a login file others can read) gets a clear
+error and loom stays up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+from conftest import LOOM_BIN, PATIENCE, REPO_ROOT, Setup
+from dataplane_clients import assert_envelope, assert_ok, open_client, text_of
+
+pytestmark = pytest.mark.anyio
+
+RIG = Path(__file__).resolve().parent / "oauth"
+BROWSER = RIG / "browser.py"
+SERVER = "lin"
+CLIENT_KINDS = ["sdk2-auto", "sdk2-legacy", "sdk1"]
+# Short enough that a test waits it out, long enough that a call made right after a login or a
+# refresh never meets an expired token.
+ACCESS_TTL = 4
+
+
+@dataclass
+class Rig:
+    as_url: str
+    mcp_url: str
+    tmp: Path
+
+    @property
+    def state_home(self) -> Path:
+        return self.tmp / "state"
+
+    def stats(self, url: str) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{url}/test/stats", timeout=PATIENCE) as answer:
+            return json.loads(answer.read())
+
+    def as_stats(self) -> dict[str, Any]:
+        return self.stats(self.as_url)
+
+    def server_stats(self) -> dict[str, Any]:
+        return self.stats(self.mcp_url.removesuffix("/mcp"))
+
+    def revoke(self) -> None:
+        request = urllib.request.Request(f"{self.as_url}/test/revoke", method="POST", data=b"")
+        urllib.request.urlopen(request, timeout=PATIENCE).read()
+
+    def env(self, browser_mode: str = "approve") -> dict[str, str]:
+        return {
+            "XDG_STATE_HOME": str(self.state_home),
+            "BROWSER": str(BROWSER),
+            "LOOM_TEST_BROWSER_MODE": browser_mode,
+            "LOOM_TEST_BROWSER_LOG": str(self.tmp / "browser.jsonl"),
+        }
+
+    def browser_runs(self) -> int:
+        log = self.tmp / "browser.jsonl"
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    def setup(self, entry: dict[str, Any] | None = None) -> Setup:
+        servers = {SERVER: {"url": self.mcp_url, **(entry or {})}}
+        setup = Setup(tmp=self.tmp, fs_root=self.tmp, servers=servers, enabled=[SERVER])
+        setup.env = {**self.env(), "PATH": os.environ.get("PATH", "")}
+        return setup
+
+    def auth(self, setup: Setup, *args: str, browser_mode: str = "approve", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        setup.write_config()
+        return subprocess.run(
+            [str(LOOM_BIN), "auth", *args, "--config", str(setup.config_path)],
+            env={**os.environ, **self.env(browser_mode), "LOOM_LOG": "warn", **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def login_files(self) -> list[Path]:
+        folder = self.state_home / "loom" / "oauth"
+        return sorted(p for p in folder.glob("*.json")) if folder.exists() else []
+
+
+@contextmanager
+def started(argv: list[str], prefix: str, log: Path, env: dict[str, str]) -> Iterator[str]:
+    """Runs argv until the block ends; the value of the `PREFIX=` line it prints when ready."""
+    with log.open("wb") as errors:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, env={**os.environ, **env})
+        line: list[bytes] = []
+        assert process.stdout is not None
+        reader = threading.Thread(target=lambda: line.append(process.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(PATIENCE)
+        try:
+            text = line[0].decode().strip() if line else ""
+            assert text.startswith(prefix), f"{argv[1]} did not start (printed {text!r}): {log.read_text()[-2000:]}"
+            yield text[len(prefix) :]
+        finally:
+            process.terminate()
+            try:
+                process.wait(5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+@contextmanager
+def rig_on(tmp: Path, **as_env: str) -> Iterator[Rig]:
+    env = {"AS_ACCESS_TTL": str(ACCESS_TTL), **as_env}
+    with started(["node", str(RIG / "as.mjs"), "0"], "AS_URL=", tmp / "as.log", env) as as_url:
+        with started([sys.executable, str(RIG / "protected_server.py"), "--as", as_url, "--port", "0"], "MCP_URL=", tmp / "server.log", {}) as mcp_url:
+            yield Rig(as_url=as_url, mcp_url=mcp_url, tmp=tmp)
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    with rig_on(tmp_path) as rig:
+        yield rig
+
+
+class _Tokens:
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+@asynccontextmanager
+async def direct(rig: Rig) -> AsyncIterator[Client]:
+    """The official SDK connected straight to the protected server, logged in with its own OAuth
+    client (browser.py plays the person; a loopback listener takes the code)."""
+    received: list[dict[str, str]] = []
+
+    import http.server
+    import urllib.parse
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            received.append(dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query)))
+            self.send_response(200)
+            self.send_header("content-length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    listener = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=listener.serve_forever, daemon=True).start()
+    redirect = f"http://127.0.0.1:{listener.server_address[1]}/callback"
+
+    async def open_browser(url: str) -> None:
+        subprocess.Popen([str(BROWSER), url], env={**os.environ, "LOOM_TEST_BROWSER_MODE": "approve"})
+
+    async def code() -> AuthorizationCodeResult:
+        with anyio.fail_after(PATIENCE):
+            while not received:
+                await anyio.sleep(0.05)
+        got = received.pop(0)
+        return AuthorizationCodeResult(code=got["code"], state=got.get("state"), iss=got.get("iss"))
+
+    provider = OAuthClientProvider(
+        server_url=rig.mcp_url,
+        client_metadata=OAuthClientMetadata(client_name="direct", redirect_uris=[redirect], token_endpoint_auth_method="none"),
+        storage=_Tokens(),
+        redirect_handler=open_browser,
+        callback_handler=code,
+    )
+    try:
+        async with httpx2.AsyncClient(auth=provider, timeout=PATIENCE) as http:
+            async with Client(streamable_http_client(rig.mcp_url, http_client=http), read_timeout_seconds=PATIENCE) as client:
+                yield client
+    finally:
+        listener.shutdown()
+        listener.server_close()
+
+
+def whoami_fields(text: str) -> dict[str, str]:
+    """`sub=… client_id=… scopes=…` as a dict (client ids differ between loom and the SDK)."""
+    fields = dict(part.split("=", 1) for part in text.split() if "=" in part)
+    fields.pop("client_id", None)
+    return fields
+
+
+@pytest.mark.parametrize("kind", CLIENT_KINDS)
+async def test_login_then_calls_refresh_and_logout_through_loom_match_direct(rig: Rig, kind: str) -> None:
+    setup = rig.setup()
+    status = rig.auth(setup, "status")
+    assert status.returncode == 0, status.stderr
+    assert f"{SERVER}\t{rig.mcp_url}\tneeds login" in status.stdout, status.stdout
+
+    login = rig.auth(setup, "login", SERVER)
+    assert login.returncode == 0, login.stderr
+    assert f"logged in to `{SERVER}` at {rig.as_url}" in login.stderr, login.stderr
+    assert "mcp:read" in login.stderr
+    assert rig.browser_runs() == 1
+    files = rig.login_files()
+    assert len(files) == 1
+    assert stat.S_IMODE(files[0].stat().st_mode) == 0o600
+    assert stat.S_IMODE(files[0].parent.stat().st_mode) == 0o700
+    stored = json.loads(files[0].read_text())
+    access = stored["credentials"]["token_response"]["access_token"]
+    assert access not in login.stderr + login.stdout
+    status = rig.auth(setup, "status")
+    assert "\tauthorized, expires in " in status.stdout and "scopes mcp:read" in status.stdout, status.stdout
+    assert access not in status.stdout + status.stderr
+
+    async with direct(rig) as own:
+        own_whoami = (await own.call_tool("whoami", {})).content[0].text
+        own_rows = json.loads((await own.call_tool("big_table", {})).content[0].text)
+
+    async with open_client(kind, setup) as client:
+        names = {tool["name"] for tool in await client.list_tools()}
+        assert {f"{SERVER}_whoami", f"{SERVER}_big_table"} <= names
+        whoami = text_of(await client.call(f"{SERVER}_whoami"))
+        assert whoami_fields(whoami) == whoami_fields(own_whoami), (whoami, own_whoami)
+        assert whoami.startswith("sub=test-user ")
+
+        envelope = assert_envelope(await client.call(f"{SERVER}_big_table"), "big_table")
+        assert envelope["rows"] == len(own_rows) == 5000
+        answer = assert_ok(
+            await client.call("loom_query", {"sql": f"SELECT COUNT(*) AS n, SUM(quantity) AS q FROM {envelope['ref']}"}),
+            "loom_query",
+        )
+        assert answer["rows"] == [{"n": 5000, "q": sum(row["quantity"] for row in own_rows)}]
+
+        # The access token expires; the next call is refreshed, not logged in again.
+        before = rig.as_stats()["tokens"]
+        await anyio.sleep(ACCESS_TTL + 1.5)
+        again = text_of(await client.call(f"{SERVER}_whoami"))
+        assert whoami_fields(again) == whoami_fields(own_whoami)
+        after = rig.as_stats()["tokens"]
+        assert after.get("refresh_token", 0) > before.get("refresh_token", 0), (before, after)
+        assert after.get("authorization_code", 0) == before.get("authorization_code", 0)
+        assert rig.browser_runs() == 1  # the login's only: loom opened no browser while serving
+
+    logout = rig.auth(setup, "logout", SERVER)
+    assert logout.returncode == 0 and f"logged out of `{SERVER}`" in logout.stderr, logout.stderr
+    assert rig.login_files() == []
+    assert "\tneeds login" in rig.auth(setup, "status").stdout
+    again = rig.auth(setup, "logout", SERVER)
+    assert again.returncode == 0 and "not logged in" in again.stderr
+
+
+async def test_a_server_that_needs_a_login_does_not_stop_loom_and_joins_after_the_login(rig: Rig) -> None:
+    setup = rig.setup()
+    async with open_client("sdk2-auto", setup) as client:
+        names = {tool["name"] for tool in await client.list_tools()}
+        assert not any(name.startswith(f"{SERVER}_") for name in names), names
+        assert "loom_query" in names
+        refused = await client.call(f"{SERVER}_whoami")
+        assert refused.get("isError") is True
+        assert f"`loom auth login {SERVER}`" in text_of(refused), refused
+
+        # A person logs in from another terminal while loom serves: the tools come back.
+        login = await anyio.to_thread.run_sync(lambda: rig.auth(setup, "login", SERVER))
+        assert login.returncode == 0, login.stderr
+        with anyio.fail_after(PATIENCE):
+            while True:
+                names = {tool["name"] for tool in await client.list_tools()}
+                if f"{SERVER}_whoami" in names:
+                    break
+                await anyio.sleep(0.2)
+        assert text_of(await client.call(f"{SERVER}_whoami")).startswith("sub=test-user ")
+
+        # The grant is revoked at the authorization server: once the access token expires, the
+        # refresh is refused and the server needs a login again; loom says so and stays up.
+        rig.revoke()
+        await anyio.sleep(ACCESS_TTL + 1.5)
+        gone = await client.call(f"{SERVER}_whoami")
+        assert gone.get("isError") is True, gone
+        with anyio.fail_after(PATIENCE):
+            while True:
+                names = {tool["name"] for tool in await client.list_tools()}
+                if f"{SERVER}_whoami" not in names:
+                    break
+                await anyio.sleep(0.2)
+        refused = await client.call(f"{SERVER}_whoami")
+        assert f"`loom auth login {SERVER}`" in text_of(refused), refused
+        assert_ok(await client.call("loom_query", {"sql": "SELECT 1 AS one"}), "loom_query")
+    # The refused refresh dropped the tokens: the status says so without a guess.
+    assert "\tneeds login" in rig.auth(setup, "status").stdout
+
+
+@pytest.mark.parametrize(
+    ("mode", "words"),
+    [
+        ("deny", "did not authorize loom: access_denied"),
+        ("tamper-state", "`state` is not the one this login sent"),
+        ("wrong-iss", "RFC 9207"),
+    ],
+)
+def test_a_refused_or_forged_redirect_keeps_nothing(rig: Rig, mode: str, words: str) -> None:
+    setup = rig.setup()
+    login = rig.auth(setup, "login", SERVER, browser_mode=mode)
+    assert login.returncode == 1, login.stderr
+    assert words in login.stderr, login.stderr
+    assert rig.login_files() == []
+    assert "\tneeds login" in rig.auth(setup, "status").stdout
+
+
+def test_a_registered_client_and_an_authorization_server_without_registration(tmp_path: Path) -> None:
+    with rig_on(tmp_path, AS_NO_REGISTRATION="1", AS_STATIC_CLIENT_ID="loom-static", AS_STATIC_CLIENT_SECRET="s3cret-static") as rig:
+        # No dynamic registration and no clientId: the error says what to configure.
+        setup = rig.setup()
+        login = rig.auth(setup, "login", SERVER)
+        assert login.returncode == 1
+        assert "neither dynamic client registration nor client metadata documents" in login.stderr, login.stderr
+        assert "`oauth.clientId`" in login.stderr
+
+        # The registered confidential client (client_secret_basic) logs in; its secret comes
+        # from the environment and shows nowhere.
+        setup = rig.setup({"oauth": {"clientId": "loom-static", "clientSecret": "${STATIC_SECRET}", "scopes": ["mcp:read"]}})
+        secret = {"STATIC_SECRET": "s3cret-static"}
+        login = rig.auth(setup, "login", SERVER, env=secret)
+        check = subprocess.run(
+            [str(LOOM_BIN), "check", "--config", str(setup.config_path)], capture_output=True, text=True, env={**os.environ, **secret}
+        )
+        assert login.returncode == 0, login.stderr
+        assert "s3cret-static" not in login.stderr + check.stdout + check.stderr
+        assert "client loom-static, secret ***, scopes mcp:read" in check.stdout, check.stdout
+        stored = json.loads(rig.login_files()[0].read_text())
+        assert stored["credentials"]["client_id"] == "loom-static"
+
+
+def test_a_login_file_others_can_read_is_refused_with_the_fix(rig: Rig) -> None:
+    setup = rig.setup()
+    assert rig.auth(setup, "login", SERVER).returncode == 0
+    [path] = rig.login_files()
+    path.chmod(0o644)
+    status = rig.auth(setup, "status")
+    assert status.returncode == 0
+    assert "unusable login" in status.stdout and "chmod 600" in status.stdout, status.stdout
+    path.write_text("{not json")
+    path.chmod(0o600)
+    assert "not a login file loom can read" in rig.auth(setup, "status").stdout
+
+
+def test_bad_auth_commands_say_what_is_wrong(rig: Rig, tmp_path: Path) -> None:
+    setup = rig.setup({"oauth": False})
+    setup.servers["local"] = {"command": sys.executable, "args": ["-c", "pass"]}
+    setup.enabled = [SERVER, "local"]
+    for args, words in [
+        (("login", "nope"), "no server `nope` in the configuration; remote servers: lin"),
+        (("login", "local"), "only remote servers (`url`) take a login"),
+        (("login", SERVER), "\"oauth\": false"),
+    ]:
+        done = rig.auth(setup, *args)
+        assert done.returncode == 2, done.stderr
+        assert words in done.stderr, done.stderr
+    assert "oauth off" in rig.auth(setup, "status").stdout
