@@ -259,6 +259,21 @@ pub struct HttpConfig {
     pub max_sessions: usize,
     /// How long a request's body may take to arrive whole once its headers are in.
     pub body_timeout_secs: u64,
+    /// `http.auth`: accept OAuth access tokens (JWTs) of this issuer (SPEC §22.1).
+    pub auth: Option<HttpAuth>,
+}
+
+/// `http.auth`: loom's HTTP face as an OAuth protected resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpAuth {
+    /// The authorization server whose tokens are accepted (`iss`, and where its keys are found).
+    pub issuer: String,
+    /// The `aud` a token must carry; none: loom's own `http://ADDR/mcp`.
+    pub audience: Option<String>,
+    /// Scopes every token must have (else 403 `insufficient_scope`).
+    pub required_scopes: Vec<String>,
+    /// Where the issuer's keys are; none: `jwks_uri` of its metadata.
+    pub jwks_url: Option<String>,
 }
 
 impl HttpConfig {
@@ -272,7 +287,7 @@ impl HttpConfig {
 
     /// Whether requests must carry a bearer token.
     pub fn wants_token(&self) -> bool {
-        self.token.is_some() || !self.tokens.is_empty()
+        self.token.is_some() || !self.tokens.is_empty() || self.auth.is_some()
     }
 }
 
@@ -284,6 +299,7 @@ impl Default for HttpConfig {
             allowed_origins: Vec::new(),
             session_idle_secs: DEFAULT_HTTP_SESSION_IDLE_SECS,
             max_sessions: DEFAULT_HTTP_MAX_SESSIONS,
+            auth: None,
             body_timeout_secs: DEFAULT_HTTP_BODY_TIMEOUT_SECS,
         }
     }

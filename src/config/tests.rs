@@ -1553,3 +1553,27 @@ fn oauth_settings_are_read_and_checked() {
     assert_problem(&all, "mcpServers.c.oauth", &["`Authorization` header"]);
     assert_problem(&all, "mcpServers.d.oauth", &["an object or false"]);
 }
+
+#[test]
+fn http_auth_is_read_and_checked() {
+    use crate::config::HttpAuth;
+    let config = ok(r#"{"mcpServers": {}, "http": {"auth": {
+        "issuer": "https://login.example.com", "requiredScopes": ["mcp:read"],
+        "jwksUrl": "https://login.example.com/jwks"}}}"#);
+    assert_eq!(
+        config.http.auth,
+        Some(HttpAuth {
+            issuer: "https://login.example.com".into(),
+            audience: None,
+            required_scopes: vec!["mcp:read".into()],
+            jwks_url: Some("https://login.example.com/jwks".into()),
+        })
+    );
+    assert!(config.http.wants_token());
+    let all = problems(
+        r#"{"mcpServers": {}, "http": {"auth": {"audience": "x", "requiredScopes": ["a b"], "jwks": "y"}}}"#,
+    );
+    assert_problem(&all, "http.auth", &["missing required key `issuer`"]);
+    assert_problem(&all, "http.auth.requiredScopes[0]", &["not a scope"]);
+    assert_problem(&all, "http.auth.jwks", &["unknown key", "`jwksUrl`"]);
+}

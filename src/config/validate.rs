@@ -11,8 +11,8 @@ use super::expand::expand;
 use super::json::{Json, Num, json_quote};
 use super::model::{
     Config, ConfigFormat, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_LLM_MAX_IN_FLIGHT,
-    DEFAULT_LLM_MAX_INPUT_CHARS, DEFAULT_LLM_TIMEOUT_MS, DownstreamProtocol, HttpConfig, KeySource,
-    LLM_PROVIDERS, LlmConfig, LlmProvider, MAX_HTTP_MAX_SESSIONS, MAX_LLM_MAX_IN_FLIGHT,
+    DEFAULT_LLM_MAX_INPUT_CHARS, DEFAULT_LLM_TIMEOUT_MS, DownstreamProtocol, HttpAuth, HttpConfig,
+    KeySource, LLM_PROVIDERS, LlmConfig, LlmProvider, MAX_HTTP_MAX_SESSIONS, MAX_LLM_MAX_IN_FLIGHT,
     MAX_LLM_MAX_INPUT_CHARS, MAX_MAX_JOINED_TOOLS, MAX_MAX_TOOL_NAME_LENGTH,
     MAX_SERVER_NAME_LENGTH, MIN_LLM_MAX_INPUT_CHARS, MIN_MAX_DESCRIPTION_CHARS,
     MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES, MIN_TOKEN_THRESHOLD, OAuthSettings,
@@ -111,7 +111,11 @@ const HTTP_KEYS: &[&str] = &[
     "sessionIdleSecs",
     "maxSessions",
     "bodyTimeoutSecs",
+    "auth",
 ];
+
+/// Keys of `http.auth`.
+const HTTP_AUTH_KEYS: &[&str] = &["issuer", "audience", "requiredScopes", "jwksUrl"];
 
 /// Keys of one server entry. `type`, `url` and `headers` come from the Claude Code / Cursor
 /// schema, `transport` from Context Firewall's.
@@ -1054,6 +1058,45 @@ impl Checker<'_> {
         report
     }
 
+    /// `http.auth`: the issuer (required) and what its tokens must say.
+    fn http_auth(&mut self, value: &Json) -> Option<HttpAuth> {
+        const PATH: &str = "http.auth";
+        let entries = self.object(value, PATH)?;
+        let fields = self.fields(entries, PATH, HTTP_AUTH_KEYS, Unknown::Reject);
+        let url = |this: &mut Self, key: &str| -> Option<String> {
+            let path = child(PATH, key);
+            let v = fields.get(key)?;
+            this.non_empty_string(v, &path)
+                .filter(|url| this.check_url(url, &path))
+        };
+        let issuer = url(self, "issuer");
+        let audience = match fields.get("audience") {
+            Some(v) => self.non_empty_string(v, &child(PATH, "audience")),
+            None => None,
+        };
+        let jwks_url = url(self, "jwksUrl");
+        let required_scopes = match fields.get("requiredScopes") {
+            Some(v) => self.string_list(v, &child(PATH, "requiredScopes"), |scope| {
+                (scope.is_empty() || scope.chars().any(char::is_whitespace))
+                    .then(|| format!("`{scope}` is not a scope: one word without spaces"))
+            }),
+            None => Vec::new(),
+        };
+        if fields.get("issuer").is_none() {
+            self.report(
+                PATH,
+                "missing required key `issuer` (the authorization server whose tokens loom \
+                 accepts, e.g. \"https://login.example.com\")",
+            );
+        }
+        Some(HttpAuth {
+            issuer: issuer?,
+            audience,
+            required_scopes,
+            jwks_url,
+        })
+    }
+
     fn http_block(&mut self, value: &Json) -> HttpConfig {
         let mut http = HttpConfig::default();
         let Some(entries) = self.object(value, "http") else {
@@ -1102,6 +1145,9 @@ impl Checker<'_> {
                     )
                 })
             });
+        }
+        if let Some(v) = fields.get("auth") {
+            http.auth = self.http_auth(v);
         }
         if let Some(v) = fields.get("sessionIdleSecs")
             && let Some(n) = self.whole(v, "http.sessionIdleSecs", 1, 7 * 24 * 3600, false)

@@ -14,6 +14,7 @@
 // The `Err` of these helpers is the HTTP answer itself, built once per refused request.
 #![allow(clippy::result_large_err)]
 
+mod auth;
 mod session;
 mod stateless;
 
@@ -106,6 +107,8 @@ fn rpc_error(status: StatusCode, id: Option<&str>, code: i64, message: &str) -> 
 pub(crate) struct Server {
     hub: Arc<Hub>,
     settings: HttpConfig,
+    /// `http.auth`: OAuth access tokens of one issuer are accepted (SPEC §22.1).
+    resource_server: Option<auth::ResourceServer>,
     /// Bound to a loopback address: `Host` must name a loopback host too.
     loopback: bool,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
@@ -207,9 +210,16 @@ impl Drop for OpeningSlot<'_> {
 impl Server {
     pub(crate) fn new(hub: Arc<Hub>, local: SocketAddr) -> Arc<Server> {
         let settings = hub.config().http.clone();
+        let own_url = format!("http://{local}{MCP_PATH}");
+        let resource_server = settings.auth.clone().and_then(|auth| {
+            auth::ResourceServer::new(auth, &own_url)
+                .map_err(|error| tracing::error!("http.auth is off: {error}"))
+                .ok()
+        });
         Arc::new(Server {
             hub,
             settings,
+            resource_server,
             loopback: local.ip().is_loopback(),
             sessions: Mutex::new(HashMap::new()),
             scopes: Mutex::new(HashMap::new()),
@@ -330,13 +340,26 @@ impl Server {
     }
 
     async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+        if let Some(resource_server) = &self.resource_server
+            && auth::METADATA_PATHS.contains(&request.uri().path())
+        {
+            if let Some(refusal) = self.refuse_origin(&request) {
+                return refusal;
+            }
+            let mut response = Response::new(full(resource_server.metadata().to_string()));
+            response.headers_mut().insert(
+                CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            );
+            return response;
+        }
         if request.uri().path() != MCP_PATH {
             return plain(
                 StatusCode::NOT_FOUND,
                 format!("loom serves MCP at {MCP_PATH}"),
             );
         }
-        let scope = match self.refuse(&request) {
+        let scope = match self.refuse(&request).await {
             Ok(scope) => scope,
             Err(refusal) => return refusal,
         };
@@ -373,7 +396,7 @@ impl Server {
 
     /// `Host`, `Origin` and the bearer token, checked on every request. Gives the scope of the
     /// request's credential (a digest of its token; one scope for all without tokens).
-    fn refuse(&self, request: &Request<Incoming>) -> Result<String, Response<Body>> {
+    async fn refuse(&self, request: &Request<Incoming>) -> Result<String, Response<Body>> {
         if let Some(refusal) = self.refuse_origin(request) {
             return Err(refusal);
         }
@@ -400,6 +423,7 @@ impl Server {
                 "loom/http-scope",
                 token.as_bytes(),
             )),
+            None if self.resource_server.is_some() => self.refuse_oauth(given).await,
             None => {
                 let mut response = plain(
                     StatusCode::UNAUTHORIZED,
@@ -418,6 +442,47 @@ impl Server {
                 Err(response)
             }
         }
+    }
+
+    /// A token that is none of the static ones, checked as an OAuth access token: its subject's
+    /// scope, or the 401/403 that says where to log in.
+    async fn refuse_oauth(&self, given: Option<&str>) -> Result<String, Response<Body>> {
+        let Some(resource_server) = &self.resource_server else {
+            return Err(plain(StatusCode::UNAUTHORIZED, "no token is accepted"));
+        };
+        let metadata_url = resource_server.metadata_url();
+        let refusal = match given {
+            Some(token) => match resource_server.verify(token).await {
+                Ok(subject) => {
+                    return Ok(crate::token::digest_hex(
+                        "loom/http-subject",
+                        subject.as_bytes(),
+                    ));
+                }
+                Err(refusal) => Some(refusal),
+            },
+            None => None,
+        };
+        let (status, message) = match &refusal {
+            None => (
+                StatusCode::UNAUTHORIZED,
+                "the bearer token is missing: log in at the authorization server this loom's \
+                 protected resource metadata names"
+                    .to_owned(),
+            ),
+            Some(auth::Refusal::Invalid(why)) => (StatusCode::UNAUTHORIZED, why.clone()),
+            Some(auth::Refusal::InsufficientScope(missing)) => (
+                StatusCode::FORBIDDEN,
+                format!("the token lacks the scope(s) {}", missing.join(" ")),
+            ),
+        };
+        let mut response = plain(status, message);
+        if let Ok(value) =
+            http::HeaderValue::from_str(&resource_server.challenge(refusal.as_ref(), &metadata_url))
+        {
+            response.headers_mut().insert(WWW_AUTHENTICATE, value);
+        }
+        Err(response)
     }
 
     /// `Host` and `Origin` (against DNS rebinding and foreign pages).

@@ -384,3 +384,185 @@ def test_bad_auth_commands_say_what_is_wrong(rig: Rig, tmp_path: Path) -> None:
         assert done.returncode == 2, done.stderr
         assert words in done.stderr, done.stderr
     assert "oauth off" in rig.auth(setup, "status").stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# loom's HTTP face as an OAuth protected resource (`http.auth`, SPEC §22.1)
+
+PYTHON_SERVER = Path(__file__).resolve().parent / "servers" / "python_server.py"
+
+
+@contextmanager
+def loom_http(rig: Rig, auth: dict[str, Any], name: str = "face") -> Iterator[str]:
+    """`loom serve --http 127.0.0.1:0` with `http.auth`, in front of servers/python_server.py
+    (`py`); its /mcp URL until the block ends."""
+    import re
+    import time
+
+    config = rig.tmp / f"{name}.config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "servers": [{"name": "py", "command": sys.executable, "args": [str(PYTHON_SERVER)]}],
+                "http": {"auth": auth},
+            }
+        )
+    )
+    log = rig.tmp / f"{name}.stderr"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(LOOM_BIN), "serve", "--http", "127.0.0.1:0", "--config", str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+            env={**os.environ, "LOOM_LOG": "info"},
+        )
+    try:
+        deadline = time.monotonic() + PATIENCE
+        while (found := re.search(r"^loom: serving MCP at (http://\S+)$", log.read_text(errors="replace"), re.MULTILINE)) is None:
+            assert process.poll() is None, log.read_text(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, "loom did not serve"
+            time.sleep(0.05)
+        yield found[1]
+    finally:
+        process.terminate()
+        try:
+            process.wait(PATIENCE)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        print(log.read_text(errors="replace")[-4000:], file=sys.stderr)
+
+
+def raw_post(url: str, token: str | None, body: dict[str, Any] | None = None, extra: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
+    import urllib.error
+
+    body = body or {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    headers.update(extra or {})
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=PATIENCE) as answer:
+            return answer.status, dict(answer.headers), answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read().decode()
+
+
+def token_for(rig: Rig, resource: str, account: str = "test-user", scope: str = "mcp:read mcp:write") -> str:
+    """An access token for `resource` from the rig's authorization server, as `account`: a
+    client registered for the purpose, the code flow through browser.py, the code exchange."""
+    import base64
+    import hashlib
+    import secrets
+    import urllib.parse
+
+    sys.path.insert(0, str(RIG))
+    import browser  # noqa: PLC0415 — the rig's stand-in browser, a module of its own
+
+    redirect = "http://127.0.0.1:9/callback"  # never requested: the code is read off the redirect
+    registration = json.dumps({"redirect_uris": [redirect], "application_type": "native", "token_endpoint_auth_method": "none", "grant_types": ["authorization_code", "refresh_token"]}).encode()
+    request = urllib.request.Request(f"{rig.as_url}/reg", data=registration, headers={"content-type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=PATIENCE) as answer:
+        client_id = json.loads(answer.read())["client_id"]
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    query = {
+        "response_type": "code", "client_id": client_id, "redirect_uri": redirect, "scope": scope, "state": "s",
+        "code_challenge": challenge, "code_challenge_method": "S256", "resource": resource, "login_hint": account,
+    }
+    record = browser.run(f"{rig.as_url}/auth?{urllib.parse.urlencode(query)}", "approve")
+    callback = record.get("callback") or record.get("callback_original")
+    assert callback, record
+    code = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(callback).query))["code"]
+    form = urllib.parse.urlencode({"grant_type": "authorization_code", "code": code, "redirect_uri": redirect, "code_verifier": verifier, "resource": resource, "client_id": client_id}).encode()
+    with urllib.request.urlopen(urllib.request.Request(f"{rig.as_url}/token", data=form, method="POST"), timeout=PATIENCE) as answer:
+        return json.loads(answer.read())["access_token"]
+
+
+def forged(token: str, header: dict[str, Any]) -> str:
+    """`token` with another header (its signature no longer matches; `alg` may say it needs none)."""
+    import base64
+
+    def b64(data: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+    _, payload, signature = token.split(".")
+    return f"{b64(header)}.{payload}.{signature if header.get('alg') != 'none' else ''}"
+
+
+async def test_the_official_client_logs_in_to_loom_itself_and_its_subject_is_its_scope(rig: Rig) -> None:
+    with loom_http(rig, {"issuer": rig.as_url, "requiredScopes": ["mcp:read"]}) as url:
+        # What a client learns from the 401: where the metadata is, and from it the issuer.
+        status, headers, _ = raw_post(url, None)
+        metadata_url = url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+        assert status == 401
+        assert headers["www-authenticate"] == f'Bearer resource_metadata="{metadata_url}"'
+        with urllib.request.urlopen(metadata_url, timeout=PATIENCE) as answer:
+            metadata = json.loads(answer.read())
+        assert metadata["resource"] == url and metadata["authorization_servers"] == [rig.as_url]
+        assert metadata["scopes_supported"] == ["mcp:read"] and metadata["bearer_methods_supported"] == ["header"]
+
+        # The official Python SDK's own OAuth client completes the whole flow against loom
+        # (PRM -> AS metadata -> registration -> PKCE -> token with loom as the audience).
+        rig_for_loom = Rig(as_url=rig.as_url, mcp_url=url, tmp=rig.tmp)
+        async with direct(rig_for_loom) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"py_inventory", "loom_query"} <= names
+            result = await client.call_tool("py_inventory", {"count": 2000})
+            envelope = json.loads(result.content[0].text)
+            assert envelope["rows"] == 2000
+            answer = await client.call_tool("loom_query", {"sql": f"SELECT COUNT(*) AS n FROM {envelope['ref']}"})
+            assert json.loads(answer.content[0].text)["rows"] == [{"n": 2000}]
+            ref = envelope["ref"]
+
+        # Over 2026-07-28 (no sessions) a client's data lives in its subject's scope: a new token
+        # of the same subject (a refresh, a second login) sees it, another subject never does.
+        # The official SDK in its 2026-07-28 mode, with the token as its bearer.
+        @asynccontextmanager
+        async def as_2026(token: str) -> AsyncIterator[Client]:
+            async with httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=PATIENCE) as http:
+                async with Client(streamable_http_client(url, http_client=http), mode="2026-07-28", read_timeout_seconds=PATIENCE) as client:
+                    yield client
+
+        async def datasets(client: Client) -> set[str]:
+            listed = json.loads((await client.call_tool("loom_list_datasets", {})).content[0].text)
+            return {d["ref"] for d in listed["datasets"]}
+
+        alice, alice_again, bob = [await anyio.to_thread.run_sync(lambda who=who: token_for(rig, url, who)) for who in ("alice", "alice", "bob")]
+        assert alice != alice_again
+        async with as_2026(alice) as client:
+            made = json.loads((await client.call_tool("py_inventory", {"count": 500})).content[0].text)["ref"]
+        async with as_2026(alice_again) as client:
+            assert made in await datasets(client)
+            answer = await client.call_tool("loom_query", {"sql": f"SELECT COUNT(*) AS n FROM {made}"})
+            assert json.loads(answer.content[0].text)["rows"] == [{"n": 500}]
+        async with as_2026(bob) as client:
+            assert made not in await datasets(client)
+            refused = await client.call_tool("loom_query", {"sql": f"SELECT COUNT(*) AS n FROM {made}"})
+            assert refused.is_error, refused
+
+
+
+def test_tokens_loom_must_refuse(rig: Rig) -> None:
+    with loom_http(rig, {"issuer": rig.as_url, "requiredScopes": ["mcp:read"]}) as url:
+        good = token_for(rig, url)
+        assert raw_post(url, good)[0] == 200
+        cases = {
+            "another audience": token_for(rig, "http://127.0.0.1:1/other"),
+            "alg none": forged(good, {"alg": "none", "typ": "JWT"}),
+            "an HMAC signed with the public key": forged(good, {"alg": "HS256", "typ": "JWT"}),
+            "an unknown key": forged(good, {"alg": "RS256", "typ": "at+jwt", "kid": "not-a-key-of-the-issuer"}),
+            "not a JWT": "opaque-token-123",
+        }
+        for what, token in cases.items():
+            status, headers, body = raw_post(url, token)
+            assert status == 401, (what, status, body)
+            assert headers["www-authenticate"].startswith('Bearer error="invalid_token", resource_metadata='), (what, headers)
+        # A token without the required scope: 403 insufficient_scope, naming it.
+        status, headers, body = raw_post(url, token_for(rig, url, scope="mcp:write"))
+        assert status == 403, body
+        assert 'error="insufficient_scope", scope="mcp:read"' in headers["www-authenticate"]
+        assert "mcp:read" in body
+        # loom is still up and a good token still works.
+        assert raw_post(url, good)[0] == 200

@@ -23,7 +23,8 @@
 // Env: AS_PORT, AS_ACCESS_TTL (s, default 60), AS_REFRESH_TTL (s, default 14 days),
 // AS_SCOPES (resource scopes, default "mcp:read mcp:write"), AS_STATIC_CLIENT_ID,
 // AS_STATIC_CLIENT_SECRET, AS_STATIC_REDIRECT_URIS, AS_NO_REGISTRATION, AS_ROTATE_REFRESH,
-// AS_DISCOVERY (both | oidc | oauth), AS_ACCOUNT (default test-user).
+// AS_DISCOVERY (both | oidc | oauth), AS_ACCOUNT (default test-user; an authorization request's
+// login_hint picks another).
 
 import { createRequire } from "node:module";
 import crypto from "node:crypto";
@@ -256,7 +257,8 @@ async function interaction(req, res, url) {
     return;
   }
   if (prompt.name === "login") {
-    await provider.interactionFinished(req, res, { login: { accountId: account } }, { mergeWithLastSubmission: false });
+    // `login_hint` picks the account (tests of two users); else AS_ACCOUNT.
+    await provider.interactionFinished(req, res, { login: { accountId: params.login_hint || account } }, { mergeWithLastSubmission: false });
     return;
   }
   // consent: grant every scope and resource scope asked for
