@@ -36,8 +36,9 @@ use rmcp::transport::common::http_header::{
     EVENT_STREAM_MIME_TYPE, HEADER_SESSION_ID, JSON_MIME_TYPE,
 };
 use rmcp::transport::streamable_http_client::{
-    AuthRequiredError, HttpStatusError, StreamableHttpClient, StreamableHttpClientTransportConfig,
-    StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
+    AuthRequiredError, HttpStatusError, InsufficientScopeError, StreamableHttpClient,
+    StreamableHttpClientTransportConfig, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
 };
 use sse_stream::{Error as SseError, Sse, SseStream};
 use tokio_util::sync::CancellationToken;
@@ -441,6 +442,14 @@ impl CapturingClient {
                 challenge.to_owned(),
             )));
         }
+        if status == StatusCode::FORBIDDEN
+            && let Some(challenge) = challenge
+            && challenge.contains("insufficient_scope")
+        {
+            return Err(StreamableHttpError::InsufficientScope(
+                InsufficientScopeError::new(challenge.to_owned(), challenge_scope(challenge)),
+            ));
+        }
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
             return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
                 format!("HTTP {status}"),
@@ -526,6 +535,30 @@ fn is_unauthorized(outcome: &Result<StreamableHttpPostResponse, HttpError>) -> b
                     .to_ascii_lowercase()
                     .contains("resource_metadata=")
     )
+}
+
+/// The scopes a 403 `insufficient_scope` challenge asks for: its `scope="…"` (RFC 6750 §3),
+/// else what its `error_description` names after "scope:" (the official Python SDK writes
+/// `error_description="Required scope: X"` and no `scope`).
+fn challenge_scope(challenge: &str) -> Option<String> {
+    let quoted = |name: &str| {
+        let start = challenge.find(&format!("{name}=\""))? + name.len() + 2;
+        let rest = &challenge[start..];
+        Some(rest[..rest.find('"')?].to_owned())
+    };
+    quoted(" scope")
+        .or_else(|| quoted(",scope"))
+        .or_else(|| {
+            challenge
+                .strip_prefix("Bearer scope=\"")
+                .and(quoted("scope"))
+        })
+        .or_else(|| {
+            let description = quoted("error_description")?;
+            let at = description.to_ascii_lowercase().find("scope:")? + "scope:".len();
+            Some(description[at..].trim().to_owned())
+        })
+        .filter(|scopes| !scopes.trim().is_empty())
 }
 
 fn is_bearer_challenge(value: &str) -> bool {
@@ -721,6 +754,20 @@ impl StreamableHttpClient for CapturingClient {
             )
             .await;
         if let Some(login) = &self.login
+            && let Err(StreamableHttpError::InsufficientScope(refused)) = &outcome
+        {
+            let scopes: Vec<String> = refused
+                .required_scope
+                .clone()
+                .or_else(|| challenge_scope(&refused.www_authenticate_header))
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect();
+            login.step_up(&scopes);
+            return Err(self.token_error(TokenError::NeedsLogin));
+        }
+        if let Some(login) = &self.login
             && is_unauthorized(&outcome)
         {
             let Some((message, session_id, custom_headers)) = again else {
@@ -847,6 +894,27 @@ mod tests {
         assert!(limit.take_chunk(b"data: 12\r\n\r\n"));
         assert!(limit.take_chunk(b"data: 1"));
         assert!(!limit.take_chunk(b"23456789"));
+    }
+
+    #[test]
+    fn the_scopes_a_step_up_asks_for_are_read_from_the_challenge() {
+        assert_eq!(
+            challenge_scope(
+                r#"Bearer error="insufficient_scope", scope="a b", resource_metadata="x""#
+            ),
+            Some("a b".into())
+        );
+        assert_eq!(challenge_scope(r#"Bearer scope="a""#), Some("a".into()));
+        assert_eq!(
+            challenge_scope(
+                r#"Bearer error="insufficient_scope", error_description="Required scope: mcp:write""#
+            ),
+            Some("mcp:write".into())
+        );
+        assert_eq!(
+            challenge_scope(r#"Bearer error="insufficient_scope""#),
+            None
+        );
     }
 
     #[test]

@@ -129,10 +129,11 @@ def started(argv: list[str], prefix: str, log: Path, env: dict[str, str]) -> Ite
 
 
 @contextmanager
-def rig_on(tmp: Path, **as_env: str) -> Iterator[Rig]:
+def rig_on(tmp: Path, server_scopes: str = "mcp:read", **as_env: str) -> Iterator[Rig]:
     env = {"AS_ACCESS_TTL": str(ACCESS_TTL), **as_env}
     with started(["node", str(RIG / "as.mjs"), "0"], "AS_URL=", tmp / "as.log", env) as as_url:
-        with started([sys.executable, str(RIG / "protected_server.py"), "--as", as_url, "--port", "0"], "MCP_URL=", tmp / "server.log", {}) as mcp_url:
+        server = [sys.executable, str(RIG / "protected_server.py"), "--as", as_url, "--port", "0", "--scopes", server_scopes]
+        with started(server, "MCP_URL=", tmp / "server.log", {}) as mcp_url:
             yield Rig(as_url=as_url, mcp_url=mcp_url, tmp=tmp)
 
 
@@ -384,6 +385,29 @@ def test_bad_auth_commands_say_what_is_wrong(rig: Rig, tmp_path: Path) -> None:
         assert done.returncode == 2, done.stderr
         assert words in done.stderr, done.stderr
     assert "oauth off" in rig.auth(setup, "status").stdout
+
+
+
+async def test_a_server_that_wants_more_scopes_is_logged_in_to_again_with_the_union(tmp_path: Path) -> None:
+    with rig_on(tmp_path, server_scopes="mcp:read mcp:write") as rig:
+        setup = rig.setup({"oauth": {"scopes": ["mcp:read"]}})
+        login = rig.auth(setup, "login", SERVER)
+        assert login.returncode == 0 and "scopes mcp:read" in login.stderr, login.stderr
+        async with open_client("sdk2-auto", setup) as client:
+            # The server answers 403 insufficient_scope: loom says which scopes, and stays up.
+            refused = await client.call(f"{SERVER}_whoami")
+            assert refused.get("isError") is True, refused
+            assert "needs a login with more scopes (mcp:write)" in text_of(refused), refused
+            assert f"`loom auth login {SERVER}`" in text_of(refused)
+            # The next login asks for the union of the grant and what the server wants.
+            again = await anyio.to_thread.run_sync(lambda: rig.auth(setup, "login", SERVER))
+            assert again.returncode == 0, again.stderr
+            assert "scopes mcp:read mcp:write" in again.stderr, again.stderr
+            with anyio.fail_after(PATIENCE):
+                while f"{SERVER}_whoami" not in {tool["name"] for tool in await client.list_tools()}:
+                    await anyio.sleep(0.2)
+            whoami = text_of(await client.call(f"{SERVER}_whoami"))
+            assert "mcp:write" in whoami and "mcp:read" in whoami, whoami
 
 
 # ---------------------------------------------------------------------------------------------

@@ -139,10 +139,11 @@ pub(crate) async fn login(target: &LoginTarget<'_>, wait: Duration) -> Result<Lo
     if let Some(challenge) = &challenge {
         request = request.with_challenge(challenge.clone());
     }
-    request = if target.settings.scopes.is_empty() {
+    let scopes = scopes_to_ask(target);
+    request = if scopes.is_empty() {
         request.with_initial_scope_selection()
     } else {
-        request.with_scopes(target.settings.scopes.clone())
+        request.with_scopes(scopes)
     };
     match &registered {
         Identity::Configured { id, secret } => {
@@ -206,6 +207,29 @@ pub(crate) async fn login(target: &LoginTarget<'_>, wait: Duration) -> Result<Lo
     })
 }
 
+/// `oauth.scopes`; after the server asked for more (403 `insufficient_scope`), those joined by
+/// what the last login was granted and what the server asked for (a step-up keeps the old
+/// grant). Empty: the challenge's or the metadata's scopes (rmcp chooses).
+fn scopes_to_ask(target: &LoginTarget<'_>) -> Vec<String> {
+    let mut scopes = target.settings.scopes.clone();
+    let wanted = target.store.wanted_scopes(target.url, target.subject);
+    if !wanted.is_empty() {
+        let granted = target
+            .store
+            .load(target.url, target.subject)
+            .ok()
+            .flatten()
+            .map(|c| c.granted_scopes)
+            .unwrap_or_default();
+        for scope in granted.into_iter().chain(wanted) {
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
+            }
+        }
+    }
+    scopes
+}
+
 /// Who loom is to the authorization server.
 enum Identity {
     /// `oauth.clientId` (+ `clientSecret`).
@@ -242,7 +266,14 @@ fn client_identity(
     {
         return Ok(Identity::MetadataDocument(url.clone()));
     }
+    // A client registered for fewer scopes may not be granted more: a step-up registers anew
+    // (and remembers that client instead).
+    let stepping_up = !target
+        .store
+        .wanted_scopes(target.url, target.subject)
+        .is_empty();
     if let Some(issuer) = &metadata.issuer
+        && !stepping_up
         && let Some(registration) = target.store.registration(issuer).map_err(|e| e.0)?
     {
         return Ok(Identity::Remembered(registration));

@@ -41,6 +41,8 @@ pub struct ServerLogin {
     /// Set when the server refused this client and no token could be had: a person has to log
     /// in. Cleared when a token is had again.
     needed: AtomicBool,
+    /// Scopes the server said it needs beyond the login's (403 `insufficient_scope`).
+    more_scopes: std::sync::Mutex<Vec<String>>,
 }
 
 impl ServerLogin {
@@ -59,6 +61,7 @@ impl ServerLogin {
             subject,
             manager: Mutex::new(None),
             needed: AtomicBool::new(false),
+            more_scopes: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -82,11 +85,44 @@ impl ServerLogin {
 
     /// What a person does about [`TokenError::NeedsLogin`].
     pub fn needs_login_message(&self) -> String {
+        let more = self
+            .more_scopes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .join(" ");
+        let what = if more.is_empty() {
+            "a login".to_owned()
+        } else {
+            format!("a login with more scopes ({more})")
+        };
         format!(
-            "server `{}` needs a login: run `loom auth login {}` (with the same --config), then \
+            "server `{}` needs {what}: run `loom auth login {}` (with the same --config), then \
              call again",
             self.server, self.server
         )
+    }
+
+    /// The server refused the token for want of `scopes` (403 `insufficient_scope`): the login
+    /// has to be made again, asking for them too (kept with the login for `loom auth login`).
+    pub fn step_up(&self, scopes: &[String]) {
+        {
+            let mut more = self
+                .more_scopes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for scope in scopes {
+                if !more.contains(scope) {
+                    more.push(scope.clone());
+                }
+            }
+        }
+        if let Err(error) = self
+            .store
+            .want_scopes(&self.url, self.subject.as_deref(), scopes)
+        {
+            tracing::warn!("the scopes the server wants were not kept: {}", error.0);
+        }
+        self.needed.store(true, Ordering::Release);
     }
 
     /// The access token for the next request: `None` when nobody logged in (the request goes
@@ -108,6 +144,10 @@ impl ServerLogin {
         match manager.get_access_token().await {
             Ok(token) => {
                 self.needed.store(false, Ordering::Release);
+                self.more_scopes
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clear();
                 Ok(Some(token))
             }
             Err(AuthError::AuthorizationRequired) => {

@@ -55,6 +55,10 @@ struct LoginFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     subject: Option<String>,
     credentials: StoredCredentials,
+    /// Scopes the server asked for beyond the granted ones (403 `insufficient_scope`): the
+    /// next login asks for them too. Cleared by the login's own save.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    wanted_scopes: Vec<String>,
 }
 
 /// A client loom registered (RFC 7591) with an authorization server, kept to be used again.
@@ -91,6 +95,37 @@ impl TokenStore {
         url: &str,
         subject: Option<&str>,
     ) -> Result<Option<StoredCredentials>, StoreError> {
+        Ok(self.load_file(url, subject)?.map(|file| file.credentials))
+    }
+
+    /// Scopes a server asked for beyond the granted ones, for the next login.
+    pub fn wanted_scopes(&self, url: &str, subject: Option<&str>) -> Vec<String> {
+        self.load_file(url, subject)
+            .ok()
+            .flatten()
+            .map(|file| file.wanted_scopes)
+            .unwrap_or_default()
+    }
+
+    /// The server wants `scopes` too (step-up): kept with the login, which stays as it is.
+    pub fn want_scopes(
+        &self,
+        url: &str,
+        subject: Option<&str>,
+        scopes: &[String],
+    ) -> Result<(), StoreError> {
+        let Some(mut file) = self.load_file(url, subject)? else {
+            return Ok(());
+        };
+        for scope in scopes {
+            if !file.wanted_scopes.contains(scope) {
+                file.wanted_scopes.push(scope.clone());
+            }
+        }
+        self.write_file(&file)
+    }
+
+    fn load_file(&self, url: &str, subject: Option<&str>) -> Result<Option<LoginFile>, StoreError> {
         let path = self.login_path(url, subject);
         let Some(text) = read_private(&path)? else {
             return Ok(None);
@@ -108,7 +143,13 @@ impl TokenStore {
                 path.display()
             )));
         }
-        Ok(Some(file.credentials))
+        Ok(Some(file))
+    }
+
+    fn write_file(&self, file: &LoginFile) -> Result<(), StoreError> {
+        let text = serde_json::to_string_pretty(file)
+            .map_err(|e| StoreError(format!("cannot encode the login: {e}")))?;
+        write_private(&self.login_path(&file.url, file.subject.as_deref()), &text)
     }
 
     pub fn save(
@@ -117,14 +158,12 @@ impl TokenStore {
         subject: Option<&str>,
         credentials: StoredCredentials,
     ) -> Result<(), StoreError> {
-        let file = LoginFile {
+        self.write_file(&LoginFile {
             url: url.to_owned(),
             subject: subject.map(str::to_owned),
             credentials,
-        };
-        let text = serde_json::to_string_pretty(&file)
-            .map_err(|e| StoreError(format!("cannot encode the login: {e}")))?;
-        write_private(&self.login_path(url, subject), &text)
+            wanted_scopes: Vec::new(),
+        })
     }
 
     /// Forgets the login; true when there was one.
