@@ -233,6 +233,10 @@ impl GatewayService {
                     })
                 else {
                     if let Some(message) = gateway.login_needed_for(&params.name) {
+                        if let Some(answer) = gateway.offer_login(&params.name, &context.peer).await
+                        {
+                            return Ok(ServerResult::CallToolResult(answer));
+                        }
                         return Ok(ServerResult::CallToolResult(crate::tools::error_result(
                             format!("loom: {message}"),
                         )));

@@ -11,6 +11,7 @@ pub(crate) mod discovery;
 mod forward;
 mod handler;
 mod hub;
+mod login;
 pub(crate) mod naming;
 mod outbox;
 pub(crate) mod protocol;

@@ -410,6 +410,52 @@ async def test_a_server_that_wants_more_scopes_is_logged_in_to_again_with_the_un
             assert "mcp:write" in whoami and "mcp:read" in whoami, whoami
 
 
+
+async def test_a_client_that_takes_url_elicitation_is_asked_to_log_in(rig: Rig) -> None:
+    """A call to a tool of the server that waits for a login, from a client that declared
+    URL-mode elicitation (the SDK does when given a callback; the handshake era): the person is
+    asked to open the authorization page, loom takes the redirect itself, and the tools return."""
+    import mcp_types as types
+
+    from conftest import connect_loom
+
+    setup = rig.setup()
+    asked: list[dict[str, Any]] = []
+
+    async def person(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.model_dump(by_alias=True, exclude_none=True))
+        # The person opens the page (browser.py plays them) and says so.
+        subprocess.Popen([str(BROWSER), params.url], env={**os.environ, **rig.env()})
+        return types.ElicitResult(action="accept")
+
+    async with connect_loom(setup, "legacy", elicitation_callback=person) as client:
+        first = await client.call_tool(f"{SERVER}_whoami", {})
+        assert first.is_error, first
+        assert f"logged in to `{SERVER}`" in first.content[0].text, first
+        assert len(asked) == 1 and asked[0]["mode"] == "url", asked
+        assert asked[0]["url"].startswith(f"{rig.as_url}/auth?") and asked[0]["elicitationId"]
+        assert SERVER in asked[0]["message"]
+        with anyio.fail_after(PATIENCE):
+            while f"{SERVER}_whoami" not in {tool.name for tool in (await client.list_tools()).tools}:
+                await anyio.sleep(0.2)
+        again = await client.call_tool(f"{SERVER}_whoami", {})
+        assert not again.is_error and again.content[0].text.startswith("sub=test-user "), again
+    assert len(rig.login_files()) == 1
+    assert "\tauthorized" in rig.auth(setup, "status").stdout
+
+    # A client that declines: the call says so, nothing is kept, loom stays up.
+    for path in rig.login_files():
+        path.unlink()
+
+    async def declines(context: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    async with connect_loom(setup, "legacy", elicitation_callback=declines) as client:
+        refused = await client.call_tool(f"{SERVER}_whoami", {})
+        assert refused.is_error and "was declined" in refused.content[0].text, refused
+    assert rig.login_files() == []
+
+
 # ---------------------------------------------------------------------------------------------
 # loom's HTTP face as an OAuth protected resource (`http.auth`, SPEC §22.1)
 

@@ -94,6 +94,32 @@ pub(crate) async fn probe(url: &str) -> Result<Probe, String> {
 /// Logs in to `target` as a person would: the authorization URL on stderr and in `$BROWSER`
 /// (else the platform's opener), the code on the loopback redirect, the tokens kept.
 pub(crate) async fn login(target: &LoginTarget<'_>, wait: Duration) -> Result<LoggedIn, String> {
+    let pending = begin(target).await?;
+    eprintln!(
+        "loom: to log in to `{}`, open this page in a browser:\n\n  {}\n",
+        target.server, pending.url
+    );
+    open_browser(&pending.url);
+    pending.finish(wait).await
+}
+
+/// A login started: its authorization URL, for a person to open; [`PendingLogin::finish`]
+/// waits for the redirect and keeps the tokens.
+pub(crate) struct PendingLogin {
+    pub(crate) url: String,
+    session: AuthorizationSession,
+    listener: TcpListener,
+    port: u16,
+    registered: Identity,
+    issuer: Option<String>,
+    server_url: String,
+    subject: Option<String>,
+    store: TokenStore,
+}
+
+/// Everything of a login up to the authorization URL: the server's metadata, who loom is to
+/// its authorization server, the loopback listener for the redirect.
+pub(crate) async fn begin(target: &LoginTarget<'_>) -> Result<PendingLogin, String> {
     let shown = mask_url(target.url);
     let challenge = match probe(target.url).await? {
         Probe::Protected(challenge) => challenge,
@@ -163,48 +189,70 @@ pub(crate) async fn login(target: &LoginTarget<'_>, wait: Duration) -> Result<Lo
     let session = AuthorizationSession::new(manager, request)
         .await
         .map_err(|(_, e)| format!("cannot start the login to {shown}: {}", describe(&e)))?;
-    let url = session.get_authorization_url().to_owned();
-    eprintln!(
-        "loom: to log in to `{}`, open this page in a browser:\n\n  {url}\n",
-        target.server
-    );
-    open_browser(&url);
-    let callback = wait_for_callback(listener, port, wait).await?;
-    if let Some(error) = callback.error {
-        return Err(format!(
-            "the authorization server did not authorize loom: {error}{}",
-            callback
-                .error_description
-                .map(|d| format!(" ({d})"))
-                .unwrap_or_default()
-        ));
-    }
-    session
-        .handle_callback_url(&callback.url)
-        .await
-        .map_err(|e| explain_callback_error(&e))?;
-    let stored = target
-        .store
-        .load(target.url, target.subject)
-        .map_err(|e| e.0)?
-        .ok_or_else(|| "the tokens were not kept (the login file is missing)".to_owned())?;
-    // A client registered just now is used again next time (one registration per server).
-    if matches!(registered, Identity::Register)
-        && let Some(issuer) = &issuer
-    {
-        let registration = Registration {
-            issuer: issuer.clone(),
-            client_id: stored.client_id.clone(),
-        };
-        if let Err(error) = target.store.save_registration(&registration) {
-            tracing::warn!("the client registration was not kept: {}", error.0);
-        }
-    }
-    Ok(LoggedIn {
+    Ok(PendingLogin {
+        url: session.get_authorization_url().to_owned(),
+        session,
+        listener,
+        port,
+        registered,
         issuer,
-        scopes: stored.granted_scopes.clone(),
-        expires_in: remaining(&stored),
+        server_url: target.url.to_owned(),
+        subject: target.subject.map(str::to_owned),
+        store: target.store.clone(),
     })
+}
+
+impl PendingLogin {
+    /// Waits (up to `wait`) for the browser to come back to the redirect, then exchanges the
+    /// code (state and issuer checked) and keeps the tokens.
+    pub(crate) async fn finish(self, wait: Duration) -> Result<LoggedIn, String> {
+        let PendingLogin {
+            session,
+            listener,
+            port,
+            registered,
+            issuer,
+            server_url,
+            subject,
+            store,
+            ..
+        } = self;
+        let callback = wait_for_callback(listener, port, wait).await?;
+        if let Some(error) = callback.error {
+            return Err(format!(
+                "the authorization server did not authorize loom: {error}{}",
+                callback
+                    .error_description
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default()
+            ));
+        }
+        session
+            .handle_callback_url(&callback.url)
+            .await
+            .map_err(|e| explain_callback_error(&e))?;
+        let stored = store
+            .load(&server_url, subject.as_deref())
+            .map_err(|e| e.0)?
+            .ok_or_else(|| "the tokens were not kept (the login file is missing)".to_owned())?;
+        // A client registered just now is used again next time (one registration per server).
+        if matches!(registered, Identity::Register)
+            && let Some(issuer) = &issuer
+        {
+            let registration = Registration {
+                issuer: issuer.clone(),
+                client_id: stored.client_id.clone(),
+            };
+            if let Err(error) = store.save_registration(&registration) {
+                tracing::warn!("the client registration was not kept: {}", error.0);
+            }
+        }
+        Ok(LoggedIn {
+            issuer,
+            scopes: stored.granted_scopes.clone(),
+            expires_in: remaining(&stored),
+        })
+    }
 }
 
 /// `oauth.scopes`; after the server asked for more (403 `insufficient_scope`), those joined by

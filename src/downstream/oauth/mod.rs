@@ -41,6 +41,8 @@ pub struct ServerLogin {
     /// Set when the server refused this client and no token could be had: a person has to log
     /// in. Cleared when a token is had again.
     needed: AtomicBool,
+    /// A login offered to a client (URL elicitation) is under way.
+    offering: AtomicBool,
     /// Scopes the server said it needs beyond the login's (403 `insufficient_scope`).
     more_scopes: std::sync::Mutex<Vec<String>>,
 }
@@ -61,8 +63,34 @@ impl ServerLogin {
             subject,
             manager: Mutex::new(None),
             needed: AtomicBool::new(false),
+            offering: AtomicBool::new(false),
             more_scopes: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn settings(&self) -> &OAuthSettings {
+        &self.settings
+    }
+
+    pub fn store(&self) -> &TokenStore {
+        &self.store
+    }
+
+    /// Claims the one login a client may be offered at a time; false while one is under way.
+    pub fn begin_offer(&self) -> bool {
+        !self.offering.swap(true, Ordering::AcqRel)
+    }
+
+    pub fn end_offer(&self) {
+        self.offering.store(false, Ordering::Release);
     }
 
     /// Whether the last attempt ended in [`TokenError::NeedsLogin`].
