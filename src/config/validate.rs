@@ -1077,8 +1077,15 @@ impl Checker<'_> {
         let jwks_url = url(self, "jwksUrl");
         let required_scopes = match fields.get("requiredScopes") {
             Some(v) => self.string_list(v, &child(PATH, "requiredScopes"), |scope| {
-                (scope.is_empty() || scope.chars().any(char::is_whitespace))
-                    .then(|| format!("`{scope}` is not a scope: one word without spaces"))
+                (scope.is_empty()
+                    || scope
+                        .chars()
+                        .any(|c| c.is_whitespace() || c == '"' || c == '\\'))
+                .then(|| {
+                    format!(
+                        "`{scope}` is not a scope: one word without spaces, quotes or backslashes"
+                    )
+                })
             }),
             None => Vec::new(),
         };

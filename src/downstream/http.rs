@@ -561,6 +561,15 @@ fn challenge_scope(challenge: &str) -> Option<String> {
         .filter(|scopes| !scopes.trim().is_empty())
 }
 
+/// A 401 with any `WWW-Authenticate: Bearer` challenge.
+fn is_bearer_refusal(outcome: &Result<StreamableHttpPostResponse, HttpError>) -> bool {
+    matches!(
+        outcome,
+        Err(StreamableHttpError::AuthRequired(required))
+            if is_bearer_challenge(&required.www_authenticate_header)
+    )
+}
+
 fn is_bearer_challenge(value: &str) -> bool {
     value
         .trim_start()
@@ -755,6 +764,10 @@ impl StreamableHttpClient for CapturingClient {
             .await;
         if let Some(login) = &self.login
             && let Err(StreamableHttpError::InsufficientScope(refused)) = &outcome
+            // rmcp reports any 403 with a challenge this way; a step-up is only this error.
+            && refused
+                .www_authenticate_header
+                .contains("insufficient_scope")
         {
             let scopes: Vec<String> = refused
                 .required_scope
@@ -767,8 +780,15 @@ impl StreamableHttpClient for CapturingClient {
             login.step_up(&scopes);
             return Err(self.token_error(TokenError::NeedsLogin));
         }
+        // With a token sent, any Bearer 401 is worth one refresh (a revoked or rotated token);
+        // without one, only a challenge that says where to log in means a login is needed.
+        let refused = if token.is_some() {
+            is_bearer_refusal(&outcome)
+        } else {
+            is_unauthorized(&outcome)
+        };
         if let Some(login) = &self.login
-            && is_unauthorized(&outcome)
+            && refused
         {
             let Some((message, session_id, custom_headers)) = again else {
                 return Err(self.token_error(TokenError::NeedsLogin));
@@ -785,7 +805,7 @@ impl StreamableHttpClient for CapturingClient {
                             limits,
                         )
                         .await;
-                    if is_unauthorized(&outcome) {
+                    if is_bearer_refusal(&outcome) {
                         login.mark_needed();
                         return Err(self.token_error(TokenError::NeedsLogin));
                     }

@@ -550,31 +550,32 @@ impl Downstream {
                     }
                     link.ended().await
                 }
-                Err(reason) if self.login.as_ref().is_some_and(|l| l.login_needed()) => {
-                    // Not a failure: the server is fine, a person has to log in. Others go on
-                    // serving; this one is listed again once a login appears.
-                    let message = self
-                        .login
-                        .as_ref()
-                        .map(|l| l.needs_login_message())
-                        .unwrap_or(reason);
-                    tracing::warn!(server = %self.config.name, "{message}");
-                    self.set_state(ServerState::NeedsLogin { message });
-                    self.set_catalog(Catalog::default());
-                    let _ = events.send(DownstreamEvent::CatalogChanged { server: self.index });
-                    report_first(Ok(()));
-                    failures = 0;
-                    tokio::select! {
-                        _ = shutdown.cancelled() => break,
-                        () = self.wait_for_login() => {}
-                    }
-                    continue;
-                }
+                Err(reason) if self.login.as_ref().is_some_and(|l| l.login_needed()) => reason,
                 Err(reason) => {
                     report_first(Err(reason.clone()));
                     reason
                 }
             };
+            // Not a failure, whether at the start or in the middle of a session (a refused
+            // refresh, a logout, a step-up): the server is fine, a person has to log in. Others
+            // go on serving; this one is listed again once a login appears.
+            if let Some(login) = self.login.as_ref().filter(|l| l.login_needed()) {
+                let message = login.needs_login_message();
+                tracing::warn!(server = %self.config.name, "{message} (last: {reason})");
+                self.set_state(ServerState::NeedsLogin { message });
+                self.set_catalog(Catalog::default());
+                let _ = events.send(DownstreamEvent::CatalogChanged { server: self.index });
+                report_first(Ok(()));
+                failures = 0;
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    () = self.wait_for_login() => {}
+                }
+                // This attempt decides afresh whether a login is needed (a transient failure
+                // after the login is then reported as what it is).
+                login.reset_needed();
+                continue;
+            }
             failures = failures.saturating_add(1);
             tracing::warn!(server = %self.config.name, failures, "{reason}");
             if failures >= policy.max_attempts.max(1) {

@@ -16,6 +16,17 @@ use crate::tools::error_result;
 /// How long a call waits for the person to finish a login it offered.
 pub(super) const OFFERED_LOGIN_WAIT: Duration = Duration::from_secs(300);
 
+/// Holds a server's one offered login; releases it when dropped.
+struct OfferGuard(Option<std::sync::Arc<crate::downstream::oauth::ServerLogin>>);
+
+impl Drop for OfferGuard {
+    fn drop(&mut self) {
+        if let Some(login) = self.0.take() {
+            login.end_offer();
+        }
+    }
+}
+
 impl Gateway {
     /// `Some(answer)` when the call to `tool` went to a server waiting for a login and the
     /// client was offered one: the person logged in (the answer says to call again), declined,
@@ -33,6 +44,12 @@ impl Gateway {
                     .is_some_and(|rest| rest.starts_with('_'))
         })?;
         let login = server.login.clone()?;
+        // Only the stdio face: the login is loom's own, shared by every client of loom's HTTP
+        // face, and the redirect goes to this machine's loopback, which a remote person's
+        // browser cannot reach.
+        if !self.owns_hub {
+            return None;
+        }
         if !peer
             .supported_elicitation_modes()
             .contains(&rmcp::service::ElicitationMode::Url)
@@ -45,6 +62,9 @@ impl Gateway {
                 "loom: a login to `{name}` is under way in a browser; call again once it is done"
             )));
         }
+        // Released however this call ends (a client that goes away mid-discovery too), unless
+        // the task that finishes the login takes it over.
+        let mut offer = OfferGuard(Some(login.clone()));
         let target = LoginTarget {
             server: &name,
             url: login.url(),
@@ -55,23 +75,21 @@ impl Gateway {
         let pending = match login::begin(&target).await {
             Ok(pending) => pending,
             Err(error) => {
-                login.end_offer();
                 return Some(error_result(format!(
                     "loom: cannot start the login to `{name}`: {error}"
                 )));
             }
         };
         let Ok(url) = reqwest::Url::parse(&pending.url) else {
-            login.end_offer();
             return None;
         };
         // The redirect may come while the client still considers the question: the login is
         // finished on a task of its own, which this call then waits for.
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-        let finishing = login.clone();
+        let finishing = OfferGuard(offer.0.take());
         let finisher = tokio::spawn(async move {
             let outcome = pending.finish(OFFERED_LOGIN_WAIT).await;
-            finishing.end_offer();
+            drop(finishing);
             let _ = done_tx.send(outcome);
         });
         let id = crate::token::random_hex().unwrap_or_else(|| format!("login-{name}"));
@@ -83,9 +101,9 @@ impl Gateway {
             )
             .await;
         if !matches!(asked, Ok(ElicitationAction::Accept)) {
-            // Nobody will come to the redirect: the listener and the login go.
+            // Nobody will come to the redirect: the listener and the login go (the aborted
+            // task's guard releases the offer).
             finisher.abort();
-            login.end_offer();
         }
         match asked {
             Ok(ElicitationAction::Accept) => {}

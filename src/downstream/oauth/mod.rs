@@ -98,6 +98,11 @@ impl ServerLogin {
         self.needed.load(Ordering::Acquire)
     }
 
+    /// Forgets that a login was needed: the next attempt decides again.
+    pub fn reset_needed(&self) {
+        self.needed.store(false, Ordering::Release);
+    }
+
     /// The server answered 401 and no token can be had: remembered until one can.
     pub fn mark_needed(&self) {
         self.needed.store(true, Ordering::Release);
