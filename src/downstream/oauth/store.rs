@@ -342,16 +342,17 @@ fn write_private(path: &Path, text: &str) -> Result<(), StoreError> {
         .permissions()
         .mode();
     check_private(folder, mode, "chmod 700")?;
+    // Unique per write, not only per process: two tasks may write the same login at once.
     let temporary = folder.join(format!(
-        ".{}.{}.tmp",
+        ".{}.{}.{}.tmp",
         path.file_name().and_then(|n| n.to_str()).unwrap_or("login"),
-        std::process::id()
+        std::process::id(),
+        crate::token::random_hex().unwrap_or_default()
     ));
     let written = (|| {
         let mut file = fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
             .open(&temporary)?;
         file.write_all(text.as_bytes())?;
