@@ -19,7 +19,6 @@ import os
 import stat
 import subprocess
 import sys
-import threading
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -33,7 +32,7 @@ import pytest
 from mcp import Client
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import OAuthClientMetadata
 
 from conftest import LOOM_BIN, PATIENCE, REPO_ROOT, Setup
 from dataplane_clients import assert_envelope, assert_ok, open_client, text_of
@@ -41,6 +40,8 @@ from dataplane_clients import assert_envelope, assert_ok, open_client, text_of
 pytestmark = pytest.mark.anyio
 
 RIG = Path(__file__).resolve().parent / "oauth"
+sys.path.insert(0, str(RIG))
+from rig import Callback, MemoryStorage, started  # noqa: E402 — the rig's shared parts
 BROWSER = RIG / "browser.py"
 SERVER = "lin"
 CLIENT_KINDS = ["sdk2-auto", "sdk2-legacy", "sdk1"]
@@ -107,28 +108,6 @@ class Rig:
 
 
 @contextmanager
-def started(argv: list[str], prefix: str, log: Path, env: dict[str, str]) -> Iterator[str]:
-    """Runs argv until the block ends; the value of the `PREFIX=` line it prints when ready."""
-    with log.open("wb") as errors:
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, env={**os.environ, **env})
-        line: list[bytes] = []
-        assert process.stdout is not None
-        reader = threading.Thread(target=lambda: line.append(process.stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(PATIENCE)
-        try:
-            text = line[0].decode().strip() if line else ""
-            assert text.startswith(prefix), f"{argv[1]} did not start (printed {text!r}): {log.read_text()[-2000:]}"
-            yield text[len(prefix) :]
-        finally:
-            process.terminate()
-            try:
-                process.wait(5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-
-
-@contextmanager
 def rig_on(tmp: Path, server_scopes: str = "mcp:read", **as_env: str) -> Iterator[Rig]:
     env = {"AS_ACCESS_TTL": str(ACCESS_TTL), **as_env}
     with started(["node", str(RIG / "as.mjs"), "0"], "AS_URL=", tmp / "as.log", env) as as_url:
@@ -143,62 +122,27 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
         yield rig
 
 
-class _Tokens:
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client = client_info
-
-
 @asynccontextmanager
 async def direct(rig: Rig) -> AsyncIterator[Client]:
     """The official SDK connected straight to the protected server, logged in with its own OAuth
     client (browser.py plays the person; a loopback listener takes the code)."""
-    received: list[dict[str, str]] = []
-
-    import http.server
-    import urllib.parse
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            received.append(dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query)))
-            self.send_response(200)
-            self.send_header("content-length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    listener = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=listener.serve_forever, daemon=True).start()
-    redirect = f"http://127.0.0.1:{listener.server_address[1]}/callback"
+    callback = Callback()
+    redirect = callback.uri
 
     async def open_browser(url: str) -> None:
         subprocess.Popen([str(BROWSER), url], env={**os.environ, "LOOM_TEST_BROWSER_MODE": "approve"})
 
     async def code() -> AuthorizationCodeResult:
         with anyio.fail_after(PATIENCE):
-            while not received:
+            while not callback.received:
                 await anyio.sleep(0.05)
-        got = received.pop(0)
+        got = callback.received.pop(0)
         return AuthorizationCodeResult(code=got["code"], state=got.get("state"), iss=got.get("iss"))
 
     provider = OAuthClientProvider(
         server_url=rig.mcp_url,
         client_metadata=OAuthClientMetadata(client_name="direct", redirect_uris=[redirect], token_endpoint_auth_method="none"),
-        storage=_Tokens(),
+        storage=MemoryStorage(),
         redirect_handler=open_browser,
         callback_handler=code,
     )
@@ -207,8 +151,7 @@ async def direct(rig: Rig) -> AsyncIterator[Client]:
             async with Client(streamable_http_client(rig.mcp_url, http_client=http), read_timeout_seconds=PATIENCE) as client:
                 yield client
     finally:
-        listener.shutdown()
-        listener.server_close()
+        callback.close()
 
 
 def whoami_fields(text: str) -> dict[str, str]:
@@ -527,7 +470,6 @@ def token_for(rig: Rig, resource: str, account: str = "test-user", scope: str = 
     import secrets
     import urllib.parse
 
-    sys.path.insert(0, str(RIG))
     import browser  # noqa: PLC0415 — the rig's stand-in browser, a module of its own
 
     redirect = "http://127.0.0.1:9/callback"  # never requested: the code is read off the redirect

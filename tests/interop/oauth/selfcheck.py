@@ -18,13 +18,11 @@ Prints each check; exits 1 on the first failure. Logs of the servers go to a tem
 from __future__ import annotations
 
 import base64
-import http.server
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -38,11 +36,13 @@ import httpx2
 from mcp import Client
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import OAuthClientMetadata
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import browser  # noqa: E402
+from rig import Callback, MemoryStorage  # noqa: E402
+from rig import started as started_logged  # noqa: E402
 
 LOGS = Path(tempfile.mkdtemp(prefix="oauth-selfcheck-"))
 STATIC_ID, STATIC_SECRET = "static-client", "static-secret-123"
@@ -63,55 +63,9 @@ def check(condition: Any, what: str) -> None:
 # Processes
 
 
-@contextmanager
 def started(argv: list[str], prefix: str, name: str, env: dict[str, str] | None = None):
-    """Runs argv until the block ends; the value of the `PREFIX=` line it prints when ready."""
-    log = (LOGS / f"{name}.log").open("wb")
-    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, env={**os.environ, **(env or {})})
-    line: list[bytes] = []
-    reader = threading.Thread(target=lambda: line.append(process.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(30)
-    try:
-        text = line[0].decode().strip() if line else ""
-        if not text.startswith(prefix):
-            raise SystemExit(f"{name} did not start (printed {text!r}); see {LOGS / (name + '.log')}")
-        yield text[len(prefix) :]
-    finally:
-        process.terminate()
-        try:
-            process.wait(5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
-
-
-class Callback:
-    """A loopback redirect URI, http://127.0.0.1:PORT/callback: records each request's query."""
-
-    def __init__(self) -> None:
-        received = self.received = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                received.append(dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query)))
-                body = b"done, you can close this window"
-                self.send_response(200)
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.uri = f"http://127.0.0.1:{self.port}/callback"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    """rig.started with the log under LOGS as NAME.log."""
+    return started_logged(argv, prefix, LOGS / f"{name}.log", env)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,26 +179,6 @@ def raw_checks(as_url: str, mcp_url: str) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # 2. the Python SDK's own OAuth client
-
-
-class MemoryStorage:
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client: OAuthClientInformationFull | None = None
-        self.history: list[OAuthToken] = []
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-        self.history.append(tokens)
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client = client_info
 
 
 async def sdk_flow(as_url: str, mcp_url: str, wait: float, max_age: float | None = None) -> None:
