@@ -44,6 +44,7 @@ pub(super) fn run(config_path: &Path, action: Action<'_>) -> ExitCode {
                     settings,
                     store: &store,
                     subject: None,
+                    face: None,
                 };
                 match runtime.block_on(login::login(&target, login::LOGIN_WAIT)) {
                     Ok(done) => {

@@ -156,7 +156,10 @@ async fn serve_http(config: crate::config::Config, addr: SocketAddr, stdio: bool
              anyone who can reach it can use every server behind loom"
         );
     }
-    let hub = match Hub::start(config).await {
+    // With `http.auth` the face's subjects are people, each logging in to remote servers for
+    // themselves (SPEC §4.7).
+    let per_subject = config.http.auth.is_some();
+    let hub = match Hub::start_with(config, per_subject).await {
         Ok(hub) => hub,
         Err(error) => {
             eprintln!("loom: {error}");
@@ -172,7 +175,11 @@ async fn serve_http(config: crate::config::Config, addr: SocketAddr, stdio: bool
     let running = tokio::spawn(server.clone().run(listener));
     let stdio_session = if stdio {
         match Gateway::session(hub.clone(), false).await {
-            Ok(gateway) => Some(gateway),
+            Ok(gateway) => {
+                // The person at this machine, with the machine's logins.
+                gateway.set_credential(crate::gateway::LOCAL_CREDENTIAL);
+                Some(gateway)
+            }
             Err(error) => {
                 eprintln!("loom: {error}");
                 server.stop();

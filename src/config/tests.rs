@@ -1458,9 +1458,11 @@ fn protocol_says_how_a_started_server_is_opened() {
     );
     let all = problems(r#"{"mcpServers": {"a": {"command": "x", "protocol": 2026}}}"#);
     assert_problem(&all, "mcpServers.a.protocol", &["a string"]);
-    let all =
-        problems(r#"{"mcpServers": {"r": {"url": "https://x/mcp", "protocol": "2026-07-28"}}}"#);
-    assert_problem(&all, "mcpServers.r.protocol", &["servers loom starts"]);
+    // A remote server takes it too (a server of 2026-07-28 only, behind a URL).
+    let remote = ok(r#"{"mcpServers": {"r": {"url": "https://x/mcp", "protocol": "auto"}}}"#);
+    assert_eq!(remote.servers[0].protocol, DownstreamProtocol::Auto);
+    let all = problems(r#"{"mcpServers": {"r": {"url": "https://x/mcp", "protocol": "2026"}}}"#);
+    assert_problem(&all, "mcpServers.r.protocol", &["found \"2026\""]);
 }
 
 #[test]
@@ -1576,4 +1578,12 @@ fn http_auth_is_read_and_checked() {
     assert_problem(&all, "http.auth", &["missing required key `issuer`"]);
     assert_problem(&all, "http.auth.requiredScopes[0]", &["not a scope"]);
     assert_problem(&all, "http.auth.jwks", &["unknown key", "`jwksUrl`"]);
+    // The keys come over TLS, or from this machine.
+    let all = problems(
+        r#"{"mcpServers": {}, "http": {"auth": {"issuer": "http://login.example.com", "jwksUrl": "http://keys.example.com/jwks"}}}"#,
+    );
+    assert_problem(&all, "http.auth.issuer", &["without TLS", "use https://"]);
+    assert_problem(&all, "http.auth.jwksUrl", &["without TLS"]);
+    ok(r#"{"mcpServers": {}, "http": {"auth": {"issuer": "http://127.0.0.1:9000"}}}"#);
+    ok(r#"{"mcpServers": {}, "http": {"auth": {"issuer": "http://localhost:9000/oidc"}}}"#);
 }

@@ -171,14 +171,7 @@ const HTTP_TRANSPORTS: &[&str] = &[
     "streamable_http",
 ];
 /// Keys that only a stdio entry can have.
-const STDIO_ONLY_KEYS: &[&str] = &[
-    "command",
-    "args",
-    "env",
-    "envPassthrough",
-    "cwd",
-    "protocol",
-];
+const STDIO_ONLY_KEYS: &[&str] = &["command", "args", "env", "envPassthrough", "cwd"];
 
 /// The names a string's `${NAME}` / `${NAME:-default}` references use, in order, once each.
 fn referenced_variables(value: &Json) -> Vec<String> {
@@ -1063,11 +1056,33 @@ impl Checker<'_> {
         const PATH: &str = "http.auth";
         let entries = self.object(value, PATH)?;
         let fields = self.fields(entries, PATH, HTTP_AUTH_KEYS, Unknown::Reject);
+        // Where the keys that sign tokens come from: over TLS, but on this machine.
         let url = |this: &mut Self, key: &str| -> Option<String> {
             let path = child(PATH, key);
             let v = fields.get(key)?;
             this.non_empty_string(v, &path)
                 .filter(|url| this.check_url(url, &path))
+                .filter(|url| {
+                    let plain = reqwest::Url::parse(url).is_ok_and(|parsed| {
+                        parsed.scheme() == "http"
+                            && !matches!(
+                                parsed.host_str(),
+                                Some("localhost" | "127.0.0.1" | "[::1]")
+                            )
+                    });
+                    if plain {
+                        this.report(
+                            &path,
+                            format!(
+                                "`{}` would be fetched without TLS, and it vouches for the keys \
+                                 that sign access tokens: use https:// (http:// only for \
+                                 localhost, 127.0.0.1 or [::1])",
+                                super::mask::mask_url(url)
+                            ),
+                        );
+                    }
+                    !plain
+                })
         };
         let issuer = url(self, "issuer");
         let audience = match fields.get("audience") {
@@ -1402,6 +1417,36 @@ impl Checker<'_> {
         }
     }
 
+    /// A server's `protocol`: which era loom speaks to it in (SPEC §4.6).
+    fn protocol(&mut self, fields: &Fields<'_>, path: &str, server: &mut ServerConfig) {
+        if let Some(v) = fields.get("protocol") {
+            let key = child(path, "protocol");
+            server.protocol = match v {
+                Json::String(text) => match text.as_str() {
+                    "2025-11-25" => DownstreamProtocol::Handshake,
+                    "2026-07-28" => DownstreamProtocol::Modern,
+                    "auto" => DownstreamProtocol::Auto,
+                    other => {
+                        self.report(
+                            &key,
+                            format!(
+                                "expected \"2025-11-25\" (the initialize handshake, the default), \
+                                 \"2026-07-28\" (server/discover) or \"auto\" (discover, then the \
+                                 handshake), found {}",
+                                json_quote(other)
+                            ),
+                        );
+                        DownstreamProtocol::Handshake
+                    }
+                },
+                other => {
+                    self.type_error(&key, "a string", other);
+                    DownstreamProtocol::Handshake
+                }
+            };
+        }
+    }
+
     fn remote_server(&mut self, fields: &Fields<'_>, path: &str, disabled: bool) -> ServerConfig {
         let mut server = ServerConfig::new(String::new(), String::new());
         server.disabled = disabled;
@@ -1452,6 +1497,7 @@ impl Checker<'_> {
             None if authorization_header => None,
             None => Some(OAuthSettings::default()),
         };
+        self.protocol(fields, path, &mut server);
         self.common_server_keys(fields, path, &mut server);
         server.transport = Transport::Http(RemoteServer {
             url,
@@ -1641,32 +1687,7 @@ impl Checker<'_> {
             server.env_passthrough =
                 self.string_list(v, &child(path, "envPassthrough"), env_name_problem);
         }
-        if let Some(v) = fields.get("protocol") {
-            let key = child(path, "protocol");
-            server.protocol = match v {
-                Json::String(text) => match text.as_str() {
-                    "2025-11-25" => DownstreamProtocol::Handshake,
-                    "2026-07-28" => DownstreamProtocol::Modern,
-                    "auto" => DownstreamProtocol::Auto,
-                    other => {
-                        self.report(
-                            &key,
-                            format!(
-                                "expected \"2025-11-25\" (the initialize handshake, the default), \
-                                 \"2026-07-28\" (server/discover) or \"auto\" (discover, then the \
-                                 handshake), found {}",
-                                json_quote(other)
-                            ),
-                        );
-                        DownstreamProtocol::Handshake
-                    }
-                },
-                other => {
-                    self.type_error(&key, "a string", other);
-                    DownstreamProtocol::Handshake
-                }
-            };
-        }
+        self.protocol(fields, path, &mut server);
         self.common_server_keys(fields, path, &mut server);
         if fields.get("headers").is_some() {
             self.report(

@@ -90,6 +90,9 @@ pub struct Callers {
     /// the stdio session is one of its own): a server's request that no call of loom's caused
     /// goes to a client only while every open session is of one credential.
     credentials: Mutex<std::collections::HashMap<u64, String>>,
+    /// The connections that are one credential's own (a subject's connection to a server it
+    /// logged in to, SPEC §4.7), by their key: whatever they send concerns that credential.
+    owners: Mutex<std::collections::HashMap<usize, String>>,
 }
 
 /// Keeps a request registered; dropping it removes the registration.
@@ -192,8 +195,15 @@ impl Callers {
             following
         };
         let Some(first) = on_server.first() else {
+            // A credential's own connection asks that credential's client (through the
+            // connection's link), whoever else is connected.
+            let owned = self
+                .owners
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains_key(&server);
             let credentials = self.credentials_open();
-            return if credentials > 1 {
+            return if credentials > 1 && !owned {
                 Picked::Unclaimed { credentials }
             } else {
                 Picked::Nobody
@@ -224,6 +234,20 @@ impl Callers {
     /// flight, while every open session is of one credential (SPEC §5.4). Another credential's
     /// sessions never hear of a call they did not make.
     pub fn log_audience(&self, server: usize) -> Vec<u64> {
+        let owner = self
+            .owners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&server)
+            .cloned();
+        if let Some(owner) = owner {
+            return self
+                .lock_credentials()
+                .iter()
+                .filter(|(_, credential)| **credential == owner)
+                .map(|(session, _)| *session)
+                .collect();
+        }
         let calls = self.lock();
         let credentials = self.lock_credentials();
         // The credential of each call in flight on the server, or of each open session when
@@ -247,6 +271,15 @@ impl Callers {
             .filter(|(_, other)| *other == credential)
             .map(|(session, _)| *session)
             .collect()
+    }
+
+    /// The connection registered under `key` is `credential`'s own (forgotten with `None`).
+    pub fn set_owner(&self, key: usize, credential: Option<&str>) {
+        let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
+        match credential {
+            Some(credential) => owners.insert(key, credential.to_owned()),
+            None => owners.remove(&key),
+        };
     }
 
     /// Session `session` is open for `credential` (set again when it learns its credential).
@@ -364,6 +397,31 @@ mod tests {
         drop(bob);
         callers.session_closed(3);
         assert_eq!(heard(0), [1, 2]);
+    }
+
+    #[test]
+    fn a_subjects_own_connection_concerns_that_subject_only() {
+        let callers = Arc::new(Callers::default());
+        callers.session_opened(1, "alice");
+        callers.session_opened(2, "bob");
+        callers.session_opened(3, "alice");
+        // Server 0 shared by both: with nobody calling, its lines reach no one and its
+        // requests belong to no one.
+        assert!(callers.log_audience(0).is_empty());
+        assert!(matches!(
+            callers.pick(0, None),
+            Picked::Unclaimed { credentials: 2 }
+        ));
+        // Key 7: alice's own connection to server 0.
+        callers.set_owner(7, Some("alice"));
+        let mut heard = callers.log_audience(7);
+        heard.sort();
+        assert_eq!(heard, [1, 3]);
+        assert!(matches!(callers.pick(7, None), Picked::Nobody));
+        let _call = callers.register(7, 3, None, refuse("alice's"));
+        assert_eq!(method_of(callers.pick(7, None)).as_deref(), Some("alice's"));
+        callers.set_owner(7, None);
+        assert!(callers.log_audience(7).iter().all(|s| *s != 2));
     }
 
     #[test]

@@ -137,6 +137,9 @@ fn upstream_error(what: &str, error: ServiceError) -> McpError {
 #[derive(Clone)]
 pub struct DownstreamHandler {
     pub server: usize,
+    /// What this connection's requests in flight are registered under in `callers`
+    /// ([`super::Downstream::key`]).
+    pub callers_key: usize,
     /// The client of the session that called this server last: where a request that comes
     /// while no call is in flight goes.
     pub upstream: UpstreamLink,
@@ -169,7 +172,7 @@ impl DownstreamHandler {
             Ok(notification) => self.emit(DownstreamEvent::Logging {
                 server: self.server,
                 params: notification.params,
-                audience: self.callers.log_audience(self.server),
+                audience: self.callers.log_audience(self.callers_key),
                 read_at: std::time::Instant::now(),
             }),
             Err(error) => {
@@ -219,7 +222,7 @@ impl DownstreamHandler {
             .and_then(|meta| meta.get(RELATED_TASK))
             .and_then(|task| task.get("taskId"))
             .and_then(serde_json::Value::as_str);
-        let peer = match self.callers.pick(self.server, related_task) {
+        let peer = match self.callers.pick(self.callers_key, related_task) {
             Picked::Answerer(Answerer::Peer(peer)) => peer,
             Picked::Answerer(Answerer::Input { capabilities, asks }) => {
                 if !declares(&capabilities, kind, &params) {
@@ -446,7 +449,7 @@ impl ClientHandler for DownstreamHandler {
         self.emit(DownstreamEvent::Logging {
             server: self.server,
             params,
-            audience: self.callers.log_audience(self.server),
+            audience: self.callers.log_audience(self.callers_key),
             read_at: std::time::Instant::now(),
         });
     }

@@ -112,6 +112,11 @@ impl Live {
 /// One configured server.
 pub struct Downstream {
     pub index: usize,
+    /// What the requests in flight on this connection are registered under (src/downstream/
+    /// callers.rs): the index for the connection every session shares, a number of its own
+    /// for a subject's connection (SPEC §4.7), so a server's question never reaches another
+    /// subject's call.
+    pub key: usize,
     pub config: ServerConfig,
     /// The OAuth login of a remote server that may ask for one (SPEC §4.7).
     pub login: Option<Arc<ServerLogin>>,
@@ -211,25 +216,69 @@ pub(super) fn passes_through(message: &ClientJsonRpcMessage) -> bool {
 
 impl Downstream {
     pub fn new(index: usize, config: ServerConfig) -> Self {
-        Self::with_logins(index, config, None)
+        Self::with_logins(index, config, None, false)
     }
 
-    /// A server whose OAuth logins (if it is remote and may ask for one) are kept in `logins`.
-    pub fn with_logins(index: usize, config: ServerConfig, logins: Option<&TokenStore>) -> Self {
+    /// A server whose OAuth logins (if it is remote and may ask for one) are kept in `logins`:
+    /// the machine's login, or none at all when `per_subject` (the HTTP face's subjects then
+    /// log in each for themselves, on connections of their own: [`Self::for_subject`]).
+    pub fn with_logins(
+        index: usize,
+        config: ServerConfig,
+        logins: Option<&TokenStore>,
+        per_subject: bool,
+    ) -> Self {
         let login = match (config.remote_server(), logins) {
             (Some(remote), Some(store)) => remote.oauth.as_ref().map(|settings| {
+                Arc::new(if per_subject {
+                    ServerLogin::nobody(&config.name, &remote.url, settings.clone(), store.clone())
+                } else {
+                    ServerLogin::new(
+                        &config.name,
+                        &remote.url,
+                        settings.clone(),
+                        store.clone(),
+                        None,
+                    )
+                })
+            }),
+            _ => None,
+        };
+        Self::with_login(index, index, config, login)
+    }
+
+    /// Server `index`'s connection for one subject of the HTTP face, with that subject's login
+    /// (`subject` none: the machine's), its requests registered under `key`.
+    pub fn for_subject(
+        index: usize,
+        key: usize,
+        config: ServerConfig,
+        store: &TokenStore,
+        subject: Option<&str>,
+    ) -> Self {
+        let login = config.remote_server().and_then(|remote| {
+            remote.oauth.as_ref().map(|settings| {
                 Arc::new(ServerLogin::new(
                     &config.name,
                     &remote.url,
                     settings.clone(),
                     store.clone(),
-                    None,
+                    subject.map(str::to_owned),
                 ))
-            }),
-            _ => None,
-        };
+            })
+        });
+        Self::with_login(index, key, config, login)
+    }
+
+    fn with_login(
+        index: usize,
+        key: usize,
+        config: ServerConfig,
+        login: Option<Arc<ServerLogin>>,
+    ) -> Self {
         Self {
             index,
+            key,
             login,
             config,
             state: RwLock::new(ServerState::Starting),
@@ -249,7 +298,10 @@ impl Downstream {
         };
         let before = login.stored_version();
         loop {
-            tokio::time::sleep(LOGIN_POLL).await;
+            tokio::select! {
+                () = tokio::time::sleep(LOGIN_POLL) => {}
+                () = login.kept() => return,
+            }
             if login.stored_version() != before {
                 return;
             }
@@ -494,6 +546,7 @@ impl Downstream {
         };
         let handler = DownstreamHandler {
             server: self.index,
+            callers_key: self.key,
             upstream,
             callers,
             params: crate::wire::RawParams::default(),

@@ -129,6 +129,8 @@ struct Relay {
     id_text: String,
     id: RequestId,
     server: usize,
+    /// What the call is registered under among the calls in flight ([`Downstream::key`]).
+    key: usize,
     server_name: String,
     tool: String,
     arguments: Option<serde_json::Map<String, serde_json::Value>>,
@@ -287,7 +289,7 @@ impl DirectLane {
             // server when called plainly: either way not a plain relay.
             return None;
         }
-        let server = gateway.hub.servers.get(route.server)?;
+        let server = gateway.server(route.server)?;
         let Ok(Live {
             direct: Some(calls),
             ..
@@ -317,6 +319,7 @@ impl DirectLane {
             id_text: id_raw.get().to_string(),
             id,
             server: route.server,
+            key: server.key,
             server_name: server.name().to_string(),
             tool: route.name.clone(),
             arguments,
@@ -340,7 +343,7 @@ impl DirectLane {
             .insert(relay.id.clone(), (number, cancelled.clone()));
         self.gateway
             .hub
-            .calling(relay.server, &self.gateway.upstream);
+            .calling(relay.server, relay.key, &self.gateway.upstream);
         let gateway = self.gateway.clone();
         let in_flight = self.in_flight.clone();
         if relay.modern.is_some() {
@@ -355,7 +358,7 @@ impl DirectLane {
             return;
         }
         let caller = gateway.hub.in_flight.register(
-            relay.server,
+            relay.key,
             gateway.number,
             None,
             Answerer::Peer(relay.peer.clone()),
@@ -461,7 +464,7 @@ async fn run_modern(
     let head = format!(r#"{{"jsonrpc":"2.0","id":{},"result":"#, relay.id_text);
     let (asks_tx, mut asks) = tokio::sync::mpsc::unbounded_channel();
     let caller = gateway.hub.in_flight.register(
-        relay.server,
+        relay.key,
         gateway.number,
         None,
         Answerer::Input {

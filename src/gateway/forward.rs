@@ -46,6 +46,9 @@ pub(super) enum ForwardError {
     Stopped(&'static str),
 }
 
+/// How long a call made again after a login waits for the server's connection.
+const CONNECT_AFTER_LOGIN: Duration = Duration::from_secs(15);
+
 impl ForwardError {
     /// The text of an `isError` tool result (or of a JSON-RPC error), naming the server.
     pub(super) fn describe(&self, server: &str, what: &str) -> String {
@@ -153,6 +156,52 @@ impl Gateway {
     ) -> Result<Forwarded, ForwardError> {
         let timeout = self.call_timeout(index);
         self.forward_within(index, request, context, timeout).await
+    }
+
+    /// Waits (up to [`CONNECT_AFTER_LOGIN`]) while server `index` is on its way up after a
+    /// login: its connection starting, or a login kept that it has not connected with yet.
+    pub(super) async fn wait_until_live(&self, index: usize) {
+        let deadline = tokio::time::Instant::now() + CONNECT_AFTER_LOGIN;
+        while tokio::time::Instant::now() < deadline {
+            let Some(server) = self.server(index) else {
+                return;
+            };
+            let coming = match server.state() {
+                ServerState::Starting | ServerState::Restarting { .. } => true,
+                // Kept, or still being exchanged for tokens.
+                ServerState::NeedsLogin { .. } => server.login.as_ref().is_some_and(|login| {
+                    login.stored_version().is_some() || login.offer_under_way()
+                }),
+                _ => false,
+            };
+            if server.live().is_ok() || !coming {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits (up to [`CONNECT_AFTER_LOGIN`]) while the server `tool` is named after (`S_…`) is
+    /// starting: a subject's own connection starts with the subject's first request, which may
+    /// already call one of its tools.
+    /// Whether it waited.
+    pub(super) async fn wait_while_starting(&self, tool: &str) -> bool {
+        let deadline = tokio::time::Instant::now() + CONNECT_AFTER_LOGIN;
+        let mut waited = false;
+        while tokio::time::Instant::now() < deadline {
+            let starting = self.servers().iter().any(|server| {
+                matches!(server.state(), ServerState::Starting)
+                    && tool
+                        .strip_prefix(server.name())
+                        .is_some_and(|rest| rest.starts_with('_'))
+            });
+            if !starting {
+                return waited;
+            }
+            waited = true;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        waited
     }
 
     /// The server's `callTimeoutMs`.
@@ -271,15 +320,15 @@ impl Gateway {
         request: ClientRequest,
         launch: Launch,
     ) -> Result<Running, ForwardError> {
-        self.hub.calling(index, &self.upstream);
-        let Some(server) = self.hub.servers.get(index) else {
+        let Some(server) = self.server(index) else {
             return Err(ForwardError::Down(ServerState::Stopped));
         };
+        self.hub.calling(index, server.key, &self.upstream);
         let live = server.live().map_err(ForwardError::Down)?;
-        let caller = self
-            .hub
-            .in_flight
-            .register(index, self.number, launch.task, launch.answerer);
+        let caller =
+            self.hub
+                .in_flight
+                .register(server.key, self.number, launch.task, launch.answerer);
         let mut meta = launch.meta;
         if live.modern {
             // rmcp stamps the rest of the envelope (version, loom's client info).

@@ -217,25 +217,33 @@ impl GatewayService {
                 Ok(gateway.answered_own(&params.name, result))
             }
             ClientRequest::CallToolRequest(CallToolRequest { params, .. }) => {
-                let exposed = gateway.exposed();
                 // The exposed name; else a server's own tool name that only one server has (an
                 // MCP Apps view calls its server's tools by them, SPEC §8.5); else, for a retry,
                 // where the tool led when the call was made (it may have left the catalog).
-                let Some(route) = exposed
-                    .tool_route(&params.name)
-                    .or_else(|| exposed.own_name_route(&params.name))
-                    .cloned()
-                    .or_else(|| {
-                        params
-                            .request_state
-                            .as_deref()
-                            .and_then(|state| gateway.protocol.waiting_route(state, &params.name))
-                    })
-                else {
+                let resolve = |exposed: &super::ExposedCatalog| {
+                    exposed
+                        .tool_route(&params.name)
+                        .or_else(|| exposed.own_name_route(&params.name))
+                        .cloned()
+                        .or_else(|| {
+                            params.request_state.as_deref().and_then(|state| {
+                                gateway.protocol.waiting_route(state, &params.name)
+                            })
+                        })
+                };
+                let mut exposed = gateway.exposed();
+                let mut route = resolve(&exposed);
+                if route.is_none() && gateway.wait_while_starting(&params.name).await {
+                    // The server's connection came up (or wants a login): the catalog follows
+                    // within the coalescing window.
+                    tokio::time::sleep(super::LIST_CHANGED_COALESCE * 3).await;
+                    exposed = gateway.exposed();
+                    route = resolve(&exposed);
+                }
+                let Some(route) = route else {
                     if let Some(message) = gateway.login_needed_for(&params.name) {
-                        if let Some(answer) = gateway.offer_login(&params.name, &context.peer).await
-                        {
-                            return Ok(ServerResult::CallToolResult(answer));
+                        if let Some(answer) = gateway.offer_login_for(&params, &context).await {
+                            return Ok(answer);
                         }
                         return Ok(ServerResult::CallToolResult(crate::tools::error_result(
                             format!("loom: {message}"),
@@ -286,6 +294,14 @@ impl GatewayService {
                         gateway.call(route.server, request, &context, call).await
                     }
                 };
+                // The server wants a login again (a step-up, a refused refresh): offered as to a
+                // call made while it waited for one (SPEC §4.7).
+                if reply.is_err()
+                    && gateway.lost_login(route.server).await
+                    && let Some(answer) = gateway.offer_login_for(&params, &context).await
+                {
+                    return Ok(answer);
+                }
                 let answer = match reply {
                     Ok(Reply::Done(Forwarded::Raw(raw))) => {
                         let origin = gateway.origin_of(route, params.arguments.as_ref());

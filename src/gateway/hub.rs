@@ -47,12 +47,44 @@ pub struct Hub {
     pub(super) summarizer: Option<Arc<crate::llm::Summarizer>>,
     /// Bytes exported per credential, against `exportMaxBytes` (SPEC §15).
     export_quotas: Mutex<std::collections::HashMap<String, Arc<std::sync::atomic::AtomicU64>>>,
+    /// Whether each subject of the HTTP face logs in to remote servers for itself (with
+    /// `http.auth`), on connections of its own (SPEC §4.7).
+    per_subject: bool,
+    /// Where logins are kept (none without HOME and XDG_STATE_HOME).
+    logins: Option<crate::downstream::oauth::store::TokenStore>,
+    /// The subjects' own connections, by server index and credential.
+    subject_servers: Mutex<std::collections::HashMap<(usize, String), SubjectServer>>,
+    /// The next key a subject's connection registers its calls under (after the indexes).
+    next_key: std::sync::atomic::AtomicUsize,
+    /// Subjects' logins waiting for their browser to come back to loom's HTTP face.
+    pub(super) redirects: crate::downstream::oauth::redirects::Redirects,
+    /// loom's `…/oauth/callback` URL, once the HTTP face knows its address.
+    callback_url: std::sync::RwLock<Option<String>>,
 }
+
+/// One subject's connection to a server it logs in to for itself.
+struct SubjectServer {
+    downstream: Arc<Downstream>,
+    /// The client of the subject's session that called it last.
+    link: UpstreamLink,
+    stop: CancellationToken,
+    last_used: std::time::Instant,
+}
+
+/// A subject's connection with no session of the subject left is closed after this long.
+const SUBJECT_IDLE: std::time::Duration = std::time::Duration::from_secs(600);
 
 impl Hub {
     /// Start every enabled server concurrently and wait until each has either listed its tools
     /// or failed its first start. Fails only when no server could start at all.
     pub async fn start(config: Config) -> Result<Arc<Hub>, StartError> {
+        Self::start_with(config, false).await
+    }
+
+    /// [`Self::start`]; with `per_subject`, remote servers that ask for a login are logged in
+    /// to by each subject of the HTTP face for itself (SPEC §4.7), never with the machine's
+    /// login.
+    pub async fn start_with(config: Config, per_subject: bool) -> Result<Arc<Hub>, StartError> {
         let config = Arc::new(config);
         // Where `loom auth login` keeps the logins of remote servers (SPEC §4.7); without HOME
         // and XDG_STATE_HOME there are none, and a server that asks for one says so.
@@ -68,6 +100,7 @@ impl Hub {
                     index,
                     server.clone(),
                     logins.as_ref(),
+                    per_subject,
                 ))
             })
             .collect();
@@ -86,6 +119,7 @@ impl Hub {
                 .map(Arc::new)
         });
         let latest = UpstreamLink::default();
+        let server_count = servers.len();
         let last_callers = servers
             .iter()
             .map(|_| UpstreamLink::with_fallback(&latest))
@@ -105,6 +139,12 @@ impl Hub {
             log_levels: Mutex::new(Vec::new()),
             summarizer,
             export_quotas: Mutex::default(),
+            per_subject,
+            logins,
+            subject_servers: Mutex::default(),
+            next_key: std::sync::atomic::AtomicUsize::new(server_count),
+            redirects: Default::default(),
+            callback_url: std::sync::RwLock::new(None),
         });
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let mut firsts = Vec::new();
@@ -122,6 +162,9 @@ impl Hub {
             )));
         }
         tasks.push(tokio::spawn(hub.clone().event_loop(events_rx)));
+        if per_subject {
+            tasks.push(tokio::spawn(hub.clone().sweep_loop()));
+        }
         hub.lock_tasks().extend(tasks);
 
         let mut failures = Vec::new();
@@ -144,6 +187,194 @@ impl Hub {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The HTTP face's redirect for subjects' logins (`http://ADDR/oauth/callback`).
+    pub fn set_callback_url(&self, url: String) {
+        if let Ok(mut slot) = self.callback_url.write() {
+            *slot = Some(url);
+        }
+    }
+
+    pub(super) fn callback_url(&self) -> Option<String> {
+        self.callback_url.read().ok().and_then(|url| url.clone())
+    }
+
+    /// The browser came back to loom's HTTP face from a subject's login: handed to the login
+    /// that sent its `state`.
+    pub(crate) fn login_redirected(
+        &self,
+        query: &str,
+    ) -> Result<(), crate::downstream::oauth::redirects::Undelivered> {
+        self.redirects.deliver(query)
+    }
+
+    /// Server `index` as the sessions of `credential` reach it: the shared connection, or —
+    /// when each subject logs in for itself and the server wants a login — the subject's own.
+    pub(super) fn server_for(
+        self: &Arc<Self>,
+        index: usize,
+        credential: Option<&str>,
+    ) -> Option<Arc<Downstream>> {
+        let shared = self.servers.get(index)?;
+        let own = self.per_subject
+            && shared
+                .login
+                .as_ref()
+                .is_some_and(|login| login.holder() == crate::downstream::oauth::Holder::Nobody)
+            && matches!(
+                shared.state(),
+                crate::downstream::ServerState::NeedsLogin { .. }
+            );
+        match (own, credential) {
+            (true, Some(credential)) => self.subject_server(index, credential),
+            _ => Some(shared.clone()),
+        }
+    }
+
+    fn lock_subjects(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(usize, String), SubjectServer>> {
+        self.subject_servers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `credential`'s own connection to server `index`, started on first use; connections no
+    /// session has used for [`SUBJECT_IDLE`] are closed.
+    fn subject_server(self: &Arc<Self>, index: usize, credential: &str) -> Option<Arc<Downstream>> {
+        let store = self.logins.as_ref()?;
+        let config = self.servers.get(index)?.config.clone();
+        let now = std::time::Instant::now();
+        let mut subjects = self.lock_subjects();
+        if let Some(own) = subjects.get_mut(&(index, credential.to_owned())) {
+            own.last_used = now;
+            return Some(own.downstream.clone());
+        }
+        self.sweep_subjects(&mut subjects);
+        let key = self
+            .next_key
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // The stdio session of `loom serve --http --stdio` is the person at this machine.
+        let subject = (credential != super::LOCAL_CREDENTIAL).then_some(credential);
+        let downstream = Arc::new(Downstream::for_subject(index, key, config, store, subject));
+        self.in_flight.set_owner(key, Some(credential));
+        let link = UpstreamLink::default();
+        let stop = self.shutdown.child_token();
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (first, _) = oneshot::channel();
+        let supervisor = tokio::spawn(downstream.clone().supervise(
+            self.config.restart.clone(),
+            link.clone(),
+            self.in_flight.clone(),
+            events_tx,
+            stop.clone(),
+            first,
+        ));
+        let events = tokio::spawn(self.clone().subject_events(
+            downstream.clone(),
+            credential.to_owned(),
+            events_rx,
+            stop.clone(),
+        ));
+        {
+            // Subjects' connections come and go: the handles of those that ended go too.
+            let mut tasks = self.lock_tasks();
+            tasks.retain(|task| !task.is_finished());
+            tasks.extend([supervisor, events]);
+        }
+        subjects.insert(
+            (index, credential.to_owned()),
+            SubjectServer {
+                downstream: downstream.clone(),
+                link,
+                stop,
+                last_used: now,
+            },
+        );
+        tracing::info!(server = %downstream.name(), "a subject's own connection started");
+        Some(downstream)
+    }
+
+    /// Closes the subjects' connections that no open session is of and none has used for
+    /// [`SUBJECT_IDLE`].
+    fn sweep_subjects(
+        &self,
+        subjects: &mut std::collections::HashMap<(usize, String), SubjectServer>,
+    ) {
+        if subjects.is_empty() {
+            return;
+        }
+        let open: std::collections::HashSet<String> = self
+            .sessions()
+            .iter()
+            .filter_map(|session| session.credential())
+            .collect();
+        let now = std::time::Instant::now();
+        subjects.retain(|(_, holder), own| {
+            let keep = open.contains(holder) || now.duration_since(own.last_used) < SUBJECT_IDLE;
+            if !keep {
+                tracing::info!(server = %own.downstream.name(), "closing an idle subject's own connection");
+                own.stop.cancel();
+                self.in_flight.set_owner(own.downstream.key, None);
+            }
+            keep
+        });
+    }
+
+    /// Sweeps the subjects' connections every minute, until shutdown.
+    async fn sweep_loop(self: Arc<Self>) {
+        loop {
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                () = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+            }
+            let mut subjects = self.lock_subjects();
+            self.sweep_subjects(&mut subjects);
+        }
+    }
+
+    /// What a subject's own connection sends goes to that subject's sessions only.
+    async fn subject_events(
+        self: Arc<Self>,
+        downstream: Arc<Downstream>,
+        credential: String,
+        mut events: mpsc::UnboundedReceiver<DownstreamEvent>,
+        stop: CancellationToken,
+    ) {
+        loop {
+            let event = tokio::select! {
+                _ = stop.cancelled() => return,
+                event = events.recv() => match event {
+                    Some(event) => event,
+                    None => return,
+                },
+            };
+            let sessions: Vec<Arc<Gateway>> = self
+                .sessions()
+                .into_iter()
+                .filter(|session| session.credential().as_deref() == Some(credential.as_str()))
+                .collect();
+            if let DownstreamEvent::ListChanged { server } = &event {
+                if let Err(reason) = downstream.relist().await {
+                    tracing::warn!(server = %downstream.name(), "re-listing failed: {reason}");
+                }
+                for session in &sessions {
+                    session
+                        .handle_event(&DownstreamEvent::CatalogChanged { server: *server })
+                        .await;
+                }
+                continue;
+            }
+            for session in &sessions {
+                session.handle_event(&event).await;
+            }
+            if let DownstreamEvent::Progress { params, .. } = &event
+                && let Ok(live) = downstream.live()
+            {
+                live.progress.done(&params.progress_token);
+            }
+        }
     }
 
     pub fn servers(&self) -> &[Arc<Downstream>] {
@@ -242,8 +473,16 @@ impl Hub {
 
     /// A session is about to send a request to server `index`: that server's own requests go
     /// to this session's client from now on.
-    pub(super) fn calling(&self, index: usize, upstream: &UpstreamLink) {
-        if let (Some(link), Some(peer)) = (self.last_callers.get(index), upstream.get()) {
+    pub(super) fn calling(&self, index: usize, key: usize, upstream: &UpstreamLink) {
+        let link = if key == index {
+            self.last_callers.get(index).cloned()
+        } else {
+            self.lock_subjects()
+                .values()
+                .find(|own| own.downstream.key == key)
+                .map(|own| own.link.clone())
+        };
+        if let (Some(link), Some(peer)) = (link, upstream.get()) {
             link.set(peer);
         }
     }

@@ -1,23 +1,32 @@
 //! A login offered through the client (SPEC §4.7): a call to a tool of a server that waits for
 //! an OAuth login, from a client that declared URL-mode elicitation, asks the person to open the
 //! server's authorization page (`elicitation/create`, `mode: "url"`); loom receives the redirect
-//! itself and keeps the tokens, and the server's tools come back.
+//! itself and keeps the tokens, and the server's tools come back. A subject of the HTTP face
+//! logs in for itself: its browser comes back to loom's HTTP face, and a client that takes no
+//! URL elicitation is given the page in the call's answer.
 
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, ElicitationAction};
-use rmcp::service::{Peer, RoleServer};
+use std::sync::Arc;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, ElicitationAction, ServerResult};
+use rmcp::service::{Peer, RequestContext, RoleServer};
 
 use super::Gateway;
+use super::catalog::Route;
+use super::input::{Call, Reply};
+use crate::downstream::Downstream;
 use crate::downstream::ServerState;
-use crate::downstream::oauth::login::{self, LoginTarget};
+use crate::downstream::callers::{AskKind, declares};
+use crate::downstream::oauth::login::{self, FaceRedirect, LoggedIn, LoginTarget, PendingLogin};
+use crate::downstream::oauth::{Holder, ServerLogin};
 use crate::tools::error_result;
 
 /// How long a call waits for the person to finish a login it offered.
 pub(super) const OFFERED_LOGIN_WAIT: Duration = Duration::from_secs(300);
 
 /// Holds a server's one offered login; releases it when dropped.
-struct OfferGuard(Option<std::sync::Arc<crate::downstream::oauth::ServerLogin>>);
+struct OfferGuard(Option<Arc<ServerLogin>>);
 
 impl Drop for OfferGuard {
     fn drop(&mut self) {
@@ -27,71 +36,177 @@ impl Drop for OfferGuard {
     }
 }
 
+/// A login that can be offered for a call: the server, its login, and where the browser comes
+/// back (loom's HTTP face for a subject; none: this machine's loopback).
+struct Offer {
+    server: Arc<Downstream>,
+    login: Arc<ServerLogin>,
+    callback_url: Option<String>,
+}
+
+/// A login started for a call: the page to open, and the task that waits for the browser.
+struct Started {
+    page: String,
+    done: tokio::sync::oneshot::Receiver<Result<LoggedIn, String>>,
+    finisher: tokio::task::JoinHandle<()>,
+}
+
 impl Gateway {
-    /// `Some(answer)` when the call to `tool` went to a server waiting for a login and the
-    /// client was offered one: the person logged in (the answer says to call again), declined,
-    /// or the login failed. `None`: no login can be offered (the caller answers with the
-    /// `loom auth login` message).
-    pub(crate) async fn offer_login(
-        &self,
-        tool: &str,
-        peer: &Peer<RoleServer>,
-    ) -> Option<CallToolResult> {
-        let server = self.hub.servers.iter().find(|server| {
+    /// The login a call to `tool` may be offered: its server waits for one, and the login is
+    /// this session's to make (a subject's own; the machine's only for the person at this
+    /// machine — clients of an HTTP face that share it must not log it in or out, and its
+    /// redirect goes to this machine's loopback, which a remote browser cannot reach).
+    fn login_offer(&self, tool: &str) -> Option<Offer> {
+        let server = self.servers().into_iter().find(|server| {
             matches!(server.state(), ServerState::NeedsLogin { .. })
                 && tool
                     .strip_prefix(server.name())
                     .is_some_and(|rest| rest.starts_with('_'))
         })?;
         let login = server.login.clone()?;
-        // Only the stdio face: the login is loom's own, shared by every client of loom's HTTP
-        // face, and the redirect goes to this machine's loopback, which a remote person's
-        // browser cannot reach.
-        if !self.owns_hub {
+        if login.futile() {
             return None;
         }
-        if !peer
-            .supported_elicitation_modes()
-            .contains(&rmcp::service::ElicitationMode::Url)
-        {
-            return None;
-        }
-        let name = server.name().to_owned();
+        let callback_url = match login.holder() {
+            Holder::Machine => {
+                let local = self
+                    .credential()
+                    .is_none_or(|credential| credential == super::LOCAL_CREDENTIAL);
+                if !local {
+                    return None;
+                }
+                None
+            }
+            Holder::Subject => Some(self.hub.callback_url()?),
+            Holder::Nobody => return None,
+        };
+        Some(Offer {
+            server,
+            login,
+            callback_url,
+        })
+    }
+
+    /// Starts `offer`'s login (one per server and holder at a time), finished on a task of its
+    /// own that keeps the claim until the browser came back or the wait ran out.
+    async fn start_offered_login(&self, offer: &Offer) -> Result<Started, CallToolResult> {
+        let name = offer.server.name();
+        let login = &offer.login;
         if !login.begin_offer() {
-            return Some(error_result(format!(
-                "loom: a login to `{name}` is under way in a browser; call again once it is done"
+            let page = match (login.holder(), login.offered_page()) {
+                (Holder::Subject, Some(page)) => format!(" (its page: {page})"),
+                _ => String::new(),
+            };
+            return Err(error_result(format!(
+                "loom: a login to `{name}` is under way in a browser{page}; call again once it \
+                 is done"
             )));
         }
         // Released however this call ends (a client that goes away mid-discovery too), unless
         // the task that finishes the login takes it over.
-        let mut offer = OfferGuard(Some(login.clone()));
+        let mut claim = OfferGuard(Some(login.clone()));
         let target = LoginTarget {
-            server: &name,
+            server: name,
             url: login.url(),
             settings: login.settings(),
             store: login.store(),
-            subject: None,
+            subject: login.subject(),
+            face: offer.callback_url.as_deref().map(|uri| FaceRedirect {
+                uri,
+                redirects: &self.hub.redirects,
+            }),
         };
-        let pending = match login::begin(&target).await {
-            Ok(pending) => pending,
-            Err(error) => {
-                return Some(error_result(format!(
-                    "loom: cannot start the login to `{name}`: {error}"
-                )));
-            }
-        };
-        let Ok(url) = reqwest::Url::parse(&pending.url) else {
-            return None;
-        };
-        // The redirect may come while the client still considers the question: the login is
-        // finished on a task of its own, which this call then waits for.
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-        let finishing = OfferGuard(offer.0.take());
+        let pending: PendingLogin = login::begin(&target).await.map_err(|error| {
+            error_result(format!("loom: cannot start the login to `{name}`: {error}"))
+        })?;
+        let page = pending.url.clone();
+        login.set_offered_page(&page);
+        let (done_tx, done) = tokio::sync::oneshot::channel();
+        let finishing = OfferGuard(claim.0.take());
+        let finished_login = login.clone();
         let finisher = tokio::spawn(async move {
             let outcome = pending.finish(OFFERED_LOGIN_WAIT).await;
+            if outcome.is_ok() {
+                finished_login.logged_in();
+            }
             drop(finishing);
             let _ = done_tx.send(outcome);
         });
+        Ok(Started {
+            page,
+            done,
+            finisher,
+        })
+    }
+
+    /// [`Self::offer_login`] or [`Self::offer_login_as_input`], as the request's era allows.
+    pub(crate) async fn offer_login_for(
+        &self,
+        params: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<ServerResult> {
+        if super::era::Era::of_request(context) == super::era::Era::Discover {
+            return self.offer_login_as_input(params, context).await;
+        }
+        self.offer_login(&params.name, &context.peer)
+            .await
+            .map(ServerResult::CallToolResult)
+    }
+
+    /// Whether server `index` lost its login during a call (its login says one is needed):
+    /// once its connection has ended and it is listed as waiting for one (within 5 s).
+    pub(crate) async fn lost_login(&self, index: usize) -> bool {
+        let Some(server) = self.server(index) else {
+            return false;
+        };
+        if !server
+            .login
+            .as_ref()
+            .is_some_and(|login| login.login_needed())
+        {
+            return false;
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while tokio::time::Instant::now() < deadline {
+            if matches!(server.state(), ServerState::NeedsLogin { .. }) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    /// `Some(answer)` when the call to `tool` went to a server waiting for a login and the
+    /// client was offered one: the person logged in (the answer says to call again), declined,
+    /// or the login failed; or, for a subject whose client takes no URL elicitation, the page
+    /// to open. `None`: no login can be offered (the caller answers with the `loom auth
+    /// login` message).
+    pub(crate) async fn offer_login(
+        &self,
+        tool: &str,
+        peer: &Peer<RoleServer>,
+    ) -> Option<CallToolResult> {
+        let offer = self.login_offer(tool)?;
+        let elicits = peer
+            .supported_elicitation_modes()
+            .contains(&rmcp::service::ElicitationMode::Url);
+        // The person at this machine can always run `loom auth login`; a subject of the HTTP
+        // face is given the page in the answer when its client cannot open it.
+        if !elicits && offer.callback_url.is_none() {
+            return None;
+        }
+        let name = offer.server.name().to_owned();
+        let started = match self.start_offered_login(&offer).await {
+            Ok(started) => started,
+            Err(answer) => return Some(answer),
+        };
+        if !elicits {
+            return Some(page_to_open(&name, tool, &started.page));
+        }
+        let Ok(url) = reqwest::Url::parse(&started.page) else {
+            started.finisher.abort();
+            return None;
+        };
         let id = crate::token::random_hex().unwrap_or_else(|| format!("login-{name}"));
         let asked = peer
             .elicit_url(
@@ -103,14 +218,17 @@ impl Gateway {
         if !matches!(asked, Ok(ElicitationAction::Accept)) {
             // Nobody will come to the redirect: the listener and the login go (the aborted
             // task's guard releases the offer).
-            finisher.abort();
+            started.finisher.abort();
         }
         match asked {
             Ok(ElicitationAction::Accept) => {}
             Ok(_) => {
                 return Some(error_result(format!(
-                    "loom: the login to `{name}` was declined; its tools stay unavailable (log in \
-                     with `loom auth login {name}`)"
+                    "loom: the login to `{name}` was declined; its tools stay unavailable{}",
+                    match offer.login.holder() {
+                        Holder::Machine => format!(" (log in with `loom auth login {name}`)"),
+                        _ => " (call one of them again to log in)".to_owned(),
+                    }
                 )));
             }
             Err(error) => {
@@ -118,7 +236,7 @@ impl Gateway {
                 return None;
             }
         }
-        let finished = tokio::time::timeout(OFFERED_LOGIN_WAIT, done_rx).await;
+        let finished = tokio::time::timeout(OFFERED_LOGIN_WAIT, started.done).await;
         let answer = match finished {
             Ok(Ok(Ok(done))) => {
                 tracing::info!(server = %name, scopes = ?done.scopes, "logged in through the client");
@@ -132,4 +250,89 @@ impl Gateway {
         };
         Some(error_result(answer))
     }
+
+    /// [`Self::offer_login`] for a 2026-07-28 request, which cannot be sent a request of
+    /// loom's: the page is asked for as an `input_required` URL elicitation, and the client's
+    /// retry makes the call once the login is done (it waits for the server's connection).
+    /// A client that declared no URL-mode elicitation: as [`Self::offer_login`] without one.
+    pub(crate) async fn offer_login_as_input(
+        &self,
+        params: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<ServerResult> {
+        let tool = params.name.as_ref();
+        let offer = self.login_offer(tool)?;
+        let capabilities = context.client_capabilities().unwrap_or_default();
+        let elicits = declares(
+            &capabilities,
+            AskKind::Elicitation,
+            &serde_json::json!({"mode": "url"}),
+        );
+        if !elicits && offer.callback_url.is_none() {
+            return None;
+        }
+        let name = offer.server.name().to_owned();
+        let started = match self.start_offered_login(&offer).await {
+            Ok(started) => started,
+            Err(answer) => return Some(ServerResult::CallToolResult(answer)),
+        };
+        if !elicits {
+            return Some(ServerResult::CallToolResult(page_to_open(
+                &name,
+                tool,
+                &started.page,
+            )));
+        }
+        let own = tool
+            .strip_prefix(name.as_str())
+            .and_then(|rest| rest.strip_prefix('_'))
+            .unwrap_or(tool)
+            .to_owned();
+        let index = offer.server.index;
+        let mut down = params.clone();
+        down.name = own.clone().into();
+        down.meta = None;
+        down.request_state = None;
+        down.input_responses = None;
+        let request =
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(down));
+        let call = Call {
+            method: "tools/call",
+            target: tool.to_owned(),
+            arguments: params.arguments.clone().map(serde_json::Value::Object),
+            route: Some(Route {
+                server: index,
+                name: own,
+            }),
+        };
+        let elicitation = serde_json::json!({
+            "mode": "url",
+            "message": format!("Log in to `{name}` so that loom can call its tools."),
+            "url": started.page,
+            "elicitationId": crate::token::random_hex().unwrap_or_else(|| format!("login-{name}")),
+        });
+        let asked = rmcp::ErrorData::new(
+            super::input::URL_ELICITATION_REQUIRED,
+            format!("log in to `{name}` first"),
+            Some(serde_json::json!({"elicitations": [elicitation]})),
+        );
+        // The login goes on without this call: the retry finds the server logged in.
+        drop(started.done);
+        match self.url_first(index, request, asked, call, &capabilities) {
+            Ok(Reply::Input(result)) => Some(*result),
+            _ => {
+                started.finisher.abort();
+                None
+            }
+        }
+    }
+}
+
+/// The answer that gives a subject the page where it logs in (its client takes no URL
+/// elicitation); the login waits for the browser on its own task.
+fn page_to_open(server: &str, tool: &str, page: &str) -> CallToolResult {
+    error_result(format!(
+        "loom: `{server}` needs you to log in. Open this page in a browser, log in, then call \
+         `{tool}` again: {page}"
+    ))
 }

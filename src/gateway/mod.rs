@@ -102,6 +102,8 @@ pub struct Gateway {
     outbox: outbox::Outbox,
     /// The resources this session subscribed to and its client's listen streams.
     subscriptions: Subscriptions,
+    /// Whose session this is (over HTTP a digest of its token or OAuth subject), once known.
+    credential: RwLock<Option<String>>,
 }
 
 impl Gateway {
@@ -168,6 +170,7 @@ impl Gateway {
             exports: crate::tools::Exports::new(&config.export_dir, owns_hub),
             outbox: outbox::Outbox::default(),
             subscriptions: Subscriptions::default(),
+            credential: RwLock::new(None),
         });
         hub.register(&gateway);
         // Until the HTTP face says which credential opened it, a session is the local one
@@ -195,8 +198,23 @@ impl Gateway {
         &self.hub.config
     }
 
-    pub fn servers(&self) -> &[Arc<Downstream>] {
-        &self.hub.servers
+    /// The servers as this session reaches them: the connections every session shares, and
+    /// a subject's own where it logs in for itself (SPEC §4.7).
+    pub fn servers(&self) -> Vec<Arc<Downstream>> {
+        let credential = self.credential();
+        (0..self.hub.servers.len())
+            .filter_map(|index| self.hub.server_for(index, credential.as_deref()))
+            .collect()
+    }
+
+    /// Server `index` as this session reaches it.
+    pub(crate) fn server(&self, index: usize) -> Option<Arc<Downstream>> {
+        self.hub.server_for(index, self.credential().as_deref())
+    }
+
+    /// Whose session this is, once the face said.
+    pub(crate) fn credential(&self) -> Option<String> {
+        self.credential.read().ok().and_then(|c| c.clone())
     }
 
     pub fn exposed(&self) -> Arc<ExposedCatalog> {
@@ -325,7 +343,7 @@ impl Gateway {
     /// When `tool` is named after a server that waits for an OAuth login (`SERVER_…`), what to
     /// tell the caller (SPEC §4.7): its tools are not listed, but a call to one says why.
     pub(crate) fn login_needed_for(&self, tool: &str) -> Option<String> {
-        self.hub.servers.iter().find_map(|server| {
+        self.servers().iter().find_map(|server| {
             let named = tool
                 .strip_prefix(server.name())
                 .is_some_and(|rest| rest.starts_with('_'));
@@ -462,6 +480,11 @@ impl Gateway {
     }
 
     pub fn set_credential(&self, credential: &str) {
+        if let Ok(mut slot) = self.credential.write() {
+            *slot = Some(credential.to_owned());
+        }
+        // A subject's own connections join its catalog.
+        self.dirty.notify_one();
         self.hub.in_flight.session_opened(self.number, credential);
         self.exports.share_quota(self.hub.export_quota(credential));
     }
@@ -510,9 +533,8 @@ impl Gateway {
 
     /// Rebuild the exposed catalog now; returns which lists changed.
     fn rebuild(&self) -> ListsChanged {
-        let listings: Vec<ServerListing<'_>> = self
-            .hub
-            .servers
+        let servers = self.servers();
+        let listings: Vec<ServerListing<'_>> = servers
             .iter()
             .filter(|s| !matches!(s.state(), ServerState::Failed { .. }))
             .map(|s| ServerListing {
@@ -704,7 +726,7 @@ impl Drop for Gateway {
 }
 
 /// The credential of the stdio session (HTTP credentials are hex digests, so never equal).
-const LOCAL_CREDENTIAL: &str = "stdio";
+pub(crate) const LOCAL_CREDENTIAL: &str = "stdio";
 
 /// What every session's store is built with.
 fn store_settings(config: &Config) -> StoreSettings {

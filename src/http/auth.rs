@@ -25,6 +25,9 @@ const LEEWAY_SECS: u64 = 60;
 const REFETCH_EVERY: Duration = Duration::from_secs(60);
 /// How long fetching the keys or the issuer's metadata may take.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// After a failed fetch of the keys, tokens are refused with its reason for this long before
+/// loom asks again: a flood of requests while the issuer is down must not queue a fetch each.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 
 /// Why a token was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +53,8 @@ pub(crate) struct ResourceServer {
     /// The last time an unknown `kid` made loom fetch the keys (bounds the fetching a stream of
     /// forged tokens could cause).
     last_refetch: Mutex<Option<Instant>>,
+    /// When fetching the keys last failed, and why.
+    last_failure: Mutex<Option<(Instant, String)>>,
 }
 
 impl ResourceServer {
@@ -70,6 +75,7 @@ impl ResourceServer {
             http,
             keys: tokio::sync::Mutex::new(None),
             last_refetch: Mutex::new(None),
+            last_failure: Mutex::new(None),
         })
     }
 
@@ -99,6 +105,19 @@ impl ResourceServer {
             ),
             Err(_) => METADATA_PATHS[1].to_owned(),
         }
+    }
+
+    /// Where a subject's browser comes back from a login to a remote server (SPEC §4.7): the
+    /// resource's origin and `/oauth/callback`; `own_url`'s when the resource is no URL.
+    pub(crate) fn callback_url(&self, own_url: &str) -> String {
+        let origin = reqwest::Url::parse(&self.resource)
+            .or_else(|_| reqwest::Url::parse(own_url))
+            .map(|url| url.origin().ascii_serialization())
+            .unwrap_or_default();
+        format!(
+            "{origin}{}",
+            crate::downstream::oauth::redirects::CALLBACK_PATH
+        )
     }
 
     /// The `WWW-Authenticate` value of a refusal; `metadata_url` is where [`Self::metadata`]
@@ -193,8 +212,24 @@ impl ResourceServer {
     }
 
     async fn fetch_keys(&self) -> Result<Keys, Refusal> {
+        let recent = self
+            .last_failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .filter(|(at, _)| at.elapsed() < RETRY_AFTER_FAILURE);
+        if let Some((_, why)) = recent {
+            return Err(Refusal::Invalid(format!(
+                "loom cannot check tokens now: {why}"
+            )));
+        }
         let unavailable = |why: String| {
             tracing::warn!("cannot check access tokens: {why}");
+            *self
+                .last_failure
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                Some((Instant::now(), why.clone()));
             Refusal::Invalid(format!("loom cannot check tokens now: {why}"))
         };
         let url = match &self.settings.jwks_url {

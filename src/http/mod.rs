@@ -216,6 +216,9 @@ impl Server {
                 .map_err(|error| tracing::error!("http.auth is off: {error}"))
                 .ok()
         });
+        if let Some(resource_server) = &resource_server {
+            hub.set_callback_url(resource_server.callback_url(&own_url));
+        }
         Arc::new(Server {
             hub,
             settings,
@@ -230,6 +233,30 @@ impl Server {
             refused_connections: std::sync::atomic::AtomicU64::new(0),
             shutdown: CancellationToken::new(),
         })
+    }
+
+    /// A subject's browser back from a remote server's authorization page: handed to the login
+    /// that sent its `state`; the person reads the outcome in their client.
+    fn login_redirected(&self, query: &str) -> Response<Body> {
+        use crate::downstream::oauth::login::{PAGE_DONE, PAGE_LOST, PAGE_REFUSED};
+        use crate::downstream::oauth::redirects::query_value;
+        let (status, page) = match self.hub.login_redirected(query) {
+            Ok(()) if query_value(query, "error").is_some() => (StatusCode::OK, PAGE_REFUSED),
+            Ok(()) => (StatusCode::OK, PAGE_DONE),
+            Err(_) => (StatusCode::BAD_REQUEST, PAGE_LOST),
+        };
+        let mut response = Response::new(full(page.to_owned()));
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        headers.insert(
+            CONTENT_TYPE,
+            http::HeaderValue::from_static("text/html; charset=utf-8"),
+        );
+        headers.insert(
+            http::header::CACHE_CONTROL,
+            http::HeaderValue::from_static("no-store"),
+        );
+        response
     }
 
     fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
@@ -352,6 +379,14 @@ impl Server {
                 http::HeaderValue::from_static("application/json"),
             );
             return response;
+        }
+        if self.resource_server.is_some()
+            && request.uri().path() == crate::downstream::oauth::redirects::CALLBACK_PATH
+        {
+            if let Some(refusal) = self.refuse_origin(&request) {
+                return refusal;
+            }
+            return self.login_redirected(request.uri().query().unwrap_or(""));
         }
         if request.uri().path() != MCP_PATH {
             return plain(

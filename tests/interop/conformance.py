@@ -88,12 +88,14 @@ NOTHING_LISTED = "<no scenario listed>"
 
 @dataclass
 class Listing:
-    """The server scenarios a suite lists, read when the tests are collected so that each
-    scenario gets a test of its own."""
+    """The scenarios a suite lists (server or client ones), read when the tests are collected so
+    that each scenario gets a test of its own."""
 
     scenarios: list[str]
     problem: str | None = None
     """Why there are none."""
+    versions: dict[str, str] = field(default_factory=dict)
+    """Each scenario's bracket: the protocol versions it is for, or `extension`."""
     tooling_missing: bool = False
     """Whether that is because the suite is not installed (a skip that names the fix), rather
     than because its output could not be read (always a failure)."""
@@ -114,9 +116,10 @@ class Listing:
 
 
 @functools.cache
-def list_scenarios(suite_js: Path, *options: str) -> Listing:
-    """The scenarios under "Server scenarios" in the output of `conformance list OPTIONS` (once
-    per session: two modules compare the same listing)."""
+def list_scenarios(suite_js: Path, *options: str, part: str = "Server scenarios") -> Listing:
+    """The scenarios under `part` ("Server scenarios", "Client scenarios") in the output of
+    `conformance list OPTIONS`, each with its versions' bracket (once per session: two modules
+    compare the same listing)."""
     missing = [str(p.relative_to(REPO_ROOT)) for p in (NODE22, suite_js) if not p.exists()]
     if missing:
         why = "the conformance suite is not installed (run .ci/setup-interop): missing " + ", ".join(missing)
@@ -129,18 +132,20 @@ def list_scenarios(suite_js: Path, *options: str) -> Listing:
         return Listing([], f"`{shown}` exited with {e.returncode}:\n{(e.stdout or '')[-2000:]}{(e.stderr or '')[-2000:]}")
     except (OSError, subprocess.TimeoutExpired) as e:
         return Listing([], f"`{shown}` did not run: {e}")
-    scenarios, in_server_part = [], False
+    scenarios, versions, in_server_part = [], {}, False
     for line in listed.splitlines():
-        if line.startswith("Server scenarios"):
+        if line.startswith(part):
             in_server_part = True
         elif line and not line.startswith(" "):
             in_server_part = False
         elif in_server_part and line.strip().startswith("- "):
             # `  - tools-list [2025-06-18,2025-11-25]`: the name, without the versions.
-            scenarios.append(line.strip()[2:].split()[0])
+            name, _, bracket = line.strip()[2:].partition(" ")
+            scenarios.append(name)
+            versions[name] = bracket.strip().strip("[]")
     if not scenarios:
-        return Listing([], f"found no server scenario in the output of `{shown}` (has its format changed?):\n{listed[-3000:]}")
-    return Listing(scenarios)
+        return Listing([], f"found nothing under {part!r} in the output of `{shown}` (has its format changed?):\n{listed[-3000:]}")
+    return Listing(scenarios, versions=versions)
 
 
 # --------------------------------------------------------------------------------------------

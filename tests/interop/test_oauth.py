@@ -406,9 +406,9 @@ PYTHON_SERVER = Path(__file__).resolve().parent / "servers" / "python_server.py"
 
 
 @contextmanager
-def loom_http(rig: Rig, auth: dict[str, Any], name: str = "face") -> Iterator[str]:
+def loom_http(rig: Rig, auth: dict[str, Any], name: str = "face", more: list[dict[str, Any]] | None = None) -> Iterator[str]:
     """`loom serve --http 127.0.0.1:0` with `http.auth`, in front of servers/python_server.py
-    (`py`); its /mcp URL until the block ends."""
+    (`py`) and the server entries `more`; its /mcp URL until the block ends."""
     import re
     import time
 
@@ -416,7 +416,7 @@ def loom_http(rig: Rig, auth: dict[str, Any], name: str = "face") -> Iterator[st
     config.write_text(
         json.dumps(
             {
-                "servers": [{"name": "py", "command": sys.executable, "args": [str(PYTHON_SERVER)]}],
+                "servers": [{"name": "py", "command": sys.executable, "args": [str(PYTHON_SERVER)]}, *(more or [])],
                 "http": {"auth": auth},
             }
         )
@@ -428,7 +428,7 @@ def loom_http(rig: Rig, auth: dict[str, Any], name: str = "face") -> Iterator[st
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=out,
-            env={**os.environ, "LOOM_LOG": "info"},
+            env={**os.environ, **rig.env(), "LOOM_LOG": "info"},
         )
     try:
         deadline = time.monotonic() + PATIENCE
@@ -578,3 +578,137 @@ def test_tokens_loom_must_refuse(rig: Rig) -> None:
         assert "mcp:read" in body
         # loom is still up and a good token still works.
         assert raw_post(url, good)[0] == 200
+
+
+async def test_each_subject_of_the_http_face_logs_in_for_itself(rig: Rig) -> None:
+    """With `http.auth`, a remote server that wants a login is logged in to by each subject of
+    loom's HTTP face for itself (SPEC §4.7): alice is asked through URL elicitation (handshake
+    era) and her browser comes back to loom's own /oauth/callback; bob, whose client takes no
+    URL elicitation, is given the page in the answer; carol's 2026-07-28 client is asked with an
+    `input_required` URL elicitation and its retry makes the call. Each sees the server as
+    itself, never another's login; the machine's login (`loom auth login`) is not used."""
+    import urllib.parse
+
+    import browser  # noqa: PLC0415 — the rig's stand-in browser, a module of its own
+    import mcp_types as types
+
+    def open_as(page: str, who: str) -> dict[str, Any]:
+        """`who` opens the page: the authorization server logs them in (its login_hint)."""
+        return browser.run(f"{page}&{urllib.parse.urlencode({'login_hint': who})}", "approve")
+
+    # The person at this machine logged in as test-user: a subject must never ride on that.
+    setup = rig.setup()
+    assert rig.auth(setup, "login", SERVER).returncode == 0
+    with loom_http(rig, {"issuer": rig.as_url}, name="subjects", more=[{"name": SERVER, "url": rig.mcp_url}]) as url:
+        callback = url.replace("/mcp", "/oauth/callback")
+
+        @asynccontextmanager
+        async def as_subject(token: str, mode: str, **kwargs: Any) -> AsyncIterator[Client]:
+            async with httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=PATIENCE) as http:
+                async with Client(streamable_http_client(url, http_client=http), mode=mode, read_timeout_seconds=PATIENCE, **kwargs) as client:
+                    yield client
+
+        async def tool_names(client: Client) -> set[str]:
+            return {tool.name for tool in (await client.list_tools()).tools}
+
+        alice, bob, carol = [await anyio.to_thread.run_sync(lambda who=who: token_for(rig, url, who)) for who in ("alice", "bob", "carol")]
+        asked: list[dict[str, Any]] = []
+        visits: list[dict[str, Any]] = []
+
+        def person(who: str) -> Any:
+            async def answer(context: Any, params: Any) -> types.ElicitResult:
+                asked.append(params.model_dump(by_alias=True, exclude_none=True))
+                visits.append(await anyio.to_thread.run_sync(open_as, params.url, who))
+                return types.ElicitResult(action="accept")
+
+            return answer
+
+        async with as_subject(alice, "legacy", elicitation_callback=person("alice")) as client:
+            assert f"{SERVER}_whoami" not in await tool_names(client) and "py_inventory" in await tool_names(client)
+            first = await client.call_tool(f"{SERVER}_whoami", {})
+            assert first.is_error and f"logged in to `{SERVER}`" in first.content[0].text, first
+            assert len(asked) == 1 and asked[0]["mode"] == "url" and asked[0]["url"].startswith(f"{rig.as_url}/auth?")
+            sent = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(asked[0]["url"]).query))
+            assert sent["redirect_uri"] == callback, sent
+            assert visits[0]["callback"].startswith(callback + "?") and visits[0]["callback_status"] == 200, visits
+            with anyio.fail_after(PATIENCE):
+                while f"{SERVER}_whoami" not in await tool_names(client):
+                    await anyio.sleep(0.2)
+            again = await client.call_tool(f"{SERVER}_whoami", {})
+            assert not again.is_error and again.content[0].text.startswith("sub=alice "), again
+
+        # bob: no URL elicitation, so the page comes in the answer; alice's login is not his.
+        async with as_subject(bob, "auto") as client:
+            assert f"{SERVER}_whoami" not in await tool_names(client)
+            offered = await client.call_tool(f"{SERVER}_whoami", {})
+            assert offered.is_error, offered
+            text = offered.content[0].text
+            assert "needs you to log in" in text, text
+            page = text.rsplit(" ", 1)[-1]
+            assert page.startswith(f"{rig.as_url}/auth?"), text
+            # A second call while the login waits gives the same page.
+            pending = await client.call_tool(f"{SERVER}_echo", {"text": "x"})
+            assert pending.is_error and page in pending.content[0].text, pending
+            visit = await anyio.to_thread.run_sync(open_as, page, "bob")
+            assert visit["callback_status"] == 200, visit
+            with anyio.fail_after(PATIENCE):
+                while f"{SERVER}_whoami" not in await tool_names(client):
+                    await anyio.sleep(0.2)
+            mine = await client.call_tool(f"{SERVER}_whoami", {})
+            assert not mine.is_error and mine.content[0].text.startswith("sub=bob "), mine
+
+        # carol over 2026-07-28: the login is an input_required URL elicitation, the SDK's
+        # retry after it makes the call.
+        async with as_subject(carol, "2026-07-28", elicitation_callback=person("carol")) as client:
+            made = await client.call_tool(f"{SERVER}_whoami", {})
+            assert not made.is_error and made.content[0].text.startswith("sub=carol "), made
+            assert asked[-1]["mode"] == "url" and len(asked) == 2, asked
+
+        # alice again, a new session: still herself, asked nothing more.
+        async with as_subject(alice, "auto") as client:
+            with anyio.fail_after(PATIENCE):
+                while f"{SERVER}_whoami" not in await tool_names(client):
+                    await anyio.sleep(0.2)
+            assert (await client.call_tool(f"{SERVER}_whoami", {})).content[0].text.startswith("sub=alice ")
+        assert len(asked) == 2
+
+        # A redirect nobody waits for (replayed, or forged) is refused and keeps nothing.
+        status, _, body = raw_get(visits[0]["callback"])
+        assert status == 400 and "No login of loom" in body, (status, body)
+        status, _, _ = raw_get(f"{callback}?code=x&state=forged")
+        assert status == 400
+    subjects = rig.server_stats()["subjects"]
+    assert {"alice", "bob", "carol"} <= set(subjects), subjects
+    # The machine's login plus one per subject, each its own file.
+    assert len(rig.login_files()) == 4
+
+
+def raw_get(url: str) -> tuple[int, dict[str, str], str]:
+    import urllib.error
+
+    try:
+        with urllib.request.urlopen(url, timeout=PATIENCE) as answer:
+            return answer.status, dict(answer.headers), answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read().decode()
+
+
+def test_a_2025_session_outlives_its_token_for_the_same_subject_only(rig: Rig) -> None:
+    """A session of the `initialize` era belongs to its token's subject, not to the token's
+    bytes (SPEC §22.1): a new token of the same subject (a refresh, a second login) goes on in
+    the session; another subject's token finds no such session."""
+    with loom_http(rig, {"issuer": rig.as_url}, name="sessions") as url:
+        alice, alice_again, bob = [token_for(rig, url, who) for who in ("alice", "alice", "bob")]
+        assert alice != alice_again
+        status, headers, _ = raw_post(url, alice)
+        assert status == 200
+        session = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+        extra = {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+        raw_post(url, alice, {"jsonrpc": "2.0", "method": "notifications/initialized"}, extra)
+        status, _, body = raw_post(url, alice_again, listing, extra)
+        assert status == 200 and "py_inventory" in body, (status, body[:500])
+        status, _, body = raw_post(url, bob, listing, extra)
+        assert status == 404, (status, body[:500])
+        # alice's session is still hers.
+        assert raw_post(url, alice, listing, extra)[0] == 200

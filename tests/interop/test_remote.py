@@ -532,3 +532,23 @@ async def test_bearer_header_from_the_environment_and_a_missing_or_wrong_one(tmp
     assert x_lines and all("headers" in line for line in x_lines), stderr[-3000:]
     assert any("credentials in header `Authorization` were refused" in line for line in stderr.splitlines()), stderr[-3000:]
     assert TOKEN not in stderr and TOKEN not in shown, "the bearer token shows in loom's log or answers"
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "auto"])
+async def test_a_remote_server_spoken_to_in_2026_07_28(tmp_path, python_url, mode, protocol):
+    """`protocol` on a remote entry (SPEC §4.6): loom opens the Python server's endpoint with
+    `server/discover` and speaks 2026-07-28 to it (each request with its envelope); calls,
+    structured results and envelopes come back as over the handshake."""
+    config = tmp_path / "loom.json"
+    config.write_text(json.dumps({"mcpServers": {PY: {"type": "http", "url": python_url, "protocol": protocol}}}))
+    log = tmp_path / "loom.stderr"
+    async with connect(_loom_with_stderr(config, log, {}), mode=mode) as client:
+        assert (await client.call_tool(f"{PY}_add", {"a": 2, "b": 40})).structured_content == {"result": 42}
+        failed = await client.call_tool(f"{PY}_fail", {"reason": "on purpose"})
+        assert failed.is_error
+        envelope = json.loads((await client.call_tool(f"{PY}_inventory", {"count": 2000})).content[0].text)
+        assert envelope["rows"] == 2000 and envelope["provenance"]["server"] == PY
+        counted = await client.call_tool("loom_query", {"sql": f"SELECT COUNT(*) AS n FROM {envelope['ref']}"})
+        assert counted.structured_content["rows"] == [{"n": 2000}]
+    stderr = log.read_text()
+    assert 'Service initialized as client peer_info=Some(ServerPeerInfo { protocol_version: ProtocolVersion("2026-07-28")' in stderr, stderr[-3000:]

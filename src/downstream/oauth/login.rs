@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::describe;
+use super::redirects::{Redirects, query_value};
 use super::store::{Registration, TokenStore};
 use crate::config::{OAuthSettings, mask_url};
 
@@ -31,6 +32,16 @@ pub(crate) struct LoginTarget<'a> {
     pub store: &'a TokenStore,
     /// The loom subject the login is for (HTTP face); none for a person at a terminal.
     pub subject: Option<&'a str>,
+    /// Where the browser comes back when it is not this machine's loopback: loom's HTTP face
+    /// (a subject's login).
+    pub face: Option<FaceRedirect<'a>>,
+}
+
+/// A login's redirect to loom's HTTP face (`…/oauth/callback`), handed over by [`Redirects`].
+#[derive(Clone, Copy)]
+pub(crate) struct FaceRedirect<'a> {
+    pub uri: &'a str,
+    pub redirects: &'a Redirects,
 }
 
 /// A finished login, for the line `loom auth login` prints.
@@ -51,7 +62,9 @@ pub(crate) enum Probe {
 }
 
 /// POSTs an `initialize` without a token: a protected server answers 401 and says where its
-/// metadata is (`WWW-Authenticate: Bearer resource_metadata="…"`).
+/// metadata is (`WWW-Authenticate: Bearer resource_metadata="…"`). A server that lets anyone
+/// initialize may want a login for its tools: then `tools/list` is asked too, in the session
+/// the `initialize` opened.
 pub(crate) async fn probe(url: &str) -> Result<Probe, String> {
     crate::common::tls::install_crypto_provider();
     let http = reqwest::Client::builder()
@@ -78,16 +91,81 @@ pub(crate) async fn probe(url: &str) -> Result<Probe, String> {
                 crate::common::text::error_chain(&e)
             )
         })?;
-    let status = response.status().as_u16();
-    let challenge = response
-        .headers()
-        .get(WWW_AUTHENTICATE)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    // A session the probe opened is not used again; the server forgets it on its own.
-    match status {
-        401 | 403 => Ok(Probe::Protected(challenge)),
-        _ => Ok(Probe::Open),
+    if let Some(protected) = protected(&response) {
+        return Ok(protected);
+    }
+    if !response.status().is_success() {
+        return Ok(Probe::Open);
+    }
+    let session = response.headers().get("mcp-session-id").cloned();
+    let version = response
+        .text()
+        .await
+        .ok()
+        .and_then(|body| negotiated_version(&body))
+        .unwrap_or_else(|| "2025-11-25".to_owned());
+    let post = |body: serde_json::Value| {
+        let mut request = http
+            .post(url)
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .header("mcp-protocol-version", version.as_str())
+            .json(&body);
+        if let Some(session) = &session {
+            request = request.header("mcp-session-id", session.clone());
+        }
+        request.send()
+    };
+    let _ =
+        post(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    let listed = post(serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).await;
+    // The sessions the probe opened are not used again; the server forgets them on its own.
+    Ok(listed
+        .ok()
+        .and_then(|response| protected(&response))
+        .unwrap_or(Probe::Open))
+}
+
+/// A 401 or 403, with the server's `WWW-Authenticate` value if any.
+fn protected(response: &reqwest::Response) -> Option<Probe> {
+    matches!(response.status().as_u16(), 401 | 403).then(|| {
+        Probe::Protected(
+            response
+                .headers()
+                .get(WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+        )
+    })
+}
+
+/// The `protocolVersion` an `initialize` answer (JSON, or one SSE event) agreed on.
+fn negotiated_version(body: &str) -> Option<String> {
+    let json = body
+        .lines()
+        .find_map(|line| line.strip_prefix("data:"))
+        .unwrap_or(body)
+        .trim();
+    let answer: serde_json::Value = serde_json::from_str(json).ok()?;
+    answer
+        .pointer("/result/protocolVersion")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// Whether something answers at `url` (a default endpoint of protocol 2025-03-26): anything
+/// but 404 or 410, or no answer at all.
+async fn answers_at(url: &str) -> bool {
+    let Ok(http) = reqwest::Client::builder()
+        .timeout(PROBE_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+    else {
+        return false;
+    };
+    match http.get(url).send().await {
+        Ok(response) => !matches!(response.status().as_u16(), 404 | 410),
+        Err(_) => false,
     }
 }
 
@@ -107,11 +185,14 @@ pub(crate) async fn login(target: &LoginTarget<'_>, wait: Duration) -> Result<Lo
 /// waits for the redirect and keeps the tokens.
 pub(crate) struct PendingLogin {
     pub(crate) url: String,
+    /// The `state` the authorization URL carries: a redirect without it is not this login's.
+    state: String,
     session: AuthorizationSession,
-    listener: TcpListener,
-    port: u16,
+    inbound: Inbound,
     registered: Identity,
     issuer: Option<String>,
+    /// What a client registered now is remembered under (see [`registration_key`]).
+    registration_key: Option<String>,
     server_url: String,
     subject: Option<String>,
     store: TokenStore,
@@ -135,33 +216,56 @@ pub(crate) async fn begin(target: &LoginTarget<'_>) -> Result<PendingLogin, Stri
         .resolve_metadata_from_challenge(challenge.as_deref())
         .await
         .map_err(|e| format!("cannot find where {shown} logs people in: {}", describe(&e)))?;
-    if !resolution.source.is_discovered() {
+    // Nothing published: protocol 2025-03-26 has its servers take logins at the default
+    // endpoints of their origin (/authorize, /token, /register), when there is one.
+    if !resolution.source.is_discovered()
+        && !answers_at(&resolution.metadata.authorization_endpoint).await
+    {
         return Err(format!(
             "{shown} does not say where to log in: it publishes no protected resource metadata \
-             (RFC 9728) and no authorization server metadata (RFC 8414 / OpenID discovery)"
+             (RFC 9728), no authorization server metadata (RFC 8414 / OpenID discovery), and \
+             has no authorization endpoint at the default path of protocol 2025-03-26"
         ));
     }
     let metadata = resolution.metadata;
     let issuer = metadata.issuer.clone();
-    let listener = TcpListener::bind(("127.0.0.1", target.settings.redirect_port.unwrap_or(0)))
-        .await
-        .map_err(|e| match target.settings.redirect_port {
-            Some(port) => format!(
-                "cannot listen on 127.0.0.1:{port} for the login's redirect ({e}); free the \
-                 port or change `oauth.redirectPort`"
-            ),
-            None => format!("cannot listen on 127.0.0.1 for the login's redirect: {e}"),
-        })?;
-    let port = listener
-        .local_addr()
-        .map_err(|e| format!("cannot read the redirect's port: {e}"))?
-        .port();
-    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
-    let registered = client_identity(target, &metadata)?;
+    let (loopback, redirect_uri) = match &target.face {
+        Some(face) => (None, face.uri.to_owned()),
+        None => {
+            let listener =
+                TcpListener::bind(("127.0.0.1", target.settings.redirect_port.unwrap_or(0)))
+                    .await
+                    .map_err(|e| match target.settings.redirect_port {
+                        Some(port) => format!(
+                            "cannot listen on 127.0.0.1:{port} for the login's redirect ({e}); \
+                             free the port or change `oauth.redirectPort`"
+                        ),
+                        None => format!("cannot listen on 127.0.0.1 for the login's redirect: {e}"),
+                    })?;
+            let port = listener
+                .local_addr()
+                .map_err(|e| format!("cannot read the redirect's port: {e}"))?
+                .port();
+            (
+                Some((listener, port)),
+                format!("http://127.0.0.1:{port}/callback"),
+            )
+        }
+    };
+    let registration_key = issuer
+        .as_deref()
+        .map(|issuer| registration_key(issuer, target.face.as_ref()));
+    let registered = client_identity(target, &metadata, registration_key.as_deref())?;
     manager.set_metadata(metadata);
+    // A redirect to this machine's loopback is a native app's (RFC 8252); one to loom's HTTP
+    // face is a web server's.
     let mut request = AuthorizationRequest::new(redirect_uri.clone())
         .with_client_name("loom")
-        .with_application_type("native");
+        .with_application_type(if target.face.is_some() {
+            "web"
+        } else {
+            "native"
+        });
     if let Some(challenge) = &challenge {
         request = request.with_challenge(challenge.clone());
     }
@@ -189,13 +293,34 @@ pub(crate) async fn begin(target: &LoginTarget<'_>) -> Result<PendingLogin, Stri
     let session = AuthorizationSession::new(manager, request)
         .await
         .map_err(|(_, e)| format!("cannot start the login to {shown}: {}", describe(&e)))?;
+    let url = session.get_authorization_url().to_owned();
+    let state = reqwest::Url::parse(&url)
+        .ok()
+        .and_then(|url| url.query().and_then(|q| query_value(q, "state")))
+        .ok_or_else(|| {
+            format!("cannot start the login to {shown}: its authorization URL has no state")
+        })?;
+    let inbound = match (loopback, &target.face) {
+        (Some((listener, port)), _) => Inbound::Loopback { listener, port },
+        (None, Some(face)) => {
+            let queries = face.redirects.expect(&state).ok_or_else(|| {
+                "too many logins wait for their browser; try again in a few minutes".to_owned()
+            })?;
+            Inbound::Face {
+                uri: redirect_uri,
+                queries,
+            }
+        }
+        (None, None) => return Err("the login has no redirect".to_owned()),
+    };
     Ok(PendingLogin {
-        url: session.get_authorization_url().to_owned(),
+        url,
+        state,
         session,
-        listener,
-        port,
+        inbound,
         registered,
         issuer,
+        registration_key,
         server_url: target.url.to_owned(),
         subject: target.subject.map(str::to_owned),
         store: target.store.clone(),
@@ -207,17 +332,27 @@ impl PendingLogin {
     /// code (state and issuer checked) and keeps the tokens.
     pub(crate) async fn finish(self, wait: Duration) -> Result<LoggedIn, String> {
         let PendingLogin {
+            state,
             session,
-            listener,
-            port,
+            inbound,
             registered,
             issuer,
+            registration_key,
             server_url,
             subject,
             store,
             ..
         } = self;
-        let callback = wait_for_callback(listener, port, wait).await?;
+        let callback = match inbound {
+            Inbound::Loopback { listener, port } => wait_for_callback(listener, port, wait).await?,
+            Inbound::Face { uri, queries } => wait_for_face(uri, queries, wait).await?,
+        };
+        // A redirect that is not this login's says nothing about it, an `error` included.
+        if callback.state.as_deref() != Some(state.as_str()) {
+            return Err(explain_callback_error(&AuthError::InternalError(
+                "state not found".to_owned(),
+            )));
+        }
         if let Some(error) = callback.error {
             return Err(format!(
                 "the authorization server did not authorize loom: {error}{}",
@@ -237,10 +372,10 @@ impl PendingLogin {
             .ok_or_else(|| "the tokens were not kept (the login file is missing)".to_owned())?;
         // A client registered just now is used again next time (one registration per server).
         if matches!(registered, Identity::Register)
-            && let Some(issuer) = &issuer
+            && let Some(key) = &registration_key
         {
             let registration = Registration {
-                issuer: issuer.clone(),
+                issuer: key.clone(),
                 client_id: stored.client_id.clone(),
             };
             if let Err(error) = store.save_registration(&registration) {
@@ -290,9 +425,20 @@ enum Identity {
     Register,
 }
 
+/// What loom's registration with `issuer` is remembered under: the issuer for logins that come
+/// back to the loopback, the issuer and loom's redirect for its HTTP face (a client registered
+/// for one redirect cannot use another).
+fn registration_key(issuer: &str, face: Option<&FaceRedirect<'_>>) -> String {
+    match face {
+        Some(face) => format!("{issuer} {}", face.uri),
+        None => issuer.to_owned(),
+    }
+}
+
 fn client_identity(
     target: &LoginTarget<'_>,
     metadata: &AuthorizationMetadata,
+    registration_key: Option<&str>,
 ) -> Result<Identity, String> {
     if let Some(id) = &target.settings.client_id {
         return Ok(Identity::Configured {
@@ -320,9 +466,9 @@ fn client_identity(
         .store
         .wanted_scopes(target.url, target.subject)
         .is_empty();
-    if let Some(issuer) = &metadata.issuer
+    if let Some(key) = registration_key
         && !stepping_up
-        && let Some(registration) = target.store.registration(issuer).map_err(|e| e.0)?
+        && let Some(registration) = target.store.registration(key).map_err(|e| e.0)?
     {
         return Ok(Identity::Remembered(registration));
     }
@@ -359,10 +505,34 @@ fn explain_callback_error(error: &AuthError) -> String {
     }
 }
 
-/// What the browser brought back to the loopback redirect.
+impl Callback {
+    /// The redirect to `uri` with `query`.
+    fn of(uri: &str, query: &str) -> Self {
+        Callback {
+            url: format!("{uri}?{query}"),
+            state: query_value(query, "state"),
+            error: query_value(query, "error"),
+            error_description: query_value(query, "error_description"),
+        }
+    }
+}
+
+/// Where the browser comes back to.
+enum Inbound {
+    /// This machine's loopback, served by the login itself.
+    Loopback { listener: TcpListener, port: u16 },
+    /// loom's HTTP face at `uri`, which hands the redirect's query over.
+    Face {
+        uri: String,
+        queries: mpsc::Receiver<String>,
+    },
+}
+
+/// What the browser brought back to the redirect.
 struct Callback {
     /// The whole redirect URL, as rmcp reads it (code, state, iss).
     url: String,
+    state: Option<String>,
     error: Option<String>,
     error_description: Option<String>,
 }
@@ -420,25 +590,36 @@ async fn wait_for_callback(
             ));
         }
     };
-    Ok(Callback {
-        url: format!("http://127.0.0.1:{port}/callback?{query}"),
-        error: query_value(&query, "error"),
-        error_description: query_value(&query, "error_description"),
-    })
+    Ok(Callback::of(&format!("http://127.0.0.1:{port}/callback"), &query))
 }
 
-fn query_value(query: &str, key: &str) -> Option<String> {
-    let url = reqwest::Url::parse(&format!("http://127.0.0.1/?{query}")).ok()?;
-    url.query_pairs()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.into_owned())
+/// Waits (up to `wait`) for loom's HTTP face to hand over the redirect.
+async fn wait_for_face(
+    uri: String,
+    mut queries: mpsc::Receiver<String>,
+    wait: Duration,
+) -> Result<Callback, String> {
+    let query = match tokio::time::timeout(wait, queries.recv()).await {
+        Ok(Some(query)) => query,
+        Ok(None) | Err(_) => {
+            return Err(format!(
+                "no browser came back to {uri} within {} s; call again to log in anew",
+                wait.as_secs()
+            ));
+        }
+    };
+    Ok(Callback::of(&uri, &query))
 }
 
-const PAGE_DONE: &str = "<!doctype html><title>loom</title><p>loom is logged in. You can close \
+/// The pages a browser sees at a redirect.
+pub(crate) const PAGE_DONE: &str = "<!doctype html><title>loom</title><p>loom is logged in. You can close \
                          this tab.</p>";
-const PAGE_REFUSED: &str = "<!doctype html><title>loom</title><p>The login was refused; loom \
-                            says why in the terminal.</p>";
-const PAGE_NOT_HERE: &str = "<!doctype html><title>loom</title><p>Not found.</p>";
+pub(crate) const PAGE_REFUSED: &str = "<!doctype html><title>loom</title><p>The login was refused; loom \
+                            says why where you asked for it.</p>";
+pub(crate) const PAGE_LOST: &str = "<!doctype html><title>loom</title><p>No login of loom's waits for \
+                         this page (it finished, timed out, or was not started here): call the \
+                         tool again for a new one.</p>";
+pub(crate) const PAGE_NOT_HERE: &str = "<!doctype html><title>loom</title><p>Not found.</p>";
 
 /// Opens `url` with `$BROWSER` (a command, run with the URL as its argument), else the
 /// platform's opener; a failure only means the person opens the printed URL themselves.

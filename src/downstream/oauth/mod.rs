@@ -6,6 +6,7 @@
 //! while loom serves ([`ServerLogin`]).
 
 pub(crate) mod login;
+pub(crate) mod redirects;
 pub(crate) mod store;
 
 use rmcp::transport::auth::{AuthError, AuthorizationManager, OAuthClientConfig};
@@ -43,8 +44,30 @@ pub struct ServerLogin {
     needed: AtomicBool,
     /// A login offered to a client (URL elicitation) is under way.
     offering: AtomicBool,
+    /// Told when a login offered to a client was kept: the connection waiting for it goes on
+    /// at once.
+    login_kept: tokio::sync::Notify,
+    /// The authorization page of the login under way, once known.
+    offered_page: std::sync::Mutex<Option<String>>,
     /// Scopes the server said it needs beyond the login's (403 `insufficient_scope`).
     more_scopes: std::sync::Mutex<Vec<String>>,
+    /// Whose login this is.
+    holder: Holder,
+    /// The server refused, for want of scopes, a token granted those very scopes.
+    futile: AtomicBool,
+}
+
+/// Whose login a [`ServerLogin`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    /// The person at this machine (`loom auth login`): the stdio face, and the HTTP face when
+    /// its clients share loom's logins.
+    Machine,
+    /// Nobody's: the HTTP face's shared connection when every subject logs in for itself. It
+    /// sends no token, so it only learns whether the server wants one.
+    Nobody,
+    /// One subject of the HTTP face, who logs in through its client (SPEC §4.7).
+    Subject,
 }
 
 impl ServerLogin {
@@ -56,6 +79,11 @@ impl ServerLogin {
         subject: Option<String>,
     ) -> Self {
         ServerLogin {
+            holder: if subject.is_some() {
+                Holder::Subject
+            } else {
+                Holder::Machine
+            },
             server: server.to_owned(),
             url: url.to_owned(),
             settings,
@@ -64,8 +92,29 @@ impl ServerLogin {
             manager: Mutex::new(None),
             needed: AtomicBool::new(false),
             offering: AtomicBool::new(false),
+            offered_page: std::sync::Mutex::new(None),
+            login_kept: tokio::sync::Notify::new(),
+            futile: AtomicBool::new(false),
             more_scopes: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    /// The login of nobody: the shared connection of an HTTP face whose subjects log in each
+    /// for themselves. It never carries a token.
+    pub fn nobody(server: &str, url: &str, settings: OAuthSettings, store: TokenStore) -> Self {
+        ServerLogin {
+            holder: Holder::Nobody,
+            ..Self::new(server, url, settings, store, None)
+        }
+    }
+
+    pub fn holder(&self) -> Holder {
+        self.holder
+    }
+
+    /// The loom subject whose login this is (HTTP face).
+    pub fn subject(&self) -> Option<&str> {
+        self.subject.as_deref()
     }
 
     pub fn server(&self) -> &str {
@@ -89,8 +138,43 @@ impl ServerLogin {
         !self.offering.swap(true, Ordering::AcqRel)
     }
 
+    /// Whether a login offered to a client is under way (its browser not back yet, or its
+    /// code being exchanged).
+    pub fn offer_under_way(&self) -> bool {
+        self.offering.load(Ordering::Acquire)
+    }
+
     pub fn end_offer(&self) {
+        *self
+            .offered_page
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         self.offering.store(false, Ordering::Release);
+    }
+
+    /// A login offered to a client was kept.
+    pub fn logged_in(&self) {
+        self.login_kept.notify_waiters();
+    }
+
+    /// Resolves at the next [`Self::logged_in`].
+    pub async fn kept(&self) {
+        self.login_kept.notified().await;
+    }
+
+    /// The authorization page of the offered login under way.
+    pub fn set_offered_page(&self, page: &str) {
+        *self
+            .offered_page
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(page.to_owned());
+    }
+
+    pub fn offered_page(&self) -> Option<String> {
+        self.offered_page
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Whether the last attempt ended in [`TokenError::NeedsLogin`].
@@ -101,6 +185,13 @@ impl ServerLogin {
     /// Forgets that a login was needed: the next attempt decides again.
     pub fn reset_needed(&self) {
         self.needed.store(false, Ordering::Release);
+        self.futile.store(false, Ordering::Release);
+    }
+
+    /// Whether the server refused scopes the last login was granted (a login would not help,
+    /// so none is offered).
+    pub fn futile(&self) -> bool {
+        self.futile.load(Ordering::Acquire)
     }
 
     /// The server answered 401 and no token can be had: remembered until one can.
@@ -111,6 +202,9 @@ impl ServerLogin {
     /// Changes when the stored login changes (written, replaced, removed): its file's size and
     /// modification time.
     pub fn stored_version(&self) -> Option<(u64, std::time::SystemTime)> {
+        if self.holder == Holder::Nobody {
+            return None;
+        }
         let path = self.store.login_path(&self.url, self.subject.as_deref());
         let meta = std::fs::metadata(path).ok()?;
         Some((meta.len(), meta.modified().ok()?))
@@ -128,6 +222,22 @@ impl ServerLogin {
         } else {
             format!("a login with more scopes ({more})")
         };
+        if self.futile() {
+            return format!(
+                "server `{}` refuses loom for want of scopes ({more}) that its last login was \
+                 granted, so logging in again would not help: the server or its authorization \
+                 server has to change (then log in again)",
+                self.server
+            );
+        }
+        if self.holder != Holder::Machine {
+            // Each user of the HTTP face logs in for themselves, through their client.
+            return format!(
+                "server `{}` needs {what} of yours: call one of its tools (`{}_…`) to be given \
+                 the page where you log in, then call again",
+                self.server, self.server
+            );
+        }
         format!(
             "server `{}` needs {what}: run `loom auth login {}` (with the same --config), then \
              call again",
@@ -138,6 +248,20 @@ impl ServerLogin {
     /// The server refused the token for want of `scopes` (403 `insufficient_scope`): the login
     /// has to be made again, asking for them too (kept with the login for `loom auth login`).
     pub fn step_up(&self, scopes: &[String]) {
+        if self.holder == Holder::Nobody {
+            return;
+        }
+        // Scopes the last login was granted already: another login would get the same refusal
+        // (a client that logs in again and again would loop).
+        let granted = self
+            .store
+            .load(&self.url, self.subject.as_deref())
+            .ok()
+            .flatten()
+            .map(|login| login.granted_scopes)
+            .unwrap_or_default();
+        let futile = !scopes.is_empty() && scopes.iter().all(|scope| granted.contains(scope));
+        self.futile.store(futile, Ordering::Release);
         {
             let mut more = self
                 .more_scopes
@@ -162,6 +286,9 @@ impl ServerLogin {
     /// without one; a server that needs one answers 401). Refreshed first when it is about to
     /// expire.
     pub async fn bearer(&self) -> Result<Option<String>, TokenError> {
+        if self.holder == Holder::Nobody {
+            return Ok(None);
+        }
         let mut slot = self.manager.lock().await;
         if slot.is_none() {
             match self.store.load(&self.url, self.subject.as_deref()) {

@@ -215,7 +215,8 @@ fn with_input(
 }
 
 /// 2025-11-25's "URL elicitation required" error.
-const URL_ELICITATION_REQUIRED: rmcp::model::ErrorCode = rmcp::model::ErrorCode(-32042);
+pub(in crate::gateway) const URL_ELICITATION_REQUIRED: rmcp::model::ErrorCode =
+    rmcp::model::ErrorCode(-32042);
 
 /// A `requestState` loom does not hold (any more).
 fn unknown_state() -> McpError {
@@ -240,9 +241,7 @@ impl Gateway {
         // Kept to be made again should the server want a URL flow finished first, or answer
         // with `input_required` itself (a 2026-07-28 server).
         let modern_server = self
-            .hub
-            .servers
-            .get(index)
+            .server(index)
             .and_then(|server| server.live().ok())
             .is_some_and(|live| live.modern);
         let era = super::era::Era::of_request(context);
@@ -354,7 +353,7 @@ impl Gateway {
             self.start_call(index, request, context, timeout, true, Some(task.clone()))?;
         // Given up on, the task is cancelled on its server too (every way a call is abandoned,
         // the first request's or a retry's).
-        if let Some(Ok(live)) = self.hub.servers.get(index).map(|s| s.live()) {
+        if let Some(Ok(live)) = self.server(index).map(|s| s.live()) {
             let peer = live.peer.clone();
             running.on_abandon(move || {
                 let request = rmcp::model::ClientRequest::CustomRequest(
@@ -403,6 +402,17 @@ impl Gateway {
             Pending::Running(running) => running,
             // The URL flows are done (or declined): the call is made again.
             Pending::Again { index, request } => {
+                // A login the person accepted to make: its connection may still be on its way
+                // up (SPEC §4.7).
+                let accepted = responses.is_some_and(|answers| {
+                    !answers.is_empty()
+                        && answers.values().all(|answer| {
+                            answer.get("action").and_then(Value::as_str) == Some("accept")
+                        })
+                });
+                if accepted {
+                    self.wait_until_live(index).await;
+                }
                 return Ok(Box::pin(self.call(index, *request, context, call)).await);
             }
             // The server's own question: its answers and state go back to it with the call.

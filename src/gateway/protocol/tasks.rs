@@ -253,7 +253,7 @@ impl Gateway {
     }
 
     fn serves_tasks(&self, index: usize) -> bool {
-        self.hub.servers.get(index).is_some_and(|server| {
+        self.server(index).is_some_and(|server| {
             server
                 .catalog()
                 .tools
