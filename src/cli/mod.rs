@@ -294,10 +294,17 @@ fn demo_server(kind: &str) -> ExitCode {
 /// Logs go to stderr only (stdout carries the protocol). Level from `LOOM_LOG`
 /// (`tracing_subscriber` filter syntax), default `info` for loom and `warn` for libraries; rmcp's
 /// transports are silent by default, because loom reports every transport failure itself.
+/// rmcp's OAuth client writes the authorization code (and the client's registration) at debug
+/// level: whatever `LOOM_LOG` asks, it says no more than `info`, so no credential reaches a log.
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("LOOM_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("warn,rmcp=error,rmcp::transport=off,loom=info"));
+    let filter = match EnvFilter::try_from_env("LOOM_LOG") {
+        Ok(asked) => match "rmcp::transport::auth=info".parse() {
+            Ok(quiet) => asked.add_directive(quiet),
+            Err(_) => asked,
+        },
+        Err(_) => EnvFilter::new("warn,rmcp=error,rmcp::transport=off,loom=info"),
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

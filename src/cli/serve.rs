@@ -159,6 +159,17 @@ async fn serve_http(config: crate::config::Config, addr: SocketAddr, stdio: bool
     // With `http.auth` the face's subjects are people, each logging in to remote servers for
     // themselves (SPEC §4.7).
     let per_subject = config.http.auth.is_some();
+    if let Some(auth) = &config.http.auth
+        && auth.audience.is_none()
+        && local.ip().is_unspecified()
+    {
+        eprintln!(
+            "loom: `http.auth.audience` is needed when loom listens on {local}: set it to the \
+             URL clients reach loom's MCP endpoint at (e.g. \"https://loom.example.com/mcp\"); \
+             tokens are issued for it"
+        );
+        return ExitCode::from(EXIT_START);
+    }
     let hub = match Hub::start_with(config, per_subject).await {
         Ok(hub) => hub,
         Err(error) => {

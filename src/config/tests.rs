@@ -1578,6 +1578,7 @@ fn http_auth_is_read_and_checked() {
     assert_problem(&all, "http.auth", &["missing required key `issuer`"]);
     assert_problem(&all, "http.auth.requiredScopes[0]", &["not a scope"]);
     assert_problem(&all, "http.auth.jwks", &["unknown key", "`jwksUrl`"]);
+    assert_problem(&all, "http.auth.audience", &["is not a URL"]);
     // The keys come over TLS, or from this machine.
     let all = problems(
         r#"{"mcpServers": {}, "http": {"auth": {"issuer": "http://login.example.com", "jwksUrl": "http://keys.example.com/jwks"}}}"#,

@@ -1085,8 +1085,13 @@ impl Checker<'_> {
                 })
         };
         let issuer = url(self, "issuer");
+        // The resource clients ask tokens for: loom's MCP URL as clients reach it (RFC 8707).
         let audience = match fields.get("audience") {
-            Some(v) => self.non_empty_string(v, &child(PATH, "audience")),
+            Some(v) => {
+                let path = child(PATH, "audience");
+                self.non_empty_string(v, &path)
+                    .filter(|url| self.check_url(url, &path))
+            }
             None => None,
         };
         let jwks_url = url(self, "jwksUrl");

@@ -168,11 +168,16 @@ async def test_login_then_calls_refresh_and_logout_through_loom_match_direct(rig
     assert status.returncode == 0, status.stderr
     assert f"{SERVER}\t{rig.mcp_url}\tneeds login" in status.stdout, status.stdout
 
-    login = rig.auth(setup, "login", SERVER)
+    # At the most verbose log level too, no credential reaches the log (rmcp's OAuth client
+    # writes the authorization code at debug level; loom keeps it at info).
+    login = rig.auth(setup, "login", SERVER, env={"LOOM_LOG": "trace"})
     assert login.returncode == 0, login.stderr
     assert f"logged in to `{SERVER}` at {rig.as_url}" in login.stderr, login.stderr
     assert "mcp:read" in login.stderr
     assert rig.browser_runs() == 1
+    visited = json.loads((rig.tmp / "browser.jsonl").read_text().splitlines()[0])
+    code = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(visited["callback"]).query))["code"]
+    assert code not in login.stderr, "the authorization code is in loom's log"
     files = rig.login_files()
     assert len(files) == 1
     assert stat.S_IMODE(files[0].stat().st_mode) == 0o600
@@ -712,3 +717,52 @@ def test_a_2025_session_outlives_its_token_for_the_same_subject_only(rig: Rig) -
         assert status == 404, (status, body[:500])
         # alice's session is still hers.
         assert raw_post(url, alice, listing, extra)[0] == 200
+
+
+def test_an_http_face_on_every_address_must_say_its_audience(rig: Rig) -> None:
+    """On 0.0.0.0 loom cannot know the URL clients reach it at, which its tokens are issued for:
+    it does not start without `http.auth.audience`, and says so."""
+    config = rig.tmp / "everywhere.json"
+    config.write_text(json.dumps({"servers": [{"name": "py", "command": sys.executable, "args": [str(PYTHON_SERVER)]}], "http": {"auth": {"issuer": rig.as_url}}}))
+    done = subprocess.run(
+        [str(LOOM_BIN), "serve", "--http", "0.0.0.0:0", "--config", str(config)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=PATIENCE,
+    )  # fmt: skip
+    assert done.returncode == 1 and "`http.auth.audience` is needed when loom listens on 0.0.0.0" in done.stderr, done.stderr
+
+
+async def test_two_looms_sharing_a_login_refresh_it_one_at_a_time(tmp_path: Path) -> None:
+    """Two loom processes (a desktop client's and an editor's) share one login file. The
+    authorization server rotates refresh tokens and treats a used one as stolen (it revokes the
+    grant): loom refreshes under a lock on the login, so when both find the token expired at
+    once, one refreshes and the other takes (or refreshes) the result — both keep working, and
+    nobody is asked to log in again (SPEC §4.7). The token endpoint answers 400 ms late, so the
+    two refreshes overlap."""
+    from conftest import connect_loom
+
+    with rig_on(tmp_path, AS_TOKEN_DELAY_MS="400") as rig:
+        await both_refresh(rig)
+
+
+async def both_refresh(rig: Rig) -> None:
+    from conftest import connect_loom
+
+    setup = rig.setup()
+    assert rig.auth(setup, "login", SERVER).returncode == 0
+    async with connect_loom(setup, "legacy") as first, connect_loom(setup, "auto") as second:
+        for client in (first, second):
+            assert (await client.call_tool(f"{SERVER}_whoami", {})).content[0].text.startswith("sub=test-user ")
+        for _ in range(3):
+            await anyio.sleep(ACCESS_TTL + 0.5)
+            answers: list[Any] = [None, None]
+
+            async def call(index: int, client: Client) -> None:
+                answers[index] = await client.call_tool(f"{SERVER}_whoami", {})
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(call, 0, first)
+                group.start_soon(call, 1, second)
+            for answer in answers:
+                assert not answer.is_error and answer.content[0].text.startswith("sub=test-user "), answer
+    assert rig.as_stats()["tokens"].get("refresh_token", 0) >= 3
+    assert "\tauthorized" in rig.auth(setup, "status").stdout

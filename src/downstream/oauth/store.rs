@@ -242,13 +242,83 @@ impl CredentialStore for LoginStore {
 
     /// The authorization server refused the refresh token (revoked, expired, reused): the
     /// tokens are dropped, so `loom auth status` says a login is needed; the client id stays.
+    /// Unless the file holds other tokens by now (a `loom auth login` meanwhile): those stay.
     async fn on_refresh_token_rejected(
         &self,
         credentials: &StoredCredentials,
     ) -> Result<(), AuthError> {
+        let current = self.store.load(&self.url, self.subject.as_deref())?;
+        let same = |stored: &StoredCredentials| {
+            serde_json::to_value(&stored.token_response).ok()
+                == serde_json::to_value(&credentials.token_response).ok()
+        };
+        if !current.as_ref().is_some_and(same) {
+            return Ok(());
+        }
         let kept = StoredCredentials::new(credentials.client_id.clone(), None, Vec::new(), None)
             .with_issuer(credentials.issuer.clone());
         Ok(self.store.save(&self.url, self.subject.as_deref(), kept)?)
+    }
+
+    /// Refreshes of one login are made one at a time across processes (two looms — a desktop
+    /// client's and an editor's — share the login file): a lock on `<file>.lock`, taken for the
+    /// load, the exchange and the save. Without it, a server that rotates refresh tokens
+    /// refuses the second process's refresh, and that loom would wait for a login needlessly.
+    async fn acquire_refresh_guard(
+        &self,
+    ) -> Result<Option<rmcp::transport::auth::CredentialRefreshGuard>, AuthError> {
+        let path = self
+            .store
+            .login_path(&self.url, self.subject.as_deref())
+            .with_extension("json.lock");
+        let file = tokio::task::spawn_blocking(move || lock_file(&path))
+            .await
+            .map_err(|e| AuthError::CredentialStoreError(format!("the refresh lock: {e}")))?
+            .map_err(|e| AuthError::CredentialStoreError(e.0))?;
+        Ok(Some(rmcp::transport::auth::CredentialRefreshGuard::new(
+            file,
+        )))
+    }
+}
+
+/// How long a refresh waits for another process's refresh of the same login.
+const REFRESH_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `path` opened (made 0600 if new) and locked exclusively; unlocked when the file is closed.
+fn lock_file(path: &Path) -> Result<fs::File, StoreError> {
+    if let Some(folder) = path.parent() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(folder)
+            .map_err(|e| StoreError(format!("cannot create {}: {e}", folder.display())))?;
+    }
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| StoreError(format!("cannot open {}: {e}", path.display())))?;
+    let deadline = std::time::Instant::now() + REFRESH_LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(StoreError(format!(
+                    "another process has been refreshing this login for {} s ({} is locked)",
+                    REFRESH_LOCK_WAIT.as_secs(),
+                    path.display()
+                )));
+            }
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(StoreError(format!("cannot lock {}: {e}", path.display())));
+            }
+        }
     }
 }
 
@@ -368,6 +438,29 @@ fn write_private(path: &Path, text: &str) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_refresh_of_a_login_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("oauth").join("x.json.lock");
+        let first = lock_file(&path).unwrap();
+        let released = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = released.clone();
+        let other = path.clone();
+        let second = std::thread::spawn(move || {
+            let _held = lock_file(&other).unwrap();
+            seen.load(std::sync::atomic::Ordering::SeqCst)
+        });
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        released.store(true, std::sync::atomic::Ordering::SeqCst);
+        drop(first);
+        assert!(
+            second.join().unwrap(),
+            "the second lock was had while the first was held"
+        );
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
 
     fn credentials(client: &str) -> StoredCredentials {
         StoredCredentials::new(client.to_owned(), None, vec!["read".into()], Some(1))

@@ -23,6 +23,7 @@
 // Env: AS_PORT, AS_ACCESS_TTL (s, default 60), AS_REFRESH_TTL (s, default 14 days),
 // AS_SCOPES (resource scopes, default "mcp:read mcp:write"), AS_STATIC_CLIENT_ID,
 // AS_STATIC_CLIENT_SECRET, AS_STATIC_REDIRECT_URIS, AS_NO_REGISTRATION, AS_ROTATE_REFRESH,
+// AS_TOKEN_DELAY_MS (each POST /token answered that much later, default 0),
 // AS_DISCOVERY (both | oidc | oauth), AS_ACCOUNT (default test-user; an authorization request's
 // login_hint picks another).
 
@@ -49,6 +50,7 @@ const resourceScopes = (env.AS_SCOPES || "mcp:read mcp:write").split(/\s+/).filt
 const account = env.AS_ACCOUNT || "test-user";
 const registration = !flag("AS_NO_REGISTRATION");
 const rotate = env.AS_ROTATE_REFRESH === undefined ? true : flag("AS_ROTATE_REFRESH");
+const tokenDelay = int("AS_TOKEN_DELAY_MS", 0);
 const discovery = env.AS_DISCOVERY || "both";
 
 // ---------------------------------------------------------------------------------------------
@@ -297,6 +299,10 @@ server.on("request", async (req, res) => {
       req.url = `/.well-known/openid-configuration${url.search}`;
     } else if (url.pathname === "/.well-known/openid-configuration" && discovery === "oauth") {
       return json(res, 404, { error: "not_found" });
+    }
+    if (url.pathname === "/token" && req.method === "POST" && tokenDelay > 0) {
+      // Slow token answers: two clients refreshing one login at once overlap for sure.
+      await new Promise((resolve) => setTimeout(resolve, tokenDelay));
     }
     handle(req, res);
   } catch (error) {
