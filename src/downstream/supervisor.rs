@@ -122,6 +122,9 @@ pub struct Downstream {
     pub login: Option<Arc<ServerLogin>>,
     state: RwLock<ServerState>,
     catalog: RwLock<Arc<Catalog>>,
+    /// Counts changes of the state and the catalog (a session's catalog built from fewer is
+    /// stale).
+    changes: std::sync::atomic::AtomicU64,
     live: RwLock<Option<Live>>,
 }
 
@@ -283,6 +286,7 @@ impl Downstream {
             config,
             state: RwLock::new(ServerState::Starting),
             catalog: RwLock::new(Arc::new(Catalog::default())),
+            changes: std::sync::atomic::AtomicU64::new(0),
             live: RwLock::new(None),
         }
     }
@@ -315,7 +319,14 @@ impl Downstream {
             .unwrap_or(ServerState::Stopped)
     }
 
+    /// How many times its state or catalog changed.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     fn set_state(&self, state: ServerState) {
+        self.changes
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         tracing::info!(server = %self.config.name, %state, "server state");
         if let Ok(mut slot) = self.state.write() {
             *slot = state;
@@ -327,6 +338,8 @@ impl Downstream {
     }
 
     fn set_catalog(&self, catalog: Catalog) {
+        self.changes
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         if let Ok(mut slot) = self.catalog.write() {
             *slot = Arc::new(catalog);
         }

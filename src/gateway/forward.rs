@@ -184,10 +184,8 @@ impl Gateway {
     /// Waits (up to [`CONNECT_AFTER_LOGIN`]) while the server `tool` is named after (`S_…`) is
     /// starting: a subject's own connection starts with the subject's first request, which may
     /// already call one of its tools.
-    /// Whether it waited.
-    pub(super) async fn wait_while_starting(&self, tool: &str) -> bool {
+    pub(super) async fn wait_while_starting(&self, tool: &str) {
         let deadline = tokio::time::Instant::now() + CONNECT_AFTER_LOGIN;
-        let mut waited = false;
         while tokio::time::Instant::now() < deadline {
             let starting = self.servers().iter().any(|server| {
                 matches!(server.state(), ServerState::Starting)
@@ -196,12 +194,30 @@ impl Gateway {
                         .is_some_and(|rest| rest.starts_with('_'))
             });
             if !starting {
-                return waited;
+                return;
             }
-            waited = true;
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        waited
+    }
+
+    /// Waits (up to [`CONNECT_AFTER_LOGIN`]) while a connection of this session's is starting
+    /// — a subject's own, started by its first request — and lists its servers as they are now
+    /// when the catalog was built from an older state: the subject's first `tools/list` shows
+    /// its servers as they came up (or their `S_login`), not as they were a moment before.
+    pub(super) async fn settle(&self) {
+        let starting = || {
+            self.servers()
+                .iter()
+                .any(|server| matches!(server.state(), ServerState::Starting))
+        };
+        let deadline = tokio::time::Instant::now() + CONNECT_AFTER_LOGIN;
+        while starting() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if self.catalog_is_stale() {
+            // The rebuild loop follows with the same catalog and so notifies nobody.
+            self.rebuild();
+        }
     }
 
     /// The server's `callTimeoutMs`.

@@ -233,12 +233,15 @@ impl GatewayService {
                 };
                 let mut exposed = gateway.exposed();
                 let mut route = resolve(&exposed);
-                if route.is_none() && gateway.wait_while_starting(&params.name).await {
-                    // The server's connection came up (or wants a login): the catalog follows
-                    // within the coalescing window.
-                    tokio::time::sleep(super::LIST_CHANGED_COALESCE * 3).await;
-                    exposed = gateway.exposed();
-                    route = resolve(&exposed);
+                if route.is_none() {
+                    gateway.wait_while_starting(&params.name).await;
+                    // A connection came up (or went to wait for a login) since the catalog was
+                    // built: listed as it is now (the rebuild loop then finds nothing to tell).
+                    if gateway.catalog_is_stale() {
+                        gateway.rebuild();
+                        exposed = gateway.exposed();
+                        route = resolve(&exposed);
+                    }
                 }
                 let Some(route) = route else {
                     if let Some(message) = gateway.login_needed_for(&params.name) {
@@ -319,6 +322,7 @@ impl GatewayService {
             // Tool definitions are carried as the servers wrote them (rmcp's typed `Tool` would
             // drop fields it does not know), so the list is written raw too.
             ClientRequest::ListToolsRequest(_) => {
+                gateway.settle().await;
                 let exposed = gateway.exposed();
                 let visible = gateway.visible_tools(&exposed);
                 let tools = match Era::request_has_tasks(&context) {

@@ -14,7 +14,7 @@ use rmcp::service::{Peer, RequestContext, RoleServer};
 
 use super::Gateway;
 use super::catalog::Route;
-use super::input::{Call, Reply};
+use super::input::Call;
 use crate::downstream::Downstream;
 use crate::downstream::ServerState;
 use crate::downstream::callers::{AskKind, declares};
@@ -63,6 +63,14 @@ impl Gateway {
                     .strip_prefix(server.name())
                     .is_some_and(|rest| rest.starts_with('_'))
         })?;
+        self.offer_for(server)
+    }
+
+    /// `server`'s login, when it waits for one this session may be offered.
+    fn offer_for(&self, server: Arc<Downstream>) -> Option<Offer> {
+        if !matches!(server.state(), ServerState::NeedsLogin { .. }) {
+            return None;
+        }
         let login = server.login.clone()?;
         if login.futile() {
             return None;
@@ -85,6 +93,32 @@ impl Gateway {
             login,
             callback_url,
         })
+    }
+
+    /// loom's own `S_login` tool for each server in `servers` that waits for a login this
+    /// session may be offered: a client lists only what is listed, so without it a model
+    /// could not ask for the login (SPEC §4.7).
+    pub(crate) fn login_tools(
+        &self,
+        servers: &[Arc<Downstream>],
+    ) -> Vec<serde_json::Map<String, serde_json::Value>> {
+        servers
+            .iter()
+            .filter(|server| self.offer_for(Arc::clone(server)).is_some())
+            .filter_map(|server| {
+                let name = server.name();
+                let tool = serde_json::json!({
+                    "name": login_tool_name(name),
+                    "description": format!(
+                        "Log in to `{name}`, which asks for an OAuth login before its tools can \
+                         be used: the person is asked to open its login page (or given it to \
+                         open); its tools are listed once they have logged in."
+                    ),
+                    "inputSchema": {"type": "object", "properties": {}},
+                });
+                tool.as_object().cloned()
+            })
+            .collect()
     }
 
     /// Starts `offer`'s login (one per server and holder at a time), finished on a task of its
@@ -203,6 +237,7 @@ impl Gateway {
         if !elicits {
             return Some(page_to_open(&name, tool, &started.page));
         }
+        let own_tool = tool == login_tool_name(&name);
         let Ok(url) = reqwest::Url::parse(&started.page) else {
             started.finisher.abort();
             return None;
@@ -238,6 +273,12 @@ impl Gateway {
         }
         let finished = tokio::time::timeout(OFFERED_LOGIN_WAIT, started.done).await;
         let answer = match finished {
+            Ok(Ok(Ok(done))) if own_tool => {
+                tracing::info!(server = %name, scopes = ?done.scopes, "logged in through the client");
+                return Some(crate::tools::text_result(format!(
+                    "loom: logged in to `{name}`; its tools are listed again in a moment"
+                )));
+            }
             Ok(Ok(Ok(done))) => {
                 tracing::info!(server = %name, scopes = ?done.scopes, "logged in through the client");
                 format!(
@@ -294,8 +335,10 @@ impl Gateway {
         down.meta = None;
         down.request_state = None;
         down.input_responses = None;
-        let request =
-            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(down));
+        // loom's own login tool has nothing to call again: its retry says how the login went.
+        let again = (tool != login_tool_name(&name)).then(|| {
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(down))
+        });
         let call = Call {
             method: "tools/call",
             target: tool.to_owned(),
@@ -311,28 +354,31 @@ impl Gateway {
             "url": started.page,
             "elicitationId": crate::token::random_hex().unwrap_or_else(|| format!("login-{name}")),
         });
-        let asked = rmcp::ErrorData::new(
-            super::input::URL_ELICITATION_REQUIRED,
-            format!("log in to `{name}` first"),
-            Some(serde_json::json!({"elicitations": [elicitation]})),
-        );
         // The login goes on without this call: the retry finds the server logged in.
         drop(started.done);
-        match self.url_first(index, request, asked, call, &capabilities) {
-            Ok(Reply::Input(result)) => Some(*result),
-            _ => {
-                started.finisher.abort();
-                None
-            }
+        let asked = self.login_first(index, &name, elicitation, call, again);
+        if asked.is_none() {
+            started.finisher.abort();
         }
+        asked
     }
+}
+
+/// The name of loom's login tool for server `server`.
+pub(crate) fn login_tool_name(server: &str) -> String {
+    format!("{server}_login")
 }
 
 /// The answer that gives a subject the page where it logs in (its client takes no URL
 /// elicitation); the login waits for the browser on its own task.
 fn page_to_open(server: &str, tool: &str, page: &str) -> CallToolResult {
+    let then = if tool == login_tool_name(server) {
+        "its tools are listed once you have".to_owned()
+    } else {
+        format!("then call `{tool}` again")
+    };
     error_result(format!(
-        "loom: `{server}` needs you to log in. Open this page in a browser, log in, then call \
-         `{tool}` again: {page}"
+        "loom: `{server}` needs you to log in. Open this page in a browser and log in; {then}: \
+         {page}"
     ))
 }

@@ -45,6 +45,18 @@ use crate::config::Config;
 use crate::downstream::{Downstream, DownstreamEvent, ServerState, UpstreamLink};
 use crate::wire::RawResults;
 
+/// A fingerprint of the connections a session reaches and how often each changed.
+fn view_version(servers: &[Arc<Downstream>]) -> u64 {
+    servers
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |acc: u64, server| {
+            (acc ^ (server.key as u64))
+                .wrapping_mul(0x0100_0000_01b3)
+                .wrapping_add(server.changes())
+                .wrapping_mul(0x0100_0000_01b3)
+        })
+}
+
 /// Rebuilds of the catalog that arrive within this window become one `list_changed` upstream.
 pub const LIST_CHANGED_COALESCE: Duration = Duration::from_millis(50);
 
@@ -104,6 +116,8 @@ pub struct Gateway {
     subscriptions: Subscriptions,
     /// Whose session this is (over HTTP a digest of its token or OAuth subject), once known.
     credential: RwLock<Option<String>>,
+    /// What the catalog was last built from: [`Self::view_version`] then.
+    built_from: std::sync::atomic::AtomicU64,
 }
 
 impl Gateway {
@@ -171,6 +185,7 @@ impl Gateway {
             outbox: outbox::Outbox::default(),
             subscriptions: Subscriptions::default(),
             credential: RwLock::new(None),
+            built_from: std::sync::atomic::AtomicU64::new(u64::MAX),
         });
         hub.register(&gateway);
         // Until the HTTP face says which credential opened it, a session is the local one
@@ -210,6 +225,12 @@ impl Gateway {
     /// Server `index` as this session reaches it.
     pub(crate) fn server(&self, index: usize) -> Option<Arc<Downstream>> {
         self.hub.server_for(index, self.credential().as_deref())
+    }
+
+    /// Whether a server this session reaches changed (or another connection took its place)
+    /// since the catalog was built.
+    pub(crate) fn catalog_is_stale(&self) -> bool {
+        self.built_from.load(std::sync::atomic::Ordering::Acquire) != view_version(&self.servers())
     }
 
     /// Whose session this is, once the face said.
@@ -534,6 +555,8 @@ impl Gateway {
     /// Rebuild the exposed catalog now; returns which lists changed.
     fn rebuild(&self) -> ListsChanged {
         let servers = self.servers();
+        self.built_from
+            .store(view_version(&servers), std::sync::atomic::Ordering::Release);
         let listings: Vec<ServerListing<'_>> = servers
             .iter()
             .filter(|s| !matches!(s.state(), ServerState::Failed { .. }))
@@ -578,6 +601,8 @@ impl Gateway {
         }
         self.stats.exposed(found.direct_tools, found.direct);
         self.discovery.replace(found);
+        // Listed whatever the tools mode: how a model asks for a server's login.
+        next.tools.extend(self.login_tools(&servers));
         next.tools.extend(
             crate::tools::tools()
                 .into_iter()

@@ -173,6 +173,11 @@ pub(crate) fn error_result(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
 }
 
+/// A text answer of loom's own that is not an error.
+pub(crate) fn text_result(message: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(message.into())])
+}
+
 fn string_arg<'a>(
     arguments: &'a Option<Map<String, Value>>,
     name: &str,

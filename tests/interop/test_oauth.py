@@ -230,11 +230,14 @@ async def test_a_server_that_needs_a_login_does_not_stop_loom_and_joins_after_th
     setup = rig.setup()
     async with open_client("sdk2-auto", setup) as client:
         names = {tool["name"] for tool in await client.list_tools()}
-        assert not any(name.startswith(f"{SERVER}_") for name in names), names
+        # Its tools are not listed; loom's `lin_login` is, which says how to log in.
+        assert {name for name in names if name.startswith(f"{SERVER}_")} == {f"{SERVER}_login"}, names
         assert "loom_query" in names
         refused = await client.call(f"{SERVER}_whoami")
         assert refused.get("isError") is True
         assert f"`loom auth login {SERVER}`" in text_of(refused), refused
+        how = await client.call(f"{SERVER}_login")
+        assert how.get("isError") is True and f"`loom auth login {SERVER}`" in text_of(how), how
 
         # A person logs in from another terminal while loom serves: the tools come back.
         login = await anyio.to_thread.run_sync(lambda: rig.auth(setup, "login", SERVER))
@@ -630,6 +633,9 @@ async def test_each_subject_of_the_http_face_logs_in_for_itself(rig: Rig) -> Non
 
         async with as_subject(alice, "legacy", elicitation_callback=person("alice")) as client:
             assert f"{SERVER}_whoami" not in await tool_names(client) and "py_inventory" in await tool_names(client)
+            with anyio.fail_after(PATIENCE):
+                while f"{SERVER}_login" not in await tool_names(client):
+                    await anyio.sleep(0.1)
             first = await client.call_tool(f"{SERVER}_whoami", {})
             assert first.is_error and f"logged in to `{SERVER}`" in first.content[0].text, first
             assert len(asked) == 1 and asked[0]["mode"] == "url" and asked[0]["url"].startswith(f"{rig.as_url}/auth?")
@@ -668,6 +674,17 @@ async def test_each_subject_of_the_http_face_logs_in_for_itself(rig: Rig) -> Non
             made = await client.call_tool(f"{SERVER}_whoami", {})
             assert not made.is_error and made.content[0].text.startswith("sub=carol "), made
             assert asked[-1]["mode"] == "url" and len(asked) == 2, asked
+        # dave over 2026-07-28 asks for the login itself, with loom's `lin_login`.
+        dave = await anyio.to_thread.run_sync(lambda: token_for(rig, url, "dave"))
+        async with as_subject(dave, "2026-07-28", elicitation_callback=person("dave")) as client:
+            with anyio.fail_after(PATIENCE):
+                while f"{SERVER}_login" not in await tool_names(client):
+                    await anyio.sleep(0.1)
+            done = await client.call_tool(f"{SERVER}_login", {})
+            assert not done.is_error and f"logged in to `{SERVER}`" in done.content[0].text, done
+            assert len(asked) == 3
+            mine = await client.call_tool(f"{SERVER}_whoami", {})
+            assert not mine.is_error and mine.content[0].text.startswith("sub=dave "), mine
 
         # alice again, a new session: still herself, asked nothing more.
         async with as_subject(alice, "auto") as client:
@@ -675,7 +692,8 @@ async def test_each_subject_of_the_http_face_logs_in_for_itself(rig: Rig) -> Non
                 while f"{SERVER}_whoami" not in await tool_names(client):
                     await anyio.sleep(0.2)
             assert (await client.call_tool(f"{SERVER}_whoami", {})).content[0].text.startswith("sub=alice ")
-        assert len(asked) == 2
+            assert f"{SERVER}_login" not in await tool_names(client)
+        assert len(asked) == 3
 
         # A redirect nobody waits for (replayed, or forged) is refused and keeps nothing.
         status, _, body = raw_get(visits[0]["callback"])
@@ -683,9 +701,9 @@ async def test_each_subject_of_the_http_face_logs_in_for_itself(rig: Rig) -> Non
         status, _, _ = raw_get(f"{callback}?code=x&state=forged")
         assert status == 400
     subjects = rig.server_stats()["subjects"]
-    assert {"alice", "bob", "carol"} <= set(subjects), subjects
+    assert {"alice", "bob", "carol", "dave"} <= set(subjects), subjects
     # The machine's login plus one per subject, each its own file.
-    assert len(rig.login_files()) == 4
+    assert len(rig.login_files()) == 5
 
 
 def raw_get(url: str) -> tuple[int, dict[str, str], str]:
@@ -766,3 +784,111 @@ async def both_refresh(rig: Rig) -> None:
                 assert not answer.is_error and answer.content[0].text.startswith("sub=test-user "), answer
     assert rig.as_stats()["tokens"].get("refresh_token", 0) >= 3
     assert "\tauthorized" in rig.auth(setup, "status").stdout
+
+
+@pytest.mark.parametrize("era", ["legacy", "auto", "modern"])
+async def test_the_inspector_with_a_token_logs_in_to_a_remote_server_through_loom(rig: Rig, era: str) -> None:
+    """The Inspector CLI in each of its eras, with a subject's access token as its header: loom's
+    protected face serves it, a large result comes back as an envelope, and a remote server
+    that wants a login gives this subject the page in the answer (the Inspector takes no URL
+    elicitation); once the subject has been there, the call goes through as them. Without the
+    token the Inspector is refused."""
+    import urllib.parse
+
+    import browser  # noqa: PLC0415 — the rig's stand-in browser, a module of its own
+    from test_http_serve import _inspector
+
+    who = f"inspector-{era}"
+    home = rig.tmp / f"inspector-home-{era}"
+    # requiredScopes: the Inspector registers with the scopes the metadata names (without any
+    # it asks oidc-provider for an empty `scope`, which it refuses).
+    with loom_http(rig, {"issuer": rig.as_url, "requiredScopes": ["mcp:read"]}, name=f"inspector-{era}", more=[{"name": SERVER, "url": rig.mcp_url}]) as url:
+        token = await anyio.to_thread.run_sync(lambda: token_for(rig, url, who))
+        header = ("--header", f"Authorization: Bearer {token}")
+
+        def inspect(*args: str) -> tuple[int, dict[str, Any], str]:
+            return _inspector(url, era, home, *header, *args)
+
+        status, listed, stderr = await anyio.to_thread.run_sync(inspect, "--method", "tools/list")
+        assert status == 0 and "py_inventory" in {t["name"] for t in listed["result"]["tools"]}, (listed, stderr[-2000:])
+        status, called, stderr = await anyio.to_thread.run_sync(inspect, "--method", "tools/call", "--tool-name", "py_inventory", "--tool-args-json", json.dumps({"count": 2000}))
+        assert status == 0 and assert_envelope(called["result"], "inventory (Inspector)")["rows"] == 2000, stderr[-2000:]
+
+        # The server's tools are not listed before the login; loom's `lin_login` is.
+        names = {t["name"] for t in listed["result"]["tools"]}
+        assert f"{SERVER}_login" in names and f"{SERVER}_whoami" not in names, sorted(names)
+        status, offered, stderr = await anyio.to_thread.run_sync(inspect, "--method", "tools/call", "--tool-name", f"{SERVER}_login")
+        assert "result" in offered, (offered, stderr[-2000:])
+        text = text_of(offered["result"])
+        assert "needs you to log in" in text and "its tools are listed once you have" in text, (offered, stderr[-2000:])
+        page = text.rsplit(" ", 1)[-1]
+        visit = await anyio.to_thread.run_sync(lambda: browser.run(f"{page}&{urllib.parse.urlencode({'login_hint': who})}", "approve"))
+        assert visit["callback_status"] == 200, visit
+        with anyio.fail_after(PATIENCE):
+            while True:
+                status, mine, stderr = await anyio.to_thread.run_sync(inspect, "--method", "tools/call", "--tool-name", f"{SERVER}_whoami")
+                if status == 0 and not mine["result"].get("isError"):
+                    break
+                await anyio.sleep(0.3)
+        assert text_of(mine["result"]).startswith(f"sub={who} "), mine
+        status, listed, stderr = await anyio.to_thread.run_sync(inspect, "--method", "tools/list")
+        assert f"{SERVER}_login" not in {t["name"] for t in listed["result"]["tools"]}
+
+        refused = await anyio.to_thread.run_sync(lambda: subprocess.run(
+            [str(x) for x in _inspector_command(url, era)] + ["--method", "tools/list"],
+            capture_output=True, text=True, env={**os.environ, "HOME": str(home)}, timeout=2 * PATIENCE,
+        ))  # fmt: skip
+        # Refused: the Inspector reads loom's 401 and metadata as a login it would have to make.
+        said = refused.stdout + refused.stderr
+        assert refused.returncode != 0 and "auth_required" in said, said[-2000:]
+
+        # With its own OAuth client (auto-open on, browser.py opening the page it names), the
+        # Inspector logs in to loom itself and is served as its subject.
+        own = await anyio.to_thread.run_sync(lambda: _inspector_logs_in(url, era, rig.tmp / f"inspector-oauth-{era}", f"{who}-own"))
+        assert own.get("result") and "py_inventory" in {t["name"] for t in own["result"]["tools"]}, own
+
+
+def _inspector_command(url: str, era: str) -> list[Any]:
+    from test_dataplane_inspector import INSPECTOR_CLI, NODE22
+
+    return [NODE22, INSPECTOR_CLI, "--format", "json", "--protocol-era", era, "--connect-timeout", str(int(PATIENCE * 1000)), "--transport", "http", "--server-url", url]
+
+
+def _inspector_logs_in(url: str, era: str, home: Path, who: str) -> dict[str, Any]:
+    """The Inspector CLI's own OAuth against loom's face: it prints the page to open on stderr;
+    browser.py opens it as `who`, the Inspector takes the code on its own callback, lists the
+    tools."""
+    import threading
+    import urllib.parse
+
+    import browser  # noqa: PLC0415
+
+    home.mkdir(exist_ok=True)
+    answer = home / "stdout.json"
+    process = subprocess.Popen(
+        [str(x) for x in _inspector_command(url, era)] + ["--method", "tools/list"],
+        stdin=subprocess.DEVNULL, stdout=answer.open("w"), stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "HOME": str(home), "MCP_AUTO_OPEN_ENABLED": "true", "MCP_INSPECTOR_SECRET_STORE": "memory"},
+    )  # fmt: skip
+    seen: list[str] = []
+
+    def read_stderr() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            seen.append(line)
+            if "navigate to:" in line:
+                page = line.split("navigate to:", 1)[1].strip()
+                browser.run(f"{page}&{urllib.parse.urlencode({'login_hint': who})}", "approve")
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        process.wait(timeout=2 * PATIENCE)
+    finally:
+        process.kill()
+    reader.join(5)
+    out = answer.read_text()
+    try:
+        return json.loads(out.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        raise AssertionError(f"the Inspector printed no JSON (exit {process.returncode}): {out[-2000:]}\n{''.join(seen)[-3000:]}") from None

@@ -61,6 +61,9 @@ enum Pending {
         index: usize,
         request: Box<rmcp::model::ClientRequest>,
     },
+    /// loom's own login tool (`S_login`, SPEC §4.7) asked the client to open a login page:
+    /// its retry is answered once server `index` is connected with the login.
+    Login { index: usize, server: String },
     /// A 2026-07-28 server answered with `input_required` itself: the client's answers go back
     /// to it with its own `requestState` on the call made again.
     Downstream {
@@ -338,6 +341,37 @@ impl Gateway {
         }
     }
 
+    /// A login page for a 2026-07-28 client (SPEC §4.7): `input_required` with the URL
+    /// elicitation `elicitation`; the retry makes `again` on server `index` (a call of one of
+    /// its tools), or — without one, loom's `S_login` — says whether the login took.
+    pub(in crate::gateway) fn login_first(
+        &self,
+        index: usize,
+        server: &str,
+        elicitation: Value,
+        call: Call,
+        again: Option<rmcp::model::ClientRequest>,
+    ) -> Option<ServerResult> {
+        let (reply, _) = tokio::sync::oneshot::channel();
+        let asked = vec![(
+            self.protocol.suspended.keys.next(AskKind::Elicitation),
+            Ask {
+                kind: AskKind::Elicitation,
+                params: elicitation,
+                reply,
+            },
+        )];
+        let server = server.to_owned();
+        let into = move |index| match again {
+            Some(request) => Pending::Again {
+                index,
+                request: Box::new(request),
+            },
+            None => Pending::Login { index, server },
+        };
+        self.suspend(index, into, asked, &call).ok()
+    }
+
     /// [`Gateway::call`] of a request that waits for MCP task `task` (`tasks/result`): the
     /// server's questions tied to the task are for it.
     pub(in crate::gateway) async fn call_for_task(
@@ -398,18 +432,37 @@ impl Gateway {
             return Err(error);
         }
         let Waiting { pending, asked, .. } = waiting;
+        let accepted = responses.is_some_and(|answers| {
+            !answers.is_empty()
+                && answers
+                    .values()
+                    .all(|answer| answer.get("action").and_then(Value::as_str) == Some("accept"))
+        });
         let running = match pending {
             Pending::Running(running) => running,
+            Pending::Login { index, server } => {
+                if accepted {
+                    self.wait_until_live(index).await;
+                }
+                let logged_in = self.server(index).is_some_and(|s| s.live().is_ok());
+                let result = if logged_in {
+                    crate::tools::text_result(format!(
+                        "loom: logged in to `{server}`; its tools are listed again"
+                    ))
+                } else {
+                    crate::tools::error_result(format!(
+                        "loom: not logged in to `{server}` (the login was declined, or did not \
+                         finish); call `{server}_login` again to retry"
+                    ))
+                };
+                return Ok(Ok(Reply::Done(Forwarded::Typed(Box::new(
+                    ServerResult::CallToolResult(result),
+                )))));
+            }
             // The URL flows are done (or declined): the call is made again.
             Pending::Again { index, request } => {
                 // A login the person accepted to make: its connection may still be on its way
                 // up (SPEC §4.7).
-                let accepted = responses.is_some_and(|answers| {
-                    !answers.is_empty()
-                        && answers.values().all(|answer| {
-                            answer.get("action").and_then(Value::as_str) == Some("accept")
-                        })
-                });
                 if accepted {
                     self.wait_until_live(index).await;
                 }
