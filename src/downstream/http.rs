@@ -143,6 +143,8 @@ pub struct CapturingClient {
     header_names: Arc<[String]>,
     /// The server's OAuth login, whose access token each request carries (SPEC §4.7).
     login: Option<Arc<ServerLogin>>,
+    /// The entry may log in with OAuth, but loom has nowhere to keep logins (no HOME).
+    logins_homeless: bool,
 }
 
 /// rmcp's transport over [`CapturingClient`] for `remote`, and what tells of an outage.
@@ -185,6 +187,7 @@ pub fn transport(
         params,
         outage: outage.clone(),
         header_names: remote.headers.iter().map(|(k, _)| k.clone()).collect(),
+        logins_homeless: login.is_none() && remote.oauth.is_some(),
         login,
     };
     let mut config = StreamableHttpClientTransportConfig::default();
@@ -290,6 +293,13 @@ impl CapturingClient {
             "403 Forbidden"
         };
         match self.credential_header() {
+            None if self.logins_homeless => format!(
+                "{} answered HTTP {what}: it asks for a login, and loom keeps OAuth logins under \
+                 $XDG_STATE_HOME/loom/oauth or ~/.local/state/loom/oauth, but neither \
+                 XDG_STATE_HOME nor HOME is set (as an absolute path) in loom's environment: set \
+                 one, or give a token in the entry's `headers`",
+                self.shown_url()
+            ),
             Some(header) => format!(
                 "{} answered HTTP {what}: the credentials in header `{header}` were refused \
                  (check the token `{header}` carries, e.g. \"{header}\": \"Bearer ${{TOKEN}}\")",

@@ -892,3 +892,26 @@ def _inspector_logs_in(url: str, era: str, home: Path, who: str) -> dict[str, An
         return json.loads(out.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
         raise AssertionError(f"the Inspector printed no JSON (exit {process.returncode}): {out[-2000:]}\n{''.join(seen)[-3000:]}") from None
+
+
+async def test_without_a_home_a_server_that_asks_for_a_login_says_why_there_is_none(rig: Rig) -> None:
+    """With neither HOME nor XDG_STATE_HOME set (some launchers start servers so), loom has
+    nowhere to keep logins: a server that asks for one is failed with a message that says so,
+    the others serve on."""
+    from mcp import StdioServerParameters
+
+    from conftest import connect
+
+    config = rig.tmp / "homeless.json"
+    servers = {SERVER: {"url": rig.mcp_url}, "py": {"command": sys.executable, "args": [str(PYTHON_SERVER)]}}
+    config.write_text(json.dumps({"mcpServers": servers, "restart": {"maxAttempts": 1}}))
+    params = StdioServerParameters(
+        command="/usr/bin/env",
+        args=["-u", "HOME", "-u", "XDG_STATE_HOME", str(LOOM_BIN), "--config", str(config)],
+        env={"PATH": os.environ.get("PATH", ""), "LOOM_LOG": "warn"},
+    )
+    async with connect(params, mode="legacy") as client:
+        categories = await client.call_tool("loom_tool_categories", {})
+        states = {entry["server"]: entry["state"] for entry in categories.structured_content["servers"]}
+        assert "neither XDG_STATE_HOME nor HOME is set" in states[SERVER], states
+        assert not (await client.call_tool("loom_query", {"sql": "SELECT 1 AS one"})).is_error
