@@ -473,7 +473,9 @@ async fn run_modern(
         },
     );
     let log = modern.log_level.map(|level| {
-        gateway.hub.wants_log_level(relay.server, &level);
+        if let Some(server) = gateway.server(relay.server) {
+            gateway.hub.wants_log_level(&server, &level);
+        }
         gateway.protocol.want_logs(relay.server, &level)
     });
     let began = tokio::time::Instant::now();

@@ -323,7 +323,9 @@ impl Gateway {
             && let Some(level) = context.meta.log_level()
         {
             running._log = Some(self.protocol.want_logs(index, &level));
-            self.hub.wants_log_level(index, &level);
+            if let Some(server) = self.server(index) {
+                self.hub.wants_log_level(&server, &level);
+            }
         }
         Ok(running)
     }

@@ -732,7 +732,7 @@ impl ServerHandler for GatewayHandler {
             if let (true, Ok(live)) = (declares_logging, server.live())
                 && !live.modern
             {
-                self.0.hub().log_level_set(server.index, &request.level);
+                self.0.hub().log_level_set(server.key, &request.level);
                 let _ = live.peer.set_level(request.clone()).await;
             }
         }

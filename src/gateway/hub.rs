@@ -42,7 +42,8 @@ pub struct Hub {
     /// Per server, the most verbose log level loom asked it for on behalf of 2026-07-28
     /// requests (they carry a level each; servers of the `initialize` era take one for the
     /// connection).
-    log_levels: Mutex<Vec<Option<u8>>>,
+    /// By connection key (a subject's own connections included).
+    log_levels: Mutex<std::collections::HashMap<usize, u8>>,
     /// The model summary stage's endpoint (SPEC §19.9), when `llm` is configured.
     pub(super) summarizer: Option<Arc<crate::llm::Summarizer>>,
     /// Bytes exported per credential, against `exportMaxBytes` (SPEC §15).
@@ -136,7 +137,7 @@ impl Hub {
             subscribers: Mutex::new(std::collections::HashMap::new()),
             in_flight: Arc::default(),
             sessions_opened: std::sync::atomic::AtomicU64::new(0),
-            log_levels: Mutex::new(Vec::new()),
+            log_levels: Mutex::default(),
             summarizer,
             export_quotas: Mutex::default(),
             per_subject,
@@ -317,6 +318,10 @@ impl Hub {
                 tracing::info!(server = %own.downstream.name(), "closing an idle subject's own connection");
                 own.stop.cancel();
                 self.in_flight.set_owner(own.downstream.key, None);
+                self.log_levels
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&own.downstream.key);
             }
             keep
         });
@@ -397,13 +402,10 @@ impl Hub {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// A 2026-07-28 request wants server `index`'s log messages at `level`: a server that
+    /// A 2026-07-28 request wants the log messages of connection `server` at `level`: a server that
     /// logs is asked for that level when it was set to a less verbose one (or none) before.
     #[allow(deprecated)] // logging is SEP-2577-deprecated; older servers use it
-    pub(super) fn wants_log_level(&self, index: usize, level: &rmcp::model::LoggingLevel) {
-        let Some(server) = self.servers.get(index) else {
-            return;
-        };
+    pub(super) fn wants_log_level(&self, server: &Downstream, level: &rmcp::model::LoggingLevel) {
         // 2026-07-28 servers take the level with each request (SPEC §4.6).
         if server.live().is_ok_and(|live| live.modern) {
             return;
@@ -422,13 +424,10 @@ impl Hub {
                 .log_levels
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            if levels.len() <= index {
-                levels.resize(index + 1, None);
-            }
-            if levels[index].is_some_and(|set| set <= rank) {
+            if levels.get(&server.key).is_some_and(|set| *set <= rank) {
                 return;
             }
-            levels[index] = Some(rank);
+            levels.insert(server.key, rank);
         }
         if let Ok(live) = server.live() {
             let params = rmcp::model::SetLevelRequestParams::new(*level);
@@ -439,18 +438,14 @@ impl Hub {
         }
     }
 
-    /// A handshake client set server `index`'s level with `logging/setLevel`: a 2026-07-28
-    /// request that wants more is sent its own again.
+    /// A handshake client set the level of the connection `key` with `logging/setLevel`: a
+    /// 2026-07-28 request that wants more is sent its own again.
     #[allow(deprecated)] // logging is SEP-2577-deprecated; older servers use it
-    pub(super) fn log_level_set(&self, index: usize, level: &rmcp::model::LoggingLevel) {
-        let mut levels = self
-            .log_levels
+    pub(super) fn log_level_set(&self, key: usize, level: &rmcp::model::LoggingLevel) {
+        self.log_levels
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if levels.len() <= index {
-            levels.resize(index + 1, None);
-        }
-        levels[index] = Some(super::logging::log_rank(level));
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, super::logging::log_rank(level));
     }
 
     /// Requests in flight on the servers (for tests: nothing may leak).
