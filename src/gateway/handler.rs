@@ -581,7 +581,7 @@ impl ServerHandler for GatewayHandler {
         if let Some(uris) = &requested.resource_subscriptions {
             accepted.resource_subscriptions = Some(
                 uris.iter()
-                    .filter(|uri| !self.subscription_targets(uri).is_empty())
+                    .filter(|uri| !self.0.subscription_targets(uri).is_empty())
                     .cloned()
                     .collect(),
             );
@@ -602,7 +602,7 @@ impl ServerHandler for GatewayHandler {
             if self.0.listen_to(uri) {
                 let request = SubscribeRequestParams::new(uri.clone());
                 let outcome = self
-                    .on_subscribers(uri, "refused the subscription", |peer| {
+                    .on_subscribers(uri, Change::Subscribe, "refused the subscription", |peer| {
                         let request = request.clone();
                         async move { peer.subscribe(request).await }
                     })
@@ -631,7 +631,7 @@ impl ServerHandler for GatewayHandler {
             if self.0.stop_listening_to(uri) {
                 let request = UnsubscribeRequestParams::new(uri.clone());
                 let _ = self
-                    .on_subscribers(uri, "refused to unsubscribe", |peer| {
+                    .on_subscribers(uri, Change::Unsubscribe, "refused to unsubscribe", |peer| {
                         let request = request.clone();
                         async move { peer.unsubscribe(request).await }
                     })
@@ -687,10 +687,15 @@ impl ServerHandler for GatewayHandler {
             return Ok(());
         }
         let outcome = self
-            .on_subscribers(&uri, "refused the subscription", |peer| {
-                let request = request.clone();
-                async move { peer.subscribe(request).await }
-            })
+            .on_subscribers(
+                &uri,
+                Change::Subscribe,
+                "refused the subscription",
+                |peer| {
+                    let request = request.clone();
+                    async move { peer.subscribe(request).await }
+                },
+            )
             .await;
         if outcome.is_err() {
             self.0.unsubscribe(&uri);
@@ -705,13 +710,18 @@ impl ServerHandler for GatewayHandler {
     ) -> Result<(), McpError> {
         let uri = request.uri.clone();
         if !self.0.unsubscribe(&uri) {
-            // Another session still wants its updates (or this one never subscribed).
+            // This session was not subscribed; another session's subscription is not its to end.
             return Ok(());
         }
-        self.on_subscribers(&uri, "refused to unsubscribe", |peer| {
-            let request = request.clone();
-            async move { peer.unsubscribe(request).await }
-        })
+        self.on_subscribers(
+            &uri,
+            Change::Unsubscribe,
+            "refused to unsubscribe",
+            |peer| {
+                let request = request.clone();
+                async move { peer.unsubscribe(request).await }
+            },
+        )
         .await
     }
 
@@ -740,38 +750,14 @@ impl ServerHandler for GatewayHandler {
     }
 }
 
-impl GatewayHandler {
-    /// The servers a subscription to `uri` goes to: the one that lists it (or whose template
-    /// matches it), else every server that declared `resources.subscribe`.
-    fn subscription_targets(&self, uri: &str) -> Vec<usize> {
-        // A 2026-07-28 server takes no resources/subscribe (SPEC §4.6).
-        let modern = |index: usize| {
-            self.0
-                .servers()
-                .get(index)
-                .and_then(|server| server.live().ok())
-                .is_some_and(|live| live.modern)
-        };
-        match self.0.exposed().resource_owner(uri) {
-            Some(owner) if modern(owner) => Vec::new(),
-            Some(owner) => vec![owner],
-            None => self
-                .0
-                .servers()
-                .iter()
-                .filter(|server| {
-                    server.catalog().capabilities.as_ref().is_some_and(|c| {
-                        c.resources
-                            .as_ref()
-                            .is_some_and(|r| r.subscribe == Some(true))
-                    })
-                })
-                .map(|server| server.index)
-                .filter(|index| !modern(*index))
-                .collect(),
-        }
-    }
+/// What a session asks of the connections a resource's updates come from.
+#[derive(Clone, Copy)]
+enum Change {
+    Subscribe,
+    Unsubscribe,
+}
 
+impl GatewayHandler {
     /// Where a `resources/subscribe` (or `unsubscribe`) for `uri` goes (SPEC §5.4): the server
     /// that lists the URI or whose template matches it; a URI no server lists goes to every
     /// server that declared `resources.subscribe` (a server may publish updates for resources it
@@ -780,6 +766,7 @@ impl GatewayHandler {
     async fn on_subscribers<F, Fut>(
         &self,
         uri: &str,
+        change: Change,
         refused: &str,
         send: F,
     ) -> Result<(), McpError>
@@ -787,8 +774,7 @@ impl GatewayHandler {
         F: Fn(rmcp::Peer<rmcp::RoleClient>) -> Fut,
         Fut: std::future::Future<Output = Result<(), rmcp::ServiceError>>,
     {
-        let servers = self.0.servers();
-        let targets = self.subscription_targets(uri);
+        let targets = self.0.subscription_targets(uri);
         if targets.is_empty() {
             return Err(McpError::resource_not_found(
                 format!(
@@ -799,13 +785,23 @@ impl GatewayHandler {
                 None,
             ));
         }
-        // Every target gets it, at once, each within its callTimeoutMs.
-        let attempts = targets.into_iter().map(|index| {
-            let server = &servers[index];
+        // Every target gets it, at once, each within its callTimeoutMs — a connection once for
+        // all the sessions that subscribed there: the first subscription is sent, the last
+        // unsubscription too, the others are counted.
+        let hub = self.0.hub().clone();
+        let attempts = targets.into_iter().map(|server| {
             let timeout = std::time::Duration::from_millis(server.config.call_timeout_ms);
-            let sent = server.live().map(|live| send(live.peer.clone()));
+            let due = match change {
+                Change::Subscribe => hub.subscribed(server.key, uri),
+                Change::Unsubscribe => hub.unsubscribed(server.key, uri),
+            };
+            let sent = due.then(|| server.live().map(|live| send(live.peer.clone())));
+            let hub = hub.clone();
             async move {
-                match sent {
+                let Some(sent) = sent else {
+                    return Ok(());
+                };
+                let outcome = match sent {
                     Ok(sending) => match tokio::time::timeout(timeout, sending).await {
                         Ok(Ok(())) => Ok(()),
                         Ok(Err(e)) => Err(format!("server `{}` {refused}: {e}", server.name())),
@@ -816,7 +812,12 @@ impl GatewayHandler {
                         )),
                     },
                     Err(state) => Err(format!("server `{}` is {state}", server.name())),
+                };
+                // A subscription the connection did not take is not counted there.
+                if outcome.is_err() && matches!(change, Change::Subscribe) {
+                    hub.unsubscribed(server.key, uri);
                 }
+                outcome
             }
         });
         let outcomes = futures::future::join_all(attempts).await;

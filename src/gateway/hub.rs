@@ -33,8 +33,8 @@ pub struct Hub {
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// The query engine every session's store runs on.
     pub(super) engine: crate::store::SharedEngine,
-    /// Resource URI → how many sessions subscribed to it.
-    subscribers: Mutex<std::collections::HashMap<String, usize>>,
+    /// (connection key, resource URI) → how many sessions subscribed to it there.
+    subscribers: Mutex<std::collections::HashMap<(usize, String), usize>>,
     /// Every request in flight on a server, so the server's own requests reach the client
     /// whose call caused them (SPEC §5.8).
     pub(super) in_flight: Arc<Callers>,
@@ -482,30 +482,31 @@ impl Hub {
         }
     }
 
-    /// One more session subscribed to `uri`; true for the first.
-    pub(super) fn subscribed(&self, uri: &str) -> bool {
+    /// One more session subscribed to `uri` on connection `key`; true for the first.
+    pub(super) fn subscribed(&self, key: usize, uri: &str) -> bool {
         let mut counts = self
             .subscribers
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let count = counts.entry(uri.to_string()).or_default();
+        let count = counts.entry((key, uri.to_string())).or_default();
         *count += 1;
         *count == 1
     }
 
-    /// One session fewer subscribed to `uri`; true when none is left.
-    pub(super) fn unsubscribed(&self, uri: &str) -> bool {
+    /// One session fewer subscribed to `uri` on connection `key`; true when none is left.
+    pub(super) fn unsubscribed(&self, key: usize, uri: &str) -> bool {
         let mut counts = self
             .subscribers
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        match counts.get_mut(uri) {
+        let entry = (key, uri.to_string());
+        match counts.get_mut(&entry) {
             Some(count) if *count > 1 => {
                 *count -= 1;
                 false
             }
             Some(_) => {
-                counts.remove(uri);
+                counts.remove(&entry);
                 true
             }
             None => false,

@@ -77,9 +77,9 @@ impl Gateway {
         }
         let callback_url = match login.holder() {
             Holder::Machine => {
-                let local = self
-                    .credential()
-                    .is_none_or(|credential| credential == super::LOCAL_CREDENTIAL);
+                // The stdio face's session (it owns the hub), or `serve --http --stdio`'s.
+                let local =
+                    self.owns_hub || self.credential().as_deref() == Some(super::LOCAL_CREDENTIAL);
                 if !local {
                     return None;
                 }

@@ -340,16 +340,41 @@ impl Gateway {
         self.stats.report(held)
     }
 
-    /// This session subscribes to `uri`; true when no session was subscribed to it before
-    /// (the downstream subscription is then made).
+    /// This session subscribes to `uri`; true when it was not subscribed before (the
+    /// connections it goes to are then asked, each once for all sessions: SPEC §22).
     pub(crate) fn subscribe(&self, uri: &str) -> bool {
-        self.subscriptions.subscribe(uri) && self.hub.subscribed(uri)
+        self.subscriptions.subscribe(uri)
     }
 
-    /// This session unsubscribes from `uri`; true when no session is subscribed to it any more
-    /// (the downstream subscription is then ended).
+    /// This session unsubscribes from `uri`; true when it was subscribed.
     pub(crate) fn unsubscribe(&self, uri: &str) -> bool {
-        self.subscriptions.unsubscribe(uri) && self.hub.unsubscribed(uri)
+        self.subscriptions.unsubscribe(uri)
+    }
+
+    /// The connections a subscription to `uri` goes to: the server that lists it (or whose
+    /// template matches it), else every server that declared `resources.subscribe` — as this
+    /// session reaches them (a subject's own connections included).
+    pub(crate) fn subscription_targets(&self, uri: &str) -> Vec<Arc<Downstream>> {
+        let servers = self.servers();
+        // A 2026-07-28 server takes no resources/subscribe (SPEC §4.6).
+        let modern = |server: &Downstream| server.live().is_ok_and(|live| live.modern);
+        match self.exposed().resource_owner(uri) {
+            Some(owner) => servers
+                .into_iter()
+                .filter(|server| server.index == owner && !modern(server))
+                .collect(),
+            None => servers
+                .into_iter()
+                .filter(|server| {
+                    server.catalog().capabilities.as_ref().is_some_and(|c| {
+                        c.resources
+                            .as_ref()
+                            .is_some_and(|r| r.subscribe == Some(true))
+                    })
+                })
+                .filter(|server| !modern(server))
+                .collect(),
+        }
     }
 
     /// Whether this session's client speaks 2026-07-28 (it opened the session without
@@ -518,7 +543,9 @@ impl Gateway {
         self.shutdown.cancel();
         self.protocol.end();
         for uri in self.subscriptions.drain() {
-            self.hub.unsubscribed(&uri);
+            for server in self.subscription_targets(&uri) {
+                self.hub.unsubscribed(server.key, &uri);
+            }
         }
         // Dropping the listener closes the writer's queue; what is queued is still written.
         self.store.set_listener(None);

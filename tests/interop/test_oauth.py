@@ -212,7 +212,7 @@ async def test_login_then_calls_refresh_and_logout_through_loom_match_direct(rig
         before = rig.as_stats()["tokens"]
         await anyio.sleep(ACCESS_TTL + 1.5)
         again = text_of(await client.call(f"{SERVER}_whoami"))
-        assert whoami_fields(again) == whoami_fields(own_whoami)
+        assert whoami_fields(again) == whoami_fields(own_whoami), again
         after = rig.as_stats()["tokens"]
         assert after.get("refresh_token", 0) > before.get("refresh_token", 0), (before, after)
         assert after.get("authorization_code", 0) == before.get("authorization_code", 0)

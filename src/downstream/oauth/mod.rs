@@ -301,7 +301,14 @@ impl ServerLogin {
         let Some(manager) = slot.as_ref() else {
             return Ok(None);
         };
-        match manager.get_access_token().await {
+        let mut had = manager.get_access_token().await;
+        if matches!(had, Err(AuthError::TokenRefreshFailed(_))) {
+            // The refresh's request failed on the way (an authorization server that closed an
+            // idle kept-alive connection as it was reused): once more, on a new one.
+            tokio::time::sleep(REFRESH_RETRY_AFTER).await;
+            had = manager.get_access_token().await;
+        }
+        match had {
             Ok(token) => {
                 self.needed.store(false, Ordering::Release);
                 self.more_scopes
@@ -332,7 +339,12 @@ impl ServerLogin {
         {
             return Ok(token);
         }
-        match manager.refresh_token().await {
+        let mut refreshed = manager.refresh_token().await;
+        if matches!(refreshed, Err(AuthError::TokenRefreshFailed(_))) {
+            tokio::time::sleep(REFRESH_RETRY_AFTER).await;
+            refreshed = manager.refresh_token().await;
+        }
+        match refreshed {
             Ok(_) => match manager.get_access_token().await {
                 Ok(token) if Some(token.as_str()) != refused => Ok(token),
                 Ok(_) | Err(AuthError::AuthorizationRequired) => {
@@ -373,6 +385,9 @@ impl ServerLogin {
         Ok(manager)
     }
 }
+
+/// How long a refresh whose request failed waits before it is made once more.
+const REFRESH_RETRY_AFTER: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// rmcp's error in words (its `Display` says what failed; the variant names say nothing to a
 /// user).
