@@ -187,12 +187,9 @@ impl Gateway {
     pub(super) async fn wait_while_starting(&self, tool: &str) {
         let deadline = tokio::time::Instant::now() + CONNECT_AFTER_LOGIN;
         while tokio::time::Instant::now() < deadline {
-            let starting = self.servers().iter().any(|server| {
-                matches!(server.state(), ServerState::Starting)
-                    && tool
-                        .strip_prefix(server.name())
-                        .is_some_and(|rest| rest.starts_with('_'))
-            });
+            let starting = self
+                .server_named_in(tool)
+                .is_some_and(|server| matches!(server.state(), ServerState::Starting));
             if !starting {
                 return;
             }

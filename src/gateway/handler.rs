@@ -774,7 +774,15 @@ impl GatewayHandler {
         F: Fn(rmcp::Peer<rmcp::RoleClient>) -> Fut,
         Fut: std::future::Future<Output = Result<(), rmcp::ServiceError>>,
     {
-        let targets = self.0.subscription_targets(uri);
+        // An unsubscription goes where this session's subscription was counted (the servers it
+        // reaches, or what they list, may have changed since).
+        let targets = match change {
+            Change::Subscribe => self.0.subscription_targets(uri),
+            Change::Unsubscribe => self.0.take_subscribed_connections(uri),
+        };
+        if targets.is_empty() && matches!(change, Change::Unsubscribe) {
+            return Ok(());
+        }
         if targets.is_empty() {
             return Err(McpError::resource_not_found(
                 format!(
@@ -797,9 +805,10 @@ impl GatewayHandler {
             };
             let sent = due.then(|| server.live().map(|live| send(live.peer.clone())));
             let hub = hub.clone();
+            let key = server.key;
             async move {
                 let Some(sent) = sent else {
-                    return Ok(());
+                    return (key, Ok(()));
                 };
                 let outcome = match sent {
                     Ok(sending) => match tokio::time::timeout(timeout, sending).await {
@@ -817,14 +826,27 @@ impl GatewayHandler {
                 if outcome.is_err() && matches!(change, Change::Subscribe) {
                     hub.unsubscribed(server.key, uri);
                 }
-                outcome
+                (key, outcome)
             }
         });
         let outcomes = futures::future::join_all(attempts).await;
-        if outcomes.iter().any(Result::is_ok) {
+        if matches!(change, Change::Subscribe) {
+            self.0.counted_subscription(
+                uri,
+                outcomes
+                    .iter()
+                    .filter(|(_, outcome)| outcome.is_ok())
+                    .map(|(key, _)| *key)
+                    .collect(),
+            );
+        }
+        if outcomes.iter().any(|(_, outcome)| outcome.is_ok()) {
             return Ok(());
         }
-        let failures: Vec<String> = outcomes.into_iter().filter_map(Result::err).collect();
+        let failures: Vec<String> = outcomes
+            .into_iter()
+            .filter_map(|(_, outcome)| outcome.err())
+            .collect();
         Err(McpError::new(
             ErrorCode::INTERNAL_ERROR,
             format!("loom: {}", failures.join("; ")),

@@ -233,6 +233,17 @@ impl Hub {
         }
     }
 
+    /// The connection registered under `key`: a shared one, or a subject's own.
+    pub(super) fn connection(&self, key: usize) -> Option<Arc<Downstream>> {
+        if let Some(shared) = self.servers.get(key) {
+            return Some(shared.clone());
+        }
+        self.lock_subjects()
+            .values()
+            .find(|own| own.downstream.key == key)
+            .map(|own| own.downstream.clone())
+    }
+
     fn lock_subjects(
         &self,
     ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(usize, String), SubjectServer>> {
@@ -313,7 +324,11 @@ impl Hub {
             .collect();
         let now = std::time::Instant::now();
         subjects.retain(|(_, holder), own| {
-            let keep = open.contains(holder) || now.duration_since(own.last_used) < SUBJECT_IDLE;
+            // Idle time counts from the subject's last open session, not its last request.
+            if open.contains(holder) {
+                own.last_used = now;
+            }
+            let keep = now.duration_since(own.last_used) < SUBJECT_IDLE;
             if !keep {
                 tracing::info!(server = %own.downstream.name(), "closing an idle subject's own connection");
                 own.stop.cancel();
@@ -322,6 +337,10 @@ impl Hub {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .remove(&own.downstream.key);
+                self.subscribers
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .retain(|(key, _), _| *key != own.downstream.key);
             }
             keep
         });

@@ -57,13 +57,7 @@ impl Gateway {
     /// machine — clients of an HTTP face that share it must not log it in or out, and its
     /// redirect goes to this machine's loopback, which a remote browser cannot reach).
     fn login_offer(&self, tool: &str) -> Option<Offer> {
-        let server = self.servers().into_iter().find(|server| {
-            matches!(server.state(), ServerState::NeedsLogin { .. })
-                && tool
-                    .strip_prefix(server.name())
-                    .is_some_and(|rest| rest.starts_with('_'))
-        })?;
-        self.offer_for(server)
+        self.offer_for(self.server_named_in(tool)?)
     }
 
     /// `server`'s login, when it waits for one this session may be offered.

@@ -116,6 +116,8 @@ pub struct Gateway {
     subscriptions: Subscriptions,
     /// Whose session this is (over HTTP a digest of its token or OAuth subject), once known.
     credential: RwLock<Option<String>>,
+    /// Per subscribed URI, the connections (keys) it was counted on (SPEC §22).
+    subscribed_on: Mutex<HashMap<String, Vec<usize>>>,
     /// What the catalog was last built from: [`Self::view_version`] then.
     built_from: std::sync::atomic::AtomicU64,
 }
@@ -185,6 +187,7 @@ impl Gateway {
             outbox: outbox::Outbox::default(),
             subscriptions: Subscriptions::default(),
             credential: RwLock::new(None),
+            subscribed_on: Mutex::default(),
             built_from: std::sync::atomic::AtomicU64::new(u64::MAX),
         });
         hub.register(&gateway);
@@ -351,6 +354,27 @@ impl Gateway {
         self.subscriptions.unsubscribe(uri)
     }
 
+    /// This session's subscription to `uri` was counted on the connections `keys`.
+    pub(crate) fn counted_subscription(&self, uri: &str, keys: Vec<usize>) {
+        self.subscribed_on
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(uri.to_owned(), keys);
+    }
+
+    /// The connections this session's subscription to `uri` was counted on (forgotten here).
+    pub(crate) fn take_subscribed_connections(&self, uri: &str) -> Vec<Arc<Downstream>> {
+        let keys = self
+            .subscribed_on
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uri)
+            .unwrap_or_default();
+        keys.into_iter()
+            .filter_map(|key| self.hub.connection(key))
+            .collect()
+    }
+
     /// The connections a subscription to `uri` goes to: the server that lists it (or whose
     /// template matches it), else every server that declared `resources.subscribe` — as this
     /// session reaches them (a subject's own connections included).
@@ -389,15 +413,22 @@ impl Gateway {
     /// When `tool` is named after a server that waits for an OAuth login (`SERVER_…`), what to
     /// tell the caller (SPEC §4.7): its tools are not listed, but a call to one says why.
     pub(crate) fn login_needed_for(&self, tool: &str) -> Option<String> {
-        self.servers().iter().find_map(|server| {
-            let named = tool
-                .strip_prefix(server.name())
-                .is_some_and(|rest| rest.starts_with('_'));
-            match server.state() {
-                ServerState::NeedsLogin { message } if named => Some(message),
-                _ => None,
-            }
-        })
+        match self.server_named_in(tool)?.state() {
+            ServerState::NeedsLogin { message } => Some(message),
+            _ => None,
+        }
+    }
+
+    /// The server `tool` is named after (`S_…`), as this session reaches it: the longest name
+    /// that fits (server names may hold `_`: `gh` and `gh_ent`).
+    pub(crate) fn server_named_in(&self, tool: &str) -> Option<Arc<Downstream>> {
+        self.servers()
+            .into_iter()
+            .filter(|server| {
+                tool.strip_prefix(server.name())
+                    .is_some_and(|rest| rest.starts_with('_'))
+            })
+            .max_by_key(|server| server.name().len())
     }
 
     /// Calls waiting for this client's input (SPEC §5.11).
@@ -543,7 +574,7 @@ impl Gateway {
         self.shutdown.cancel();
         self.protocol.end();
         for uri in self.subscriptions.drain() {
-            for server in self.subscription_targets(&uri) {
+            for server in self.take_subscribed_connections(&uri) {
                 self.hub.unsubscribed(server.key, &uri);
             }
         }

@@ -386,6 +386,17 @@ impl Server {
             if let Some(refusal) = self.refuse_origin(&request) {
                 return refusal;
             }
+            // A browser comes back with a GET; nothing else is a redirect.
+            if request.method() != Method::GET {
+                let mut response = plain(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "the login redirect takes GET only",
+                );
+                response
+                    .headers_mut()
+                    .insert(ALLOW, http::HeaderValue::from_static("GET"));
+                return response;
+            }
             return self.login_redirected(request.uri().query().unwrap_or(""));
         }
         if request.uri().path() != MCP_PATH {

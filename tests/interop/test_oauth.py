@@ -814,9 +814,15 @@ async def test_the_inspector_with_a_token_logs_in_to_a_remote_server_through_loo
         status, called, stderr = await anyio.to_thread.run_sync(inspect, "--method", "tools/call", "--tool-name", "py_inventory", "--tool-args-json", json.dumps({"count": 2000}))
         assert status == 0 and assert_envelope(called["result"], "inventory (Inspector)")["rows"] == 2000, stderr[-2000:]
 
-        # The server's tools are not listed before the login; loom's `lin_login` is.
+        # The server's tools are not listed before the login; loom's `lin_login` is (once the
+        # subject's own connection has met the server's 401).
         names = {t["name"] for t in listed["result"]["tools"]}
-        assert f"{SERVER}_login" in names and f"{SERVER}_whoami" not in names, sorted(names)
+        with anyio.fail_after(PATIENCE):
+            while f"{SERVER}_login" not in names:
+                await anyio.sleep(0.2)
+                status, listed, stderr = await anyio.to_thread.run_sync(inspect, "--method", "tools/list")
+                names = {t["name"] for t in listed["result"]["tools"]}
+        assert f"{SERVER}_whoami" not in names, sorted(names)
         status, offered, stderr = await anyio.to_thread.run_sync(inspect, "--method", "tools/call", "--tool-name", f"{SERVER}_login")
         assert "result" in offered, (offered, stderr[-2000:])
         text = text_of(offered["result"])
@@ -915,3 +921,28 @@ async def test_without_a_home_a_server_that_asks_for_a_login_says_why_there_is_n
         states = {entry["server"]: entry["state"] for entry in categories.structured_content["servers"]}
         assert "neither XDG_STATE_HOME nor HOME is set" in states[SERVER], states
         assert not (await client.call_tool("loom_query", {"sql": "SELECT 1 AS one"})).is_error
+
+
+def test_a_client_the_authorization_server_forgot_is_registered_anew(tmp_path: Path) -> None:
+    """loom remembers the client it registered with an authorization server; when that server
+    restarts without its registrations, the next login registers anew instead of sending the
+    person to the server's `invalid_client` page (SPEC §4.7)."""
+    from conftest import free_port
+
+    port = free_port()
+    env = {"AS_ACCESS_TTL": "60"}
+
+    def login_once(name: str) -> tuple[Rig, subprocess.CompletedProcess[str], dict[str, Any]]:
+        with started(["node", str(RIG / "as.mjs"), str(port)], "AS_URL=", tmp_path / f"{name}-as.log", env) as as_url:
+            server = [sys.executable, str(RIG / "protected_server.py"), "--as", as_url, "--port", "0"]
+            with started(server, "MCP_URL=", tmp_path / f"{name}-server.log", {}) as mcp_url:
+                rig = Rig(as_url=as_url, mcp_url=mcp_url, tmp=tmp_path)
+                done = rig.auth(rig.setup(), "login", SERVER)
+                return rig, done, rig.as_stats()
+
+    _, first, before = login_once("first")
+    assert first.returncode == 0 and before["registrations"] == 1, (first.stderr, before)
+    # The same issuer again (same port), its memory gone.
+    _, second, after = login_once("second")
+    assert second.returncode == 0, second.stderr
+    assert after["registrations"] == 1 and after["authorizations"] >= 1, after

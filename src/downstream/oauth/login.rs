@@ -156,17 +156,19 @@ fn negotiated_version(body: &str) -> Option<String> {
 /// Whether something answers at `url` (a default endpoint of protocol 2025-03-26): anything
 /// but 404 or 410, or no answer at all.
 async fn answers_at(url: &str) -> bool {
-    let Ok(http) = reqwest::Client::builder()
+    probe_get(url)
+        .await
+        .is_some_and(|response| !matches!(response.status().as_u16(), 404 | 410))
+}
+
+/// `GET url` without following redirects, within [`PROBE_TIMEOUT`]; `None` without an answer.
+async fn probe_get(url: &str) -> Option<reqwest::Response> {
+    let http = reqwest::Client::builder()
         .timeout(PROBE_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
         .build()
-    else {
-        return false;
-    };
-    match http.get(url).send().await {
-        Ok(response) => !matches!(response.status().as_u16(), 404 | 410),
-        Err(_) => false,
-    }
+        .ok()?;
+    http.get(url).send().await.ok()
 }
 
 /// Logs in to `target` as a person would: the authorization URL on stderr and in `$BROWSER`
@@ -199,8 +201,43 @@ pub(crate) struct PendingLogin {
 }
 
 /// Everything of a login up to the authorization URL: the server's metadata, who loom is to
-/// its authorization server, the loopback listener for the redirect.
+/// its authorization server, the loopback listener for the redirect. A client loom registered
+/// before that the authorization server no longer knows (it answers its authorization URL
+/// `invalid_client`, e.g. after a restart that lost its registrations) is forgotten and a new
+/// one registered, instead of sending the person to an error page.
 pub(crate) async fn begin(target: &LoginTarget<'_>) -> Result<PendingLogin, String> {
+    let pending = begin_once(target).await?;
+    if !matches!(pending.registered, Identity::Remembered(_))
+        || !client_unknown_at(&pending.url).await
+    {
+        return Ok(pending);
+    }
+    if let Some(key) = &pending.registration_key {
+        tracing::info!(
+            "the authorization server no longer knows the client loom registered; registering anew"
+        );
+        target.store.remove_registration(key).map_err(|e| e.0)?;
+    }
+    drop(pending);
+    begin_once(target).await
+}
+
+/// Whether the authorization server refuses `authorization_url` for its client: 400 naming
+/// `invalid_client` (asked without following redirects; anything else counts as known).
+async fn client_unknown_at(authorization_url: &str) -> bool {
+    let Some(response) = probe_get(authorization_url).await else {
+        return false;
+    };
+    if response.status().as_u16() != 400 {
+        return false;
+    }
+    response
+        .text()
+        .await
+        .is_ok_and(|body| body.contains("invalid_client"))
+}
+
+async fn begin_once(target: &LoginTarget<'_>) -> Result<PendingLogin, String> {
     let shown = mask_url(target.url);
     let challenge = match probe(target.url).await? {
         Probe::Protected(challenge) => challenge,
@@ -353,19 +390,35 @@ impl PendingLogin {
                 "state not found".to_owned(),
             )));
         }
+        // A client loom registered before that the server no longer knows: forgotten, so the
+        // next login registers anew instead of meeting the same refusal forever.
+        let forget_client = |why: &str| {
+            if matches!(registered, Identity::Remembered(_))
+                && why.contains("invalid_client")
+                && let Some(key) = &registration_key
+                && store.remove_registration(key).is_ok()
+            {
+                return "; the client loom had registered is unknown to the server now and is \
+                        forgotten: log in again to register anew"
+                    .to_owned();
+            }
+            String::new()
+        };
         if let Some(error) = callback.error {
+            let forgotten = forget_client(&error);
             return Err(format!(
-                "the authorization server did not authorize loom: {error}{}",
+                "the authorization server did not authorize loom: {error}{}{forgotten}",
                 callback
                     .error_description
                     .map(|d| format!(" ({d})"))
                     .unwrap_or_default()
             ));
         }
-        session
-            .handle_callback_url(&callback.url)
-            .await
-            .map_err(|e| explain_callback_error(&e))?;
+        if let Err(error) = session.handle_callback_url(&callback.url).await {
+            let explained = explain_callback_error(&error);
+            let forgotten = forget_client(&explained);
+            return Err(format!("{explained}{forgotten}"));
+        }
         let stored = store
             .load(&server_url, subject.as_deref())
             .map_err(|e| e.0)?
@@ -590,7 +643,10 @@ async fn wait_for_callback(
             ));
         }
     };
-    Ok(Callback::of(&format!("http://127.0.0.1:{port}/callback"), &query))
+    Ok(Callback::of(
+        &format!("http://127.0.0.1:{port}/callback"),
+        &query,
+    ))
 }
 
 /// Waits (up to `wait`) for loom's HTTP face to hand over the redirect.

@@ -152,17 +152,24 @@ impl TokenStore {
         write_private(&self.login_path(&file.url, file.subject.as_deref()), &text)
     }
 
+    /// Writes the login. Scopes a server asked for (a step-up) stay wanted until a login is
+    /// granted them: a refresh, which keeps the grant, does not forget them.
     pub fn save(
         &self,
         url: &str,
         subject: Option<&str>,
         credentials: StoredCredentials,
     ) -> Result<(), StoreError> {
+        let wanted_scopes = self
+            .wanted_scopes(url, subject)
+            .into_iter()
+            .filter(|scope| !credentials.granted_scopes.contains(scope))
+            .collect();
         self.write_file(&LoginFile {
             url: url.to_owned(),
             subject: subject.map(str::to_owned),
             credentials,
-            wanted_scopes: Vec::new(),
+            wanted_scopes,
         })
     }
 
@@ -465,6 +472,27 @@ mod tests {
     fn credentials(client: &str) -> StoredCredentials {
         StoredCredentials::new(client.to_owned(), None, vec!["read".into()], Some(1))
             .with_issuer(Some("https://as.example".into()))
+    }
+
+    #[test]
+    fn wanted_scopes_outlive_a_refresh_but_not_a_login_granted_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TokenStore::new(dir.path().join("oauth"));
+        let url = "https://mcp.example/mcp";
+        store.save(url, None, credentials("c")).unwrap();
+        store.want_scopes(url, None, &["write".into()]).unwrap();
+        // A refresh writes the same grant again: `write` is still wanted.
+        store.save(url, None, credentials("c")).unwrap();
+        assert_eq!(store.wanted_scopes(url, None), ["write"]);
+        // A login granted it: nothing more is wanted.
+        let granted = StoredCredentials::new(
+            "c".into(),
+            None,
+            vec!["read".into(), "write".into()],
+            Some(2),
+        );
+        store.save(url, None, granted).unwrap();
+        assert!(store.wanted_scopes(url, None).is_empty());
     }
 
     #[test]
