@@ -350,7 +350,14 @@ impl Gateway {
         });
         // The login goes on without this call: the retry finds the server logged in.
         drop(started.done);
-        let asked = self.login_first(index, &name, elicitation, call, again);
+        let asked = self.login_first(
+            index,
+            &name,
+            elicitation,
+            call,
+            again,
+            started.finisher.abort_handle(),
+        );
         if asked.is_none() {
             started.finisher.abort();
         }

@@ -686,6 +686,24 @@ async def test_each_subject_of_the_http_face_logs_in_for_itself(rig: Rig) -> Non
             mine = await client.call_tool(f"{SERVER}_whoami", {})
             assert not mine.is_error and mine.content[0].text.startswith("sub=dave "), mine
 
+        # erin over 2026-07-28 declines: told so, and asked afresh on the next call (the declined
+        # login no longer holds the server's one offered login for 300 s).
+        erin = await anyio.to_thread.run_sync(lambda: token_for(rig, url, "erin"))
+        declined: list[str] = []
+
+        async def declines(context: Any, params: Any) -> types.ElicitResult:
+            declined.append(params.url)
+            return types.ElicitResult(action="decline")
+
+        async with as_subject(erin, "2026-07-28", elicitation_callback=declines) as client:
+            with anyio.fail_after(PATIENCE):
+                while f"{SERVER}_login" not in await tool_names(client):
+                    await anyio.sleep(0.1)
+            for _ in range(2):
+                answer = await client.call_tool(f"{SERVER}_login", {})
+                assert answer.is_error and "not logged in" in answer.content[0].text, answer
+            assert len(declined) == 2 and declined[0] != declined[1], declined
+
         # alice again, a new session: still herself, asked nothing more.
         async with as_subject(alice, "auto") as client:
             with anyio.fail_after(PATIENCE):

@@ -60,10 +60,16 @@ enum Pending {
     Again {
         index: usize,
         request: Box<rmcp::model::ClientRequest>,
+        /// A login offered with it (SPEC §4.7): ended when the client declines or never comes.
+        login: Option<tokio::task::AbortHandle>,
     },
     /// loom's own login tool (`S_login`, SPEC §4.7) asked the client to open a login page:
     /// its retry is answered once server `index` is connected with the login.
-    Login { index: usize, server: String },
+    Login {
+        index: usize,
+        server: String,
+        login: tokio::task::AbortHandle,
+    },
     /// A 2026-07-28 server answered with `input_required` itself: the client's answers go back
     /// to it with its own `requestState` on the call made again.
     Downstream {
@@ -75,8 +81,14 @@ enum Pending {
 
 impl Pending {
     fn cancel(&mut self, reason: &'static str) {
-        if let Pending::Running(running) = self {
-            running.cancel(reason);
+        match self {
+            Pending::Running(running) => running.cancel(reason),
+            // Nobody will come back for it: the login's wait for the browser ends too.
+            Pending::Again {
+                login: Some(login), ..
+            }
+            | Pending::Login { login, .. } => login.abort(),
+            _ => {}
         }
     }
 }
@@ -334,6 +346,7 @@ impl Gateway {
         let again = |(index, request)| Pending::Again {
             index,
             request: Box::new(request),
+            login: None,
         };
         match self.suspend((index, request), again, asked, &call) {
             Ok(result) => Ok(Reply::Input(Box::new(result))),
@@ -351,6 +364,7 @@ impl Gateway {
         elicitation: Value,
         call: Call,
         again: Option<rmcp::model::ClientRequest>,
+        login: tokio::task::AbortHandle,
     ) -> Option<ServerResult> {
         let (reply, _) = tokio::sync::oneshot::channel();
         let asked = vec![(
@@ -366,8 +380,13 @@ impl Gateway {
             Some(request) => Pending::Again {
                 index,
                 request: Box::new(request),
+                login: Some(login),
             },
-            None => Pending::Login { index, server },
+            None => Pending::Login {
+                index,
+                server,
+                login,
+            },
         };
         self.suspend(index, into, asked, &call).ok()
     }
@@ -440,9 +459,16 @@ impl Gateway {
         });
         let running = match pending {
             Pending::Running(running) => running,
-            Pending::Login { index, server } => {
+            Pending::Login {
+                index,
+                server,
+                login,
+            } => {
                 if accepted {
                     self.wait_until_live(index).await;
+                } else {
+                    // Declined: the login no longer waits for a browser (nor holds the claim).
+                    login.abort();
                 }
                 let logged_in = self.server(index).is_some_and(|s| s.live().is_ok());
                 let result = if logged_in {
@@ -460,11 +486,17 @@ impl Gateway {
                 )))));
             }
             // The URL flows are done (or declined): the call is made again.
-            Pending::Again { index, request } => {
+            Pending::Again {
+                index,
+                request,
+                login,
+            } => {
                 // A login the person accepted to make: its connection may still be on its way
-                // up (SPEC §4.7).
+                // up (SPEC §4.7); declined, it no longer waits for a browser.
                 if accepted {
                     self.wait_until_live(index).await;
+                } else if let Some(login) = login {
+                    login.abort();
                 }
                 return Ok(Box::pin(self.call(index, *request, context, call)).await);
             }
