@@ -253,6 +253,13 @@ impl Gateway {
         context: &RequestContext<RoleServer>,
         call: Call,
     ) -> Result<Reply, ForwardError> {
+        // A subject's own connection may still be starting (its first request started it):
+        // the call waits for it as for a login's connection, not fails.
+        if self.server(index).is_some_and(|server| {
+            matches!(server.state(), crate::downstream::ServerState::Starting)
+        }) {
+            self.wait_until_live(index).await;
+        }
         // Kept to be made again should the server want a URL flow finished first, or answer
         // with `input_required` itself (a 2026-07-28 server).
         let modern_server = self
