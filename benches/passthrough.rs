@@ -20,6 +20,10 @@
 //!   on a 3-valued key of a 5,000-row dataset, far beyond what finishes before the timeout) run
 //!   on the engine, against idle.
 //!
+//! * Telemetry (SPEC §24): `telemetry/off`, `telemetry/traces` (spans to an OTLP collector that
+//!   answers at once) and `telemetry/traces_metrics_audit` (with `--metrics` and the audit log
+//!   too), and a fixed-count p50/p99 of off against all on.
+//!
 //! * The official client: benches/official_client.py drives the Python SDK (.ci/venv) in each of
 //!   its modes through server-everything (.ci/node) directly, through the bare relay and through
 //!   loom — the setup a user has, where the SDK's own cost and a real server's are part of every
@@ -524,7 +528,119 @@ fn report_under_load() {
     );
 }
 
-criterion_group!(benches, bench_calls);
+/// An OTLP/HTTP collector that takes every export and answers 200 at once (the bench measures
+/// loom's side of tracing, not a collector's).
+fn otlp_sink() -> String {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = listener.local_addr().expect("address");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+                    if reader.get_mut().write_all(answer).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{address}")
+}
+
+/// loom over `config` with `env` added (the OTEL_* variables) and `args` (`--metrics`).
+fn via_loom_with(config: &tempfile::NamedTempFile, env: &[(&str, &str)], args: &[&str]) -> Peer {
+    let path = config.path().to_str().expect("utf8").to_string();
+    let mut command = Command::new(loom());
+    command.args(["--config", &path]).args(args);
+    command.envs(env.iter().copied());
+    let mut peer = Peer::from_command(command);
+    peer.initialize();
+    peer
+}
+
+/// The hop with telemetry off, with traces on (to a collector that answers at once), and with
+/// traces, metrics and the audit log all on (SPEC §24).
+fn bench_telemetry(c: &mut Criterion) {
+    let plain = config_with(json!({}));
+    let audit = tempfile::tempdir().expect("temp");
+    let audited = config_with(json!({"audit": {"path": audit.path().join("audit.jsonl")}}));
+    let sink = otlp_sink();
+    let traces = [("OTEL_EXPORTER_OTLP_ENDPOINT", sink.as_str())];
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let metrics = format!("127.0.0.1:{metrics_port}");
+    let mut group = c.benchmark_group("telemetry");
+    let mut off = via_loom_with(&plain, &[], &[]);
+    group.bench_function("off", |b| b.iter(|| off.echo("fx_echo")));
+    let mut traced = via_loom_with(&plain, &traces, &[]);
+    group.bench_function("traces", |b| b.iter(|| traced.echo("fx_echo")));
+    let mut all = via_loom_with(&audited, &traces, &["--metrics", &metrics]);
+    group.bench_function("traces_metrics_audit", |b| b.iter(|| all.echo("fx_echo")));
+    group.finish();
+}
+
+/// p50/p99 of the hop, telemetry off against on, in interleaved rounds on one machine state.
+fn report_telemetry() {
+    const N: usize = 5000;
+    let plain = config_with(json!({}));
+    let audit = tempfile::tempdir().expect("temp");
+    let audited = config_with(json!({"audit": {"path": audit.path().join("audit.jsonl")}}));
+    let sink = otlp_sink();
+    let traces = [("OTEL_EXPORTER_OTLP_ENDPOINT", sink.as_str())];
+    let mut off = via_loom_with(&plain, &[], &[]);
+    let mut on = via_loom_with(&audited, &traces, &["--metrics", "127.0.0.1:0"]);
+    let (mut all_off, mut all_on) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        all_off.extend(timed(&mut off, "fx_echo", N / 5));
+        all_on.extend(timed(&mut on, "fx_echo", N / 5));
+    }
+    all_off.sort_unstable();
+    all_on.sort_unstable();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let p = |s: &[Duration], q: f64| us(percentile(s, q));
+    println!(
+        "
+the hop through loom, {N} calls per side (µs): telemetry off vs traces + metrics + audit"
+    );
+    println!(
+        "  off  p50 {:8.1}  p99 {:8.1}",
+        p(&all_off, 0.5),
+        p(&all_off, 0.99)
+    );
+    println!(
+        "  on   p50 {:8.1}  p99 {:8.1}   (+{:.1} p50)",
+        p(&all_on, 0.5),
+        p(&all_on, 0.99),
+        p(&all_on, 0.5) - p(&all_off, 0.5)
+    );
+}
+
+criterion_group!(benches, bench_calls, bench_telemetry);
 
 fn main() {
     if std::env::var_os(RELAY_ENV).is_some() {
@@ -538,6 +654,7 @@ fn main() {
     }
     report();
     report_under_load();
+    report_telemetry();
     report_official_client();
 }
 

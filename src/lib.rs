@@ -34,6 +34,7 @@ pub(crate) mod report;
 pub(crate) mod result;
 pub mod snapshot;
 pub mod store;
+pub mod telemetry;
 pub(crate) mod token;
 pub(crate) mod tools;
 pub mod wire;

@@ -28,6 +28,10 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
 
+    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464) while serving MCP.
+    #[arg(long, global = true, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -177,6 +181,7 @@ pub fn run() -> ExitCode {
                 http,
                 stdio,
                 allow_no_token,
+                metrics: cli.metrics,
             },
         ),
         Command::Check => check::run(&config_path),
@@ -305,10 +310,18 @@ fn init_logging() {
         },
         Err(_) => EnvFilter::new("warn,rmcp=error,rmcp::transport=off,loom=info"),
     };
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .with_target(false)
+        .with_filter(filter);
+    // The OpenTelemetry layer is there from the start and exports nothing until `serve` turns
+    // tracing on (src/telemetry/trace.rs).
+    let _ = tracing_subscriber::registry()
+        .with(logs)
+        .with(crate::telemetry::trace::layer())
         .try_init();
 }

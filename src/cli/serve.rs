@@ -17,6 +17,8 @@ pub(super) struct Faces {
     pub stdio: bool,
     /// `--allow-no-token`: a non-loopback `http` address may go without `http.token`.
     pub allow_no_token: bool,
+    /// `--metrics ADDR`: Prometheus metrics served there (SPEC §24.2).
+    pub metrics: Option<SocketAddr>,
 }
 
 pub(super) fn run(path: &Path, faces: Faces) -> ExitCode {
@@ -60,16 +62,62 @@ pub(super) fn run(path: &Path, faces: Faces) -> ExitCode {
         );
         return ExitCode::from(EXIT_CONFIG);
     }
+    if let Some(addr) = faces.metrics
+        && let Some(refusal) =
+            crate::http::metrics_refusal(addr, &config.http, faces.allow_no_token)
+    {
+        eprintln!("{refusal}");
+        return ExitCode::from(EXIT_CONFIG);
+    }
     let code = runtime.block_on(async move {
-        match faces.http {
+        let stop_metrics = tokio_util::sync::CancellationToken::new();
+        let metrics = match start_telemetry(&config, faces.metrics, stop_metrics.clone()).await {
+            Ok(metrics) => metrics,
+            Err(error) => {
+                eprintln!("{error}");
+                return ExitCode::from(EXIT_START);
+            }
+        };
+        let code = match faces.http {
             None => serve(config).await,
             Some(addr) => serve_http(config, addr, faces.stdio).await,
+        };
+        stop_metrics.cancel();
+        if let Some(running) = metrics {
+            let _ = running.await;
         }
+        // Spans still queued get a moment to reach the collector (an unreachable one costs no
+        // more), while the runtime still runs: the gRPC exporter's channel lives on it.
+        let _ = tokio::task::spawn_blocking(|| crate::telemetry::shutdown(TELEMETRY_FLUSH)).await;
+        code
     });
     // Reading stdin from a terminal or a file parks a blocking thread that only returns at
     // EOF; after a signal it may still be parked, and it must not hold the exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
     code
+}
+
+/// What exporting the last spans may add to loom's exit.
+const TELEMETRY_FLUSH: Duration = Duration::from_millis(500);
+
+/// Turn on traces, metrics and the audit log as asked (SPEC §24); the metrics listener's task
+/// when `--metrics` was given.
+async fn start_telemetry(
+    config: &crate::config::Config,
+    metrics: Option<SocketAddr>,
+    stop: tokio_util::sync::CancellationToken,
+) -> Result<Option<tokio::task::JoinHandle<()>>, String> {
+    let started = crate::telemetry::start(config, metrics.is_some())
+        .map_err(|error| format!("loom: {error}"))?;
+    if let Some(endpoint) = &started.traces {
+        tracing::info!("traces go to {}", crate::config::mask_url(endpoint));
+    }
+    let Some(addr) = metrics else {
+        return Ok(None);
+    };
+    let (local, running) = crate::http::serve_metrics(addr, &config.http, stop).await?;
+    tracing::info!("metrics at http://{local}{}", crate::http::METRICS_PATH);
+    Ok(Some(running))
 }
 
 async fn serve(config: crate::config::Config) -> ExitCode {

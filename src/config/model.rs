@@ -75,11 +75,36 @@ pub struct Config {
     pub http: HttpConfig,
     /// The model summary stage's endpoint (SPEC §19.9); off when `None`.
     pub llm: Option<LlmConfig>,
+    /// Where traces go besides the `OTEL_*` variables (SPEC §24.1).
+    pub telemetry: TelemetryConfig,
+    /// The audit log (SPEC §24.3); off when `None`.
+    pub audit: Option<AuditConfig>,
     pub format: ConfigFormat,
     /// What is allowed but probably not meant (a literal key, `provider` beside `baseUrl`):
     /// printed by `loom check` and logged when loom starts.
     pub warnings: Vec<super::Problem>,
 }
+
+/// Key `telemetry` (SPEC §24.1).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TelemetryConfig {
+    /// `telemetry.otlpEndpoint`: the collector's base URL, used when no
+    /// `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` is set.
+    pub otlp_endpoint: Option<String>,
+}
+
+/// Key `audit` (SPEC §24.3): one JSON line per request handled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditConfig {
+    pub path: PathBuf,
+    /// Past this size the file is renamed to `FILE.1` and a new one begun.
+    pub max_bytes: u64,
+}
+
+/// The smallest `audit.maxBytes`: a few dozen lines.
+pub const MIN_AUDIT_MAX_BYTES: u64 = 4096;
+/// Default of `audit.maxBytes`.
+pub const DEFAULT_AUDIT_MAX_BYTES: u64 = 100 * 1024 * 1024;
 
 /// Default of `tools.maxJoined`: tools found by `loom_find_tools` that join `tools/list`.
 pub const DEFAULT_MAX_JOINED_TOOLS: usize = 16;
@@ -520,6 +545,8 @@ impl Config {
             report: ReportConfig::default(),
             http: HttpConfig::default(),
             llm: None,
+            telemetry: TelemetryConfig::default(),
+            audit: None,
             format,
             warnings: Vec::new(),
         }

@@ -10,14 +10,15 @@ use super::error::{Problem, ROOT_PATH};
 use super::expand::expand;
 use super::json::{Json, Num, json_quote};
 use super::model::{
-    Config, ConfigFormat, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_LLM_MAX_IN_FLIGHT,
-    DEFAULT_LLM_MAX_INPUT_CHARS, DEFAULT_LLM_TIMEOUT_MS, DownstreamProtocol, HttpAuth, HttpConfig,
-    KeySource, LLM_PROVIDERS, LlmConfig, LlmProvider, MAX_HTTP_MAX_SESSIONS, MAX_LLM_MAX_IN_FLIGHT,
-    MAX_LLM_MAX_INPUT_CHARS, MAX_MAX_JOINED_TOOLS, MAX_MAX_TOOL_NAME_LENGTH,
-    MAX_SERVER_NAME_LENGTH, MIN_LLM_MAX_INPUT_CHARS, MIN_MAX_DESCRIPTION_CHARS,
-    MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES, MIN_TOKEN_THRESHOLD, OAuthSettings,
-    RESERVED_HEADERS, RESERVED_SERVER_NAME, RemoteServer, ReportConfig, RestartPolicy, Secret,
-    ServerConfig, ToolsConfig, ToolsMode, Transport, is_valid_env_name, is_valid_server_name,
+    AuditConfig, Config, ConfigFormat, DEFAULT_AUDIT_MAX_BYTES, DEFAULT_CALL_TIMEOUT_MS,
+    DEFAULT_LLM_MAX_IN_FLIGHT, DEFAULT_LLM_MAX_INPUT_CHARS, DEFAULT_LLM_TIMEOUT_MS,
+    DownstreamProtocol, HttpAuth, HttpConfig, KeySource, LLM_PROVIDERS, LlmConfig, LlmProvider,
+    MAX_HTTP_MAX_SESSIONS, MAX_LLM_MAX_IN_FLIGHT, MAX_LLM_MAX_INPUT_CHARS, MAX_MAX_JOINED_TOOLS,
+    MAX_MAX_TOOL_NAME_LENGTH, MAX_SERVER_NAME_LENGTH, MIN_AUDIT_MAX_BYTES, MIN_LLM_MAX_INPUT_CHARS,
+    MIN_MAX_DESCRIPTION_CHARS, MIN_MAX_TOOL_NAME_LENGTH, MIN_MEMORY_BYTES, MIN_TOKEN_THRESHOLD,
+    OAuthSettings, RESERVED_HEADERS, RESERVED_SERVER_NAME, RemoteServer, ReportConfig,
+    RestartPolicy, Secret, ServerConfig, TelemetryConfig, ToolsConfig, ToolsMode, Transport,
+    is_valid_env_name, is_valid_server_name,
 };
 use super::policy::{Compression, PolicyPatch};
 use super::size::{UNIT_LIST, human_bytes, parse_size};
@@ -58,6 +59,8 @@ const ROOT_KEYS: &[&str] = &[
     "report",
     "http",
     LLM,
+    "telemetry",
+    "audit",
 ];
 
 const LLM: &str = "llm";
@@ -92,6 +95,8 @@ const TOOLS_MODES: &str = "\"all\" (every tool listed), \"search\" (tools found 
 
 /// `markdownPath` is Context Firewall's name for `path`.
 const REPORT_KEYS: &[&str] = &["enabled", "path", "markdownPath"];
+const TELEMETRY_KEYS: &[&str] = &["otlpEndpoint"];
+const AUDIT_KEYS: &[&str] = &["path", "maxBytes"];
 
 const RESTART_KEYS: &[&str] = &["maxAttempts", "baseDelayMs"];
 
@@ -554,6 +559,12 @@ impl Checker<'_> {
         }
         if let Some(v) = fields.get("http") {
             config.http = self.http_block(v);
+        }
+        if let Some(v) = fields.get("telemetry") {
+            config.telemetry = self.telemetry_block(v);
+        }
+        if let Some(v) = fields.get("audit") {
+            config.audit = self.audit_block(v);
         }
         if let Some(v) = fields.get("maxToolNameLength") {
             let (min, max) = (
@@ -1049,6 +1060,63 @@ impl Checker<'_> {
             (None, None) => {}
         }
         report
+    }
+
+    /// The `telemetry` block (SPEC §24.1).
+    fn telemetry_block(&mut self, value: &Json) -> TelemetryConfig {
+        const PATH: &str = "telemetry.otlpEndpoint";
+        let mut telemetry = TelemetryConfig::default();
+        let Some(entries) = self.object(value, "telemetry") else {
+            return telemetry;
+        };
+        let fields = self.fields(entries, "telemetry", TELEMETRY_KEYS, Unknown::Reject);
+        if let Some(v) = fields.get("otlpEndpoint")
+            && let Some(text) = self.non_empty_string(v, PATH)
+        {
+            match reqwest::Url::parse(&text) {
+                Ok(url)
+                    if matches!(url.scheme(), "http" | "https")
+                        && url.has_host()
+                        && url.query().is_none()
+                        && url.fragment().is_none() =>
+                {
+                    telemetry.otlp_endpoint = Some(text)
+                }
+                _ => self.report(
+                    PATH,
+                    format!(
+                        "expected the collector's http:// or https:// URL without query or \
+                         fragment, such as \"http://127.0.0.1:4318\" (http/protobuf) or \
+                         \"http://127.0.0.1:4317\" (grpc), found {}",
+                        json_quote(&super::mask_url(&text))
+                    ),
+                ),
+            }
+        }
+        telemetry
+    }
+
+    /// The `audit` block (SPEC §24.3): a file (required) and its size before rotation.
+    fn audit_block(&mut self, value: &Json) -> Option<AuditConfig> {
+        let entries = self.object(value, "audit")?;
+        let fields = self.fields(entries, "audit", AUDIT_KEYS, Unknown::Reject);
+        let max_bytes = match fields.get("maxBytes") {
+            Some(v) => self.whole(v, "audit.maxBytes", MIN_AUDIT_MAX_BYTES, u64::MAX, true)?,
+            None => DEFAULT_AUDIT_MAX_BYTES,
+        };
+        let Some(v) = fields.get("path") else {
+            self.report(
+                "audit.path",
+                "is required: the file the audit lines are appended to, such as \
+                 \"/var/log/loom/audit.jsonl\"",
+            );
+            return None;
+        };
+        let path = self.non_empty_string(v, "audit.path")?;
+        Some(AuditConfig {
+            path: PathBuf::from(path),
+            max_bytes,
+        })
     }
 
     /// `http.auth`: the issuer (required) and what its tokens must say.

@@ -651,6 +651,7 @@ impl Downstream {
                 return;
             }
             self.set_state(ServerState::Restarting { failures, reason });
+            crate::telemetry::metrics::restarted(&self.config.name);
             let delay = policy.delay_for_attempt(failures);
             tokio::select! {
                 _ = shutdown.cancelled() => break,

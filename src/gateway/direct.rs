@@ -151,6 +151,10 @@ struct Relay {
     line: Vec<u8>,
     calls: Arc<DirectCalls>,
     call: DirectCall,
+    /// The request's telemetry (SPEC §24), when any is on.
+    observed: Option<Arc<crate::telemetry::Observed>>,
+    /// The CLIENT span of the request to the child; ends with its answer.
+    traced: Option<crate::telemetry::Downstream>,
 }
 
 /// The server's answer shaped for the client's era (SPEC §5.7); `links_as_text` is
@@ -273,13 +277,16 @@ impl DirectLane {
         // rmcp's session must be under way (its first request chose the lifecycle).
         let peer = gateway.upstream.get()?;
         let mut links_as_text = false;
+        let served_version;
         let (era, modern) = if meta.keys().any(|key| key.starts_with(PROTOCOL_META_PREFIX)) {
             // A 2026-07-28 request whose envelope is in order (anything else is rmcp's path,
             // which words the error).
+            served_version = super::observe::MODERN_VERSION.to_string();
             (Era::Discover, Some(modern_envelope(&meta)?))
         } else {
             let version = &peer.peer_info()?.protocol_version;
             links_as_text = super::era::predates_resource_links(Some(version.as_str()));
+            served_version = version.as_str().to_string();
             (Era::of(Some(version)), None)
         };
         let exposed = gateway.exposed();
@@ -307,12 +314,24 @@ impl DirectLane {
             .get("progressToken")
             .filter(|t| serde_json::from_str::<rmcp::model::ProgressToken>(t.get()).is_ok())
             .map(|t| t.get().to_string());
+        let observed = gateway.observe_direct(
+            id_raw.get(),
+            &params.name,
+            &served_version,
+            &meta,
+            (server.name(), &route.name),
+        );
+        let traced = observed
+            .as_ref()
+            .and_then(|o| o.downstream(server.name(), "tools/call", Some(&route.name), None));
+        let trace_context = traced.as_ref().and_then(|t| t.traceparent());
         let line = request_line(
             &call.id,
             &route.name,
             params.arguments,
             &meta,
             progress_token.is_some(),
+            trace_context.as_ref(),
         )
         .ok()?;
         Some(Relay {
@@ -333,10 +352,21 @@ impl DirectLane {
             line,
             calls,
             call,
+            observed,
+            traced,
         })
     }
 
-    fn start(&self, relay: Relay, reply: Arc<dyn LineSink>) {
+    fn start(&self, mut relay: Relay, reply: Arc<dyn LineSink>) {
+        // With telemetry on, the answer is seen on its way out (its size and outcome).
+        let (reply, watched) = match relay.observed.take() {
+            Some(observed) => {
+                let watched = Arc::new(Watched::new(reply));
+                let sink: Arc<dyn LineSink> = watched.clone();
+                (sink, Some((observed, watched)))
+            }
+            None => (reply, None),
+        };
         let cancelled = self.closing.child_token();
         let number = self.started.fetch_add(1, Ordering::Relaxed);
         self.lock()
@@ -349,7 +379,7 @@ impl DirectLane {
         if relay.modern.is_some() {
             self.running.spawn(async move {
                 let id = relay.id.clone();
-                run_modern(&gateway, relay, reply, cancelled).await;
+                observed_run(watched, run_modern(&gateway, relay, reply, cancelled)).await;
                 let mut in_flight = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
                 if in_flight.get(&id).is_some_and(|(n, _)| *n == number) {
                     in_flight.remove(&id);
@@ -365,7 +395,7 @@ impl DirectLane {
         );
         self.running.spawn(async move {
             let id = relay.id.clone();
-            run(&gateway, relay, reply, cancelled).await;
+            observed_run(watched, run(&gateway, relay, reply, cancelled)).await;
             drop(caller);
             let mut in_flight = in_flight.lock().unwrap_or_else(PoisonError::into_inner);
             if in_flight.get(&id).is_some_and(|(n, _)| *n == number) {
@@ -384,6 +414,7 @@ fn request_line(
     arguments: Option<&RawValue>,
     meta: &BTreeMap<Cow<'_, str>, &RawValue>,
     wants_progress: bool,
+    trace_context: Option<&(String, Option<String>)>,
 ) -> serde_json::Result<Vec<u8>> {
     let mut line = Vec::with_capacity(128 + arguments.map_or(0, |a| a.get().len()));
     line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
@@ -394,9 +425,12 @@ fn request_line(
         line.extend_from_slice(br#","arguments":"#);
         line.extend_from_slice(arguments.get().as_bytes());
     }
-    let kept = meta
-        .iter()
-        .filter(|(key, _)| *key != "progressToken" && !key.starts_with(PROTOCOL_META_PREFIX));
+    // With tracing on, loom's span is the parent the child sees (SPEC §24.1).
+    let kept = meta.iter().filter(|(key, _)| {
+        *key != "progressToken"
+            && !key.starts_with(PROTOCOL_META_PREFIX)
+            && !(trace_context.is_some() && (*key == "traceparent" || *key == "tracestate"))
+    });
     let mut first = true;
     let mut open_meta = |line: &mut Vec<u8>| {
         line.extend_from_slice(if first { br#","_meta":{"# } else { b"," });
@@ -412,6 +446,15 @@ fn request_line(
         open_meta(&mut line);
         line.extend_from_slice(br#""progressToken":"#);
         line.extend_from_slice(id.as_bytes());
+    }
+    if let Some((traceparent, tracestate)) = trace_context {
+        open_meta(&mut line);
+        line.extend_from_slice(br#""traceparent":"#);
+        serde_json::to_writer(&mut line, traceparent)?;
+        if let Some(tracestate) = tracestate {
+            line.extend_from_slice(br#","tracestate":"#);
+            serde_json::to_writer(&mut line, tracestate)?;
+        }
     }
     if !first {
         line.push(b'}');
@@ -587,6 +630,100 @@ async fn run_modern(
             }
         }
         Err(error) => tracing::error!(%error, "could not encode a tool result"),
+    }
+}
+
+/// How a child's answer line ended, for its span.
+fn answered_outcome(line: &str) -> crate::telemetry::Outcome {
+    use crate::telemetry::Outcome;
+    match serde_json::from_str::<Answer<'_>>(line) {
+        Ok(Answer {
+            result: Some(raw), ..
+        }) if super::observe::raw_is_error(raw.get()) => Outcome::ToolError,
+        Ok(Answer {
+            result: Some(_), ..
+        }) => Outcome::Ok,
+        Ok(Answer {
+            error: Some(error), ..
+        }) => match serde_json::from_str::<McpError>(error.get()) {
+            Ok(error) => Outcome::Error(error.code.0),
+            Err(_) => Outcome::Failed("malformed_error"),
+        },
+        _ => Outcome::Failed("malformed_answer"),
+    }
+}
+
+/// Run a direct call as the handling of its request, and finish the request's telemetry with
+/// what its answer was.
+async fn observed_run(
+    watched: Option<(Arc<crate::telemetry::Observed>, Arc<Watched>)>,
+    run: impl std::future::Future<Output = ()>,
+) {
+    let Some((observed, watched)) = watched else {
+        return run.await;
+    };
+    crate::telemetry::within(Some(observed.clone()), run).await;
+    let (outcome, bytes) = watched.ending();
+    observed.finish(outcome, bytes);
+}
+
+/// The client's sink, seeing the answer go by: its size and how it ended.
+struct Watched {
+    inner: Arc<dyn LineSink>,
+    seen: StdMutex<Option<(crate::telemetry::Outcome, u64)>>,
+}
+
+impl Watched {
+    fn new(inner: Arc<dyn LineSink>) -> Self {
+        Self {
+            inner,
+            seen: StdMutex::new(None),
+        }
+    }
+
+    /// The answer written, or a cancelled request's (no answer).
+    fn ending(&self) -> (crate::telemetry::Outcome, Option<u64>) {
+        match self
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            Some((outcome, bytes)) => (outcome, Some(bytes)),
+            None => (crate::telemetry::Outcome::Failed("cancelled"), None),
+        }
+    }
+}
+
+impl LineSink for Watched {
+    fn write_parts<'a>(&'a self, parts: &'a [&'a [u8]]) -> BoxFuture<'a, std::io::Result<()>> {
+        // The answer is the line that carries the request's id (progress and log lines carry a
+        // method): its head is loom's, `{"jsonrpc":"2.0","id":…,"result":` then the result, or
+        // the whole error line.
+        if let Some(first) = parts.first()
+            && first.starts_with(br#"{"jsonrpc":"2.0","id":"#)
+        {
+            let seen = if first.ends_with(br#""result":"#) {
+                let result = parts.get(1).copied().unwrap_or_default();
+                let tool_error =
+                    std::str::from_utf8(result).is_ok_and(super::observe::raw_is_error);
+                let outcome = match tool_error {
+                    true => crate::telemetry::Outcome::ToolError,
+                    false => crate::telemetry::Outcome::Ok,
+                };
+                (outcome, result.len() as u64)
+            } else {
+                let code = std::str::from_utf8(first)
+                    .ok()
+                    .and_then(|line| serde_json::from_str::<Answer<'_>>(line.trim_end()).ok())
+                    .and_then(|answer| answer.error)
+                    .and_then(|error| serde_json::from_str::<McpError>(error.get()).ok())
+                    .map_or(-32603, |error| error.code.0);
+                (crate::telemetry::Outcome::Error(code), first.len() as u64)
+            };
+            *self.seen.lock().unwrap_or_else(PoisonError::into_inner) = Some(seen);
+        }
+        self.inner.write_parts(parts)
     }
 }
 
@@ -840,6 +977,20 @@ async fn exchange(
             }
         },
     };
+    if let Some(traced) = relay.traced.take() {
+        match &outcome {
+            Ok(Exchanged::Answer(line)) => traced.answered(&answered_outcome(line)),
+            // The child asked something: its request is still open (the span ends with it).
+            Ok(Exchanged::Asked(_)) => relay.traced = Some(traced),
+            Err(ForwardError::Cancelled) => {
+                traced.answered(&crate::telemetry::Outcome::Failed("cancelled"))
+            }
+            Err(ForwardError::TimedOut(_)) => {
+                traced.answered(&crate::telemetry::Outcome::Failed("timeout"))
+            }
+            Err(_) => traced.answered(&crate::telemetry::Outcome::Failed("connection_closed")),
+        }
+    }
     let reason = match &outcome {
         Err(ForwardError::TimedOut(_)) => "timed out in loom",
         Err(ForwardError::Cancelled) => "cancelled by loom's client",
@@ -921,8 +1072,15 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let line =
-            request_line("\"loom:7\"", "echo \"x\"", Some(&arguments), &meta, true).expect("line");
+        let line = request_line(
+            "\"loom:7\"",
+            "echo \"x\"",
+            Some(&arguments),
+            &meta,
+            true,
+            None,
+        )
+        .expect("line");
         let line = String::from_utf8(line).expect("utf-8");
         assert_eq!(
             line,
@@ -931,10 +1089,46 @@ mod tests {
              \"progressToken\":\"loom:7\"}}}\n"
         );
         serde_json::from_str::<serde_json::Value>(&line).expect("valid JSON");
-        let bare = request_line("\"loom:8\"", "t", None, &BTreeMap::new(), false).expect("line");
+        let bare =
+            request_line("\"loom:8\"", "t", None, &BTreeMap::new(), false, None).expect("line");
         assert_eq!(
             String::from_utf8(bare).expect("utf-8"),
             "{\"jsonrpc\":\"2.0\",\"id\":\"loom:8\",\"method\":\"tools/call\",\"params\":{\"name\":\"t\"}}\n"
+        );
+    }
+
+    #[test]
+    fn with_tracing_on_the_child_gets_loom_s_trace_context_in_place_of_the_client_s() {
+        let theirs = raw("\"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\"");
+        let state = raw("\"vendor=client\"");
+        let baggage = raw("\"k=v\"");
+        let meta: BTreeMap<Cow<'_, str>, &RawValue> = [
+            (Cow::Borrowed("traceparent"), &*theirs),
+            (Cow::Borrowed("tracestate"), &*state),
+            (Cow::Borrowed("baggage"), &*baggage),
+        ]
+        .into_iter()
+        .collect();
+        let ours = (
+            "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01".to_string(),
+            Some("vendor=client".to_string()),
+        );
+        let line = request_line("\"loom:9\"", "t", None, &meta, false, Some(&ours)).expect("line");
+        let value: serde_json::Value = serde_json::from_slice(&line).expect("valid JSON");
+        assert_eq!(
+            value["params"]["_meta"],
+            serde_json::json!({
+                "baggage": "k=v",
+                "traceparent": "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01",
+                "tracestate": "vendor=client",
+            })
+        );
+        // Off, the client's members travel as they came.
+        let line = request_line("\"loom:9\"", "t", None, &meta, false, None).expect("line");
+        let value: serde_json::Value = serde_json::from_slice(&line).expect("valid JSON");
+        assert_eq!(
+            value["params"]["_meta"]["traceparent"],
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
         );
     }
 }

@@ -136,6 +136,12 @@ impl Gateway {
                 if Era::request_predates_resource_links(context) {
                     raw = super::era::raw_without_resource_links(raw);
                 }
+                if crate::telemetry::observing() {
+                    crate::telemetry::note_answer(
+                        raw.get().len() as u64,
+                        super::observe::raw_is_error(raw.get()),
+                    );
+                }
                 self.splice.put(context.id.clone(), raw);
                 ServerResult::CustomResult(placeholder_result())
             }
@@ -354,6 +360,16 @@ impl Gateway {
                 meta.set_log_level(level);
             }
         }
+        // The request's CLIENT span, and loom's trace context in place of the client's (SPEC
+        // §24.1); with tracing off the client's `traceparent` travels as it came.
+        let traced = downstream_span(&server, &request);
+        if let Some((traceparent, tracestate)) = traced.as_ref().and_then(|t| t.traceparent()) {
+            meta.0.insert("traceparent".into(), traceparent.into());
+            match tracestate {
+                Some(state) => meta.0.insert("tracestate".into(), state.into()),
+                None => meta.0.remove("tracestate"),
+            };
+        }
         let mut options = PeerRequestOptions::no_options();
         if !meta.0.is_empty() {
             options = options.with_meta(meta);
@@ -364,6 +380,9 @@ impl Gateway {
         let token_slot = progress.clone();
         tokio::spawn(async move {
             let outcome = drive(live, request, options, stopped, token_slot).await;
+            if let Some(traced) = traced {
+                traced.answered(&telemetry_outcome(&outcome));
+            }
             let _ = answer.send(outcome);
         });
         Ok(Running {
@@ -703,6 +722,46 @@ async fn drive(
             }
             Err(error)
         }
+    }
+}
+
+/// The CLIENT span of `request` to `server` (when tracing is on and a request is handled).
+fn downstream_span(
+    server: &crate::downstream::Downstream,
+    request: &ClientRequest,
+) -> Option<crate::telemetry::Downstream> {
+    if !crate::telemetry::trace::on() {
+        return None;
+    }
+    let tool = match request {
+        ClientRequest::CallToolRequest(call) => Some(call.params.name.as_ref()),
+        ClientRequest::GetPromptRequest(get) => Some(get.params.name.as_str()),
+        _ => None,
+    };
+    let url = match &server.config.transport {
+        crate::config::Transport::Http(remote) => reqwest::Url::parse(&remote.url).ok(),
+        crate::config::Transport::Stdio => None,
+    };
+    let address = url
+        .as_ref()
+        .and_then(|url| Some((url.host_str()?, url.port_or_known_default()?)));
+    crate::telemetry::downstream(server.name(), request.method(), tool, address)
+}
+
+/// How a forwarded request ended, for its span.
+pub(super) fn telemetry_outcome(
+    outcome: &Result<Forwarded, ForwardError>,
+) -> crate::telemetry::Outcome {
+    use crate::telemetry::Outcome;
+    match outcome {
+        Ok(Forwarded::Raw(raw)) if super::observe::raw_is_error(raw.get()) => Outcome::ToolError,
+        Ok(Forwarded::Typed(result)) if matches!(result.as_ref(), ServerResult::CallToolResult(r) if r.is_error == Some(true)) => {
+            Outcome::ToolError
+        }
+        Ok(_) => Outcome::Ok,
+        Err(ForwardError::Rpc(error)) => Outcome::Error(error.code.0),
+        Err(ForwardError::Stopped(_)) => Outcome::Failed("cancelled"),
+        Err(_) => Outcome::Failed("connection_closed"),
     }
 }
 

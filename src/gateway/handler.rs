@@ -144,14 +144,20 @@ impl Service<RoleServer> for GatewayService {
             return Err(era.shape_error(error));
         }
         let predates_links = Era::request_predates_resource_links(&context);
-        self.route(request, context)
+        let observed = self.gateway.observe(&request, &context);
+        let answer = crate::telemetry::within(observed.clone(), self.route(request, context))
             .await
             .map(|result| era.shape_built(result))
             .map(|result| match predates_links {
                 true => super::era::built_without_resource_links(result),
                 false => result,
             })
-            .map_err(|error| era.shape_error(error))
+            .map_err(|error| era.shape_error(error));
+        if let Some(observed) = observed {
+            let (outcome, bytes) = super::observe::ending(&answer);
+            observed.finish(outcome, bytes);
+        }
+        answer
     }
 
     async fn handle_notification(

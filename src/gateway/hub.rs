@@ -183,6 +183,8 @@ impl Hub {
         for (name, reason) in &failures {
             tracing::warn!(server = %name, "did not start (retrying in the background): {reason}");
         }
+        let source: Arc<dyn crate::telemetry::metrics::Source> = hub.clone();
+        crate::telemetry::metrics::watch(Arc::downgrade(&source));
         Ok(hub)
     }
 

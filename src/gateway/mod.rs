@@ -13,6 +13,7 @@ mod handler;
 mod hub;
 mod login;
 pub(crate) mod naming;
+mod observe;
 mod outbox;
 pub(crate) mod protocol;
 mod subscriptions;
@@ -120,6 +121,8 @@ pub struct Gateway {
     subscribed_on: Mutex<HashMap<String, Vec<usize>>>,
     /// What the catalog was last built from: [`Self::view_version`] then.
     built_from: std::sync::atomic::AtomicU64,
+    /// How the client reaches this session, for telemetry (unset: stdio).
+    face: std::sync::OnceLock<(crate::telemetry::Transport, Option<String>)>,
 }
 
 impl Gateway {
@@ -189,8 +192,11 @@ impl Gateway {
             credential: RwLock::new(None),
             subscribed_on: Mutex::default(),
             built_from: std::sync::atomic::AtomicU64::new(u64::MAX),
+            face: std::sync::OnceLock::new(),
         });
         hub.register(&gateway);
+        let source: std::sync::Arc<dyn crate::telemetry::metrics::Source> = gateway.clone();
+        crate::telemetry::metrics::watch(std::sync::Arc::downgrade(&source));
         // Until the HTTP face says which credential opened it, a session is the local one
         // (stdio).
         hub.in_flight
@@ -502,7 +508,9 @@ impl Gateway {
         let exports = self.exports.clone();
         let tool = name.to_string();
         let arguments = arguments.clone();
-        let work = async move {
+        // The request's telemetry goes with the work to the engine's runtime (SPEC §24.1).
+        let observed = crate::telemetry::current();
+        let work = crate::telemetry::within(observed, async move {
             match tool.as_str() {
                 crate::tools::QUERY => {
                     crate::tools::query(&store, config.token_threshold, &arguments).await
@@ -513,7 +521,7 @@ impl Gateway {
                 crate::tools::read::READ => crate::tools::read::read(&store, &arguments).await,
                 _ => crate::tools::describe(&store, &arguments),
             }
-        };
+        });
         let timeout = self.store.settings().query_timeout;
         match self.store.on_engine(work).await {
             Ok(Some(result)) => result,

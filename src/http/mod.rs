@@ -15,8 +15,11 @@
 #![allow(clippy::result_large_err)]
 
 mod auth;
+mod metrics;
 mod session;
 mod stateless;
+
+pub(crate) use metrics::{METRICS_PATH, refusal as metrics_refusal, serve as serve_metrics};
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -314,10 +317,8 @@ impl Server {
                     let server = server.clone();
                     async move { Ok::<_, Infallible>(server.handle(request).await) }
                 });
-                let connection = hyper::server::conn::http1::Builder::new()
-                    .timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(HEADER_READ_TIMEOUT)
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+                let connection =
+                    http1_server().serve_connection(hyper_util::rt::TokioIo::new(stream), service);
                 tokio::pin!(connection);
                 tokio::select! {
                     _ = &mut connection => {}
@@ -449,22 +450,8 @@ impl Server {
         if !self.settings.wants_token() {
             return Ok("anonymous".into());
         }
-        // The scheme ignores case (RFC 7235).
-        let given = request
-            .headers()
-            .get(AUTHORIZATION)
-            .and_then(|h| h.to_str().ok())
-            .and_then(|h| h.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim());
-        // Every credential is compared, whichever matches, so the time taken tells nothing.
-        let mut matched = None;
-        for credential in self.settings.credentials() {
-            if given.is_some_and(|given| same_secret(given, credential)) {
-                matched = Some(credential);
-            }
-        }
-        match matched {
+        let given = bearer_token(request);
+        match matched_credential(given, self.settings.credentials()) {
             Some(token) => Ok(crate::token::digest_hex(
                 "loom/http-scope",
                 token.as_bytes(),
@@ -500,10 +487,10 @@ impl Server {
         let refusal = match given {
             Some(token) => match resource_server.verify(token).await {
                 Ok(subject) => {
-                    return Ok(crate::token::digest_hex(
-                        "loom/http-subject",
-                        subject.as_bytes(),
-                    ));
+                    let scope = crate::token::digest_hex("loom/http-subject", subject.as_bytes());
+                    // The audit log names the person, not the digest (SPEC §24.3).
+                    crate::telemetry::audit::name_subject(&scope, &subject);
+                    return Ok(scope);
                 }
                 Err(refusal) => Some(refusal),
             },
@@ -977,6 +964,42 @@ fn is_loopback_authority(host: &str) -> bool {
 }
 
 /// Compares a secret without stopping at the first difference.
+/// hyper's HTTP/1.1 server side as loom runs it: with a timer, so that the header read timeout
+/// ([`HEADER_READ_TIMEOUT`]) runs at all.
+fn http1_server() -> hyper::server::conn::http1::Builder {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    builder
+}
+
+/// The token of an `Authorization: Bearer` header (the scheme ignores case, RFC 7235).
+fn bearer_token<B>(request: &Request<B>) -> Option<&str> {
+    request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+}
+
+/// The credential `given` is, among `credentials`. Every one is compared, whichever matches,
+/// so the time taken tells nothing.
+fn matched_credential<'a>(
+    given: Option<&str>,
+    credentials: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let mut matched = None;
+    for credential in credentials {
+        if given.is_some_and(|given| same_secret(given, credential)) {
+            matched = Some(credential);
+        }
+    }
+    matched
+}
+
 fn same_secret(given: &str, expected: &str) -> bool {
     let (a, b) = (given.as_bytes(), expected.as_bytes());
     let mut difference = a.len() ^ b.len();

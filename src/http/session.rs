@@ -192,10 +192,13 @@ impl Session {
         let gateway = Gateway::session(hub, false).await?;
         gateway.set_credential(credential);
         let (loom_side, http_side) = tokio::io::duplex(PIPE_BYTES);
+        let id = new_session_id();
+        // A 2026-07-28 scope's id is loom's own, never the client's `Mcp-Session-Id`.
+        gateway.set_http_face((!stateless).then_some(id.as_str()));
         let (loom_read, loom_write) = tokio::io::split(loom_side);
         let (http_read, http_write) = tokio::io::split(http_side);
         let session = Arc::new(Session {
-            id: new_session_id(),
+            id,
             credential: credential.to_string(),
             stateless,
             gateway: gateway.clone(),

@@ -78,6 +78,9 @@ impl ResultPath {
         view: bool,
     ) -> Decision {
         use crate::report::{Handling, Size};
+        // loom's work on the result, a span of the request's trace (none when tracing is off).
+        let span = crate::telemetry::child("loom.result");
+        let bytes_in = raw.get().len() as u64;
         let before = Size::of(raw.get());
         let tool = format!("{}/{}", origin.server, origin.tool);
         let store = self.store.clone();
@@ -123,25 +126,44 @@ impl ResultPath {
                 }
             }
         };
+        let summarized = matches!(outcome, Outcome::Summarize(_));
         let outcome = match outcome {
             Outcome::Summarize(pending) => self.summarize(*pending).await,
             other => other,
+        };
+        let observed = |decision: &'static str, after: Size, rows: Option<u64>| {
+            crate::telemetry::decided(
+                &crate::telemetry::Decided {
+                    server: &origin.server,
+                    tool: &origin.tool,
+                    decision,
+                    bytes_in,
+                    chars_in: before.chars,
+                    chars_out: after.chars,
+                    tokens_in: before.tokens,
+                    tokens_out: after.tokens,
+                    rows,
+                },
+                &span,
+            )
         };
         let (handling, value) = match outcome {
             // `summarize` never hands one back; were it to, the server's bytes answer.
             Outcome::Summarize(pending) => {
                 self.stats
                     .called(&tool, Handling::PassedThrough, before, before);
+                observed("passthrough", before, None);
                 return Decision::PassThrough(pending.raw, keep::Keep::none());
             }
             Outcome::PassThrough(raw, why) => {
                 self.stats
                     .called(&tool, Handling::PassedThrough, before, before);
                 // Under the threshold, a table in it is kept too, once the answer is on its way.
-                let keep = match why == "small"
+                let kept = why == "small"
                     && policy.keep_small_tables
-                    && crate::intercept::may_hold_table(&raw)
-                {
+                    && crate::intercept::may_hold_table(&raw);
+                observed(if kept { "kept" } else { "passthrough" }, before, None);
+                let keep = match kept {
                     true => self.keeper.keep(&raw, origin),
                     false => keep::Keep::none(),
                 };
@@ -153,8 +175,13 @@ impl ResultPath {
                     crate::intercept::Built::Table => Handling::Table,
                     crate::intercept::Built::Document => Handling::Document,
                 };
-                self.stats
-                    .called(&tool, handling, before, Size::of(raw.get()));
+                let after = Size::of(raw.get());
+                self.stats.called(&tool, handling, before, after);
+                let (decision, rows) = match handling {
+                    Handling::Table => ("envelope", envelope_rows(raw.get())),
+                    _ => ("reduced", None),
+                };
+                observed(decision, after, rows);
                 return Decision::PassThrough(raw, keep::Keep::none());
             }
             Outcome::Replaced(value) => (Handling::Table, value),
@@ -164,6 +191,11 @@ impl ResultPath {
             .map(|text| Size::of(&text))
             .unwrap_or_default();
         self.stats.called(&tool, handling, before, after);
+        match handling {
+            Handling::Table => observed("envelope", after, rows_of(&value)),
+            _ if summarized => observed("summary", after, None),
+            _ => observed("reduced", after, None),
+        }
         Decision::Built(Box::new(rmcp::model::ServerResult::CallToolResult(
             match serde_json::from_value(value) {
                 Ok(result) => result,
@@ -173,6 +205,31 @@ impl ResultPath {
             },
         )))
     }
+}
+
+/// Rows of the datasets an envelope result describes (`structuredContent.datasets[].rows`).
+fn rows_of(result: &serde_json::Value) -> Option<u64> {
+    let envelope = result.get("structuredContent")?;
+    match envelope
+        .get("datasets")
+        .and_then(serde_json::Value::as_array)
+    {
+        Some(datasets) => Some(
+            datasets
+                .iter()
+                .filter_map(|d| d.get("rows").and_then(serde_json::Value::as_u64))
+                .sum(),
+        ),
+        None => envelope.get("rows").and_then(serde_json::Value::as_u64),
+    }
+}
+
+/// [`rows_of`] for a result still as text (a tool with a view keeps the server's bytes).
+fn envelope_rows(raw: &str) -> Option<u64> {
+    if !crate::telemetry::trace::on() {
+        return None;
+    }
+    rows_of(&serde_json::from_str(raw).ok()?)
 }
 
 /// Sets its flag when dropped: a decision whose caller went away tells its blocking work to stop.

@@ -279,6 +279,11 @@ pub struct SharedEngine {
 }
 
 impl SharedEngine {
+    /// Bytes the engine's memory pool has reserved now (queries running, spills pending).
+    pub fn reserved_bytes(&self) -> usize {
+        self.runtime.memory_pool.reserved()
+    }
+
     pub fn start(settings: &StoreSettings) -> Result<Self, String> {
         remove_stale_spills(&std::env::temp_dir());
         let spill = tempfile::Builder::new()

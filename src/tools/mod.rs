@@ -85,6 +85,13 @@ pub(crate) fn read_only() -> ToolAnnotations {
 /// A failed query as the `isError` result of `tool`: a refusal speaks for itself, an engine
 /// error comes with the datasets and columns that do exist.
 fn query_error(tool: &str, error: &QueryError, store: &Store) -> CallToolResult {
+    crate::telemetry::metrics::query_refused(match error {
+        QueryError::Refused(_) => "refused",
+        QueryError::Timeout(_) => "timeout",
+        QueryError::TooLarge { .. } => "too_large",
+        QueryError::Sql(message) if message.contains("Resources exhausted") => "memory",
+        QueryError::Sql(_) => "sql",
+    });
     let help = match error {
         QueryError::Refused(_) => String::new(),
         _ => format!("\n{}", known_datasets(store)),

@@ -48,10 +48,41 @@ pub(crate) async fn query(
         Ok(sql) => sql,
         Err(e) => return error_result(format!("loom_query: {e}; pass {{\"sql\": \"SELECT …\"}}")),
     };
+    // The engine's time is this span's (SPEC §24.1); rows and bytes answered are set on it.
+    let span = crate::telemetry::child("loom.query");
     let output = match store.query(sql).await {
         Ok(output) => output,
         Err(error) => return query_error("loom_query", &error, store),
     };
+    let answered = answer_query(store, threshold, sql, output);
+    if !span.is_none() {
+        let bytes = serde_json::to_string(&answered).map_or(0, |text| text.len() as u64);
+        crate::telemetry::queried(&span, rows_answered(&answered), bytes);
+    }
+    answered
+}
+
+/// `rowCount` of an inline answer (an envelope's rows are the dataset's).
+fn rows_answered(answer: &CallToolResult) -> u64 {
+    answer
+        .structured_content
+        .as_ref()
+        .and_then(|content| {
+            content
+                .get("rowCount")
+                .or_else(|| content.get("datasets")?.get(0)?.get("rows"))
+        })
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}
+
+/// A query's output as loom_query's answer: inline rows, or an envelope of a kept dataset.
+fn answer_query(
+    store: &Arc<Store>,
+    threshold: usize,
+    sql: &str,
+    output: QueryOutput,
+) -> CallToolResult {
     let QueryOutput {
         schema,
         batches,

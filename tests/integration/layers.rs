@@ -27,6 +27,7 @@ const LAYERS: &[&[&str]] = &[
     &["reduce", "envelope"],
     &["hints", "redact"],
     &["store", "downstream"],
+    &["telemetry"],
     &["ingest", "wire", "config", "footprint"],
     &["parallel", "token"],
     &["common"],

@@ -11,7 +11,6 @@ Unlike the npm servers (TypeScript SDK 1.x, handshake era only), this one also s
 
 import argparse
 import hmac
-import json
 import os
 from typing import Annotated
 
@@ -19,6 +18,7 @@ import anyio
 from mcp.server.mcpserver import Context, Elicit, ListRoots, MCPServer, Resolve, Sample
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
+from meta_seen import meta_seen
 from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
@@ -188,14 +188,7 @@ async def chatty(ctx: Context) -> str:
 async def echo_meta(ctx: Context) -> str:
     """The request's `_meta` as the server got it, as JSON (without the progress token and the
     2026-07-28 envelope, which belong to the connection)."""
-    meta = ctx.request_context.meta
-    raw = meta.model_dump(by_alias=True, exclude_none=True) if hasattr(meta, "model_dump") else dict(meta or {})
-    kept = {
-        key: value
-        for key, value in raw.items()
-        if key not in ("progressToken", "progress_token") and not key.startswith("io.modelcontextprotocol/")
-    }
-    return json.dumps(kept, sort_keys=True)
+    return meta_seen(ctx.request_context.meta)
 
 
 @app.prompt()
