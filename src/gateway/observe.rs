@@ -128,7 +128,15 @@ impl Gateway {
             Some(route) => self
                 .server(route.server)
                 .map(|server| (server.name().to_string(), route.name.clone())),
-            None => Some(("loom".to_string(), tool.to_string())),
+            // loom's own tools; a name nothing answers to is not noted (metrics say `unknown`:
+            // a client's made-up names must not grow a label set).
+            None if crate::tools::NAMES.contains(&tool)
+                || super::discovery::DISCOVERY_NAMES.contains(&tool)
+                || tool == super::discovery::STATS =>
+            {
+                Some(("loom".to_string(), tool.to_string()))
+            }
+            None => None,
         };
         if let Some((server, own)) = target {
             observed.note_target(&server, &own);

@@ -127,9 +127,9 @@ pub fn begin(arrival: Arrival<'_>) -> Option<Arc<Observed>> {
     Some(Arc::new(Observed {
         started: Instant::now(),
         time: crate::common::text::now_rfc3339(),
-        method: arrival.method.to_string(),
-        target: arrival.target.map(str::to_string),
-        version: arrival.version.to_string(),
+        method: capped(arrival.method),
+        target: arrival.target.map(capped),
+        version: capped(arrival.version),
         transport: arrival.transport,
         subject: audit::subject_of(arrival.credential),
         span,
@@ -137,17 +137,53 @@ pub fn begin(arrival: Arrival<'_>) -> Option<Arc<Observed>> {
     }))
 }
 
+/// The longest client-given name (a tool's, a method's) a span or an audit line carries.
+const MAX_NAME_CHARS: usize = 256;
+
+fn capped(text: &str) -> String {
+    match text.char_indices().nth(MAX_NAME_CHARS) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// A method as a metric label: the protocol's own, else `other` (a client's made-up methods
+/// must not grow a label set).
+fn method_label(method: &str) -> &str {
+    const PREFIXES: [&str; 10] = [
+        "server/",
+        "tools/",
+        "resources/",
+        "prompts/",
+        "completion/",
+        "logging/",
+        "tasks/",
+        "subscriptions/",
+        "roots/",
+        "notifications/",
+    ];
+    let known = matches!(method, "initialize" | "ping")
+        || (method.len() <= 40
+            && PREFIXES
+                .iter()
+                .any(|p| method.len() > p.len() && method.starts_with(p))
+            && method
+                .bytes()
+                .all(|b| b.is_ascii_alphabetic() || b == b'/' || b == b'_'));
+    if known { method } else { "other" }
+}
+
 fn server_span(arrival: &Arrival<'_>) -> tracing::Span {
     let name = match arrival.target {
-        Some(target) => format!("{} {target}", arrival.method),
-        None => arrival.method.to_string(),
+        Some(target) => format!("{} {}", capped(arrival.method), capped(target)),
+        None => capped(arrival.method),
     };
     let span =
         tracing::info_span!(target: TARGET, "request", otel.name = %name, otel.kind = "server");
     // A malformed traceparent gives an empty parent: loom's span starts a trace of its own.
     let _ = span.set_parent(trace::parent_from(arrival.traceparent, arrival.tracestate));
-    span.set_attribute("mcp.method.name", arrival.method.to_string());
-    span.set_attribute("mcp.protocol.version", arrival.version.to_string());
+    span.set_attribute("mcp.method.name", capped(arrival.method));
+    span.set_attribute("mcp.protocol.version", capped(arrival.version));
     span.set_attribute("network.transport", arrival.transport.name());
     if let Some(id) = &arrival.request_id {
         span.set_attribute("jsonrpc.request.id", id.clone());
@@ -157,11 +193,11 @@ fn server_span(arrival: &Arrival<'_>) -> tracing::Span {
     }
     match (arrival.method, arrival.target) {
         ("tools/call", Some(tool)) => {
-            span.set_attribute("gen_ai.tool.name", tool.to_string());
+            span.set_attribute("gen_ai.tool.name", capped(tool));
             span.set_attribute("gen_ai.operation.name", "execute_tool");
         }
         ("prompts/get", Some(prompt)) => {
-            span.set_attribute("gen_ai.prompt.name", prompt.to_string());
+            span.set_attribute("gen_ai.prompt.name", capped(prompt));
         }
         _ => {}
     }
@@ -397,12 +433,20 @@ impl Observed {
             }
         }
         if metrics::on() {
+            // Labels only of what loom knows (a listed tool, a protocol method, a revision loom
+            // serves), so that no client can grow the label sets.
+            let method = method_label(&self.method);
+            let version = match self.version.as_str() {
+                v if v.len() == 10 && v.bytes().all(|b| b.is_ascii_digit() || b == b'-') => v,
+                _ => "other",
+            };
             let mut labels = vec![
-                ("mcp_method_name", self.method.clone()),
+                ("mcp_method_name", method.to_string()),
                 ("network_transport", self.transport.name().to_string()),
-                ("mcp_protocol_version", self.version.clone()),
+                ("mcp_protocol_version", version.to_string()),
             ];
             if self.method == "tools/call"
+                && notes.server.is_some()
                 && let Some(tool) = &self.target
             {
                 labels.push(("gen_ai_tool_name", tool.clone()));
@@ -410,15 +454,11 @@ impl Observed {
             if let Some(error) = &error_type {
                 labels.push(("error_type", error.clone()));
             }
-            metrics::request(&self.method, outcome.name(), elapsed.as_secs_f64(), labels);
+            metrics::request(method, outcome.name(), elapsed.as_secs_f64(), labels);
             if self.method == "tools/call" {
                 metrics::tool_call(
                     notes.server.as_deref().unwrap_or("unknown"),
-                    notes
-                        .tool
-                        .as_deref()
-                        .or(self.target.as_deref())
-                        .unwrap_or("unknown"),
+                    notes.tool.as_deref().unwrap_or("unknown"),
                     outcome.name(),
                     notes.decision.unwrap_or("none"),
                 );
@@ -446,5 +486,36 @@ impl Observed {
             }
             audit::write(&serde_json::Value::Object(line));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_protocol_s_methods_become_labels() {
+        for method in [
+            "initialize",
+            "ping",
+            "tools/call",
+            "tasks/result",
+            "server/discover",
+        ] {
+            assert_eq!(method_label(method), method);
+        }
+        let long = "tools/a".repeat(20);
+        for method in ["x/y", "tools/call\n", "tools/", "ToolsCall", long.as_str()] {
+            assert_eq!(method_label(method), "other", "{method:?}");
+        }
+    }
+
+    #[test]
+    fn long_names_are_cut() {
+        let long = "é".repeat(1000);
+        let cut = capped(&long);
+        assert_eq!(cut.chars().count(), MAX_NAME_CHARS + 1);
+        assert!(cut.ends_with('…'));
+        assert_eq!(capped("short"), "short");
     }
 }

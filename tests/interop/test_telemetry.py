@@ -34,7 +34,7 @@ from test_http_serve import connect_http, serve_http
 sys.path.insert(0, str(Path(__file__).resolve().parent / "telemetry"))
 import traced_server  # noqa: E402
 from otlp_receiver import OtlpReceiver  # noqa: E402
-from prometheus import Prometheus, fetch_metrics  # noqa: E402
+from prometheus import Prometheus, fetch_metrics, parse_metrics  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
@@ -483,3 +483,19 @@ async def test_metrics_off_loopback_want_a_token(tmp_path):
         with Prometheus(f"127.0.0.1:{port}", bearer_token="scrape-secret-1234") as prometheus:
             prometheus.wait_until("up", lambda value: value == 1)
 
+
+
+async def test_made_up_tool_names_do_not_grow_the_metrics(tmp_path):
+    # A client (or a confused model) calling many names nothing answers to: counted as
+    # `unknown`, never one label set per name.
+    rig = Rig(tmp_path, None)
+    port = free_port()
+    rig.args = ["--metrics", f"127.0.0.1:{port}"]
+    async with through_loom(rig, "stdio", "legacy") as client:
+        for n in range(200):
+            with pytest.raises(MCPError):
+                await client.call_tool(f"made_up_{n}_" + "x" * 200, {})
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=PATIENCE).read().decode()
+    samples = parse_metrics(text, "text/plain; version=0.0.4")
+    assert "made_up" not in text
+    assert samples.value("loom_tool_calls_total", server="unknown", tool="unknown", outcome="error", decision="none") == 200
