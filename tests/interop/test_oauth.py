@@ -414,7 +414,7 @@ PYTHON_SERVER = Path(__file__).resolve().parent / "servers" / "python_server.py"
 
 
 @contextmanager
-def loom_http(rig: Rig, auth: dict[str, Any], name: str = "face", more: list[dict[str, Any]] | None = None) -> Iterator[str]:
+def loom_http(rig: Rig, auth: dict[str, Any], name: str = "face", more: list[dict[str, Any]] | None = None, settings: dict[str, Any] | None = None) -> Iterator[str]:
     """`loom serve --http 127.0.0.1:0` with `http.auth`, in front of servers/python_server.py
     (`py`) and the server entries `more`; its /mcp URL until the block ends."""
     import re
@@ -426,6 +426,7 @@ def loom_http(rig: Rig, auth: dict[str, Any], name: str = "face", more: list[dic
             {
                 "servers": [{"name": "py", "command": sys.executable, "args": [str(PYTHON_SERVER)]}, *(more or [])],
                 "http": {"auth": auth},
+                **(settings or {}),
             }
         )
     )
@@ -512,7 +513,8 @@ def forged(token: str, header: dict[str, Any]) -> str:
 
 
 async def test_the_official_client_logs_in_to_loom_itself_and_its_subject_is_its_scope(rig: Rig) -> None:
-    with loom_http(rig, {"issuer": rig.as_url, "requiredScopes": ["mcp:read"]}) as url:
+    audit = rig.tmp / "audit.jsonl"
+    with loom_http(rig, {"issuer": rig.as_url, "requiredScopes": ["mcp:read"]}, settings={"audit": {"path": str(audit)}}) as url:
         # What a client learns from the 401: where the metadata is, and from it the issuer.
         status, headers, _ = raw_post(url, None)
         metadata_url = url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
@@ -561,6 +563,12 @@ async def test_the_official_client_logs_in_to_loom_itself_and_its_subject_is_its
             assert made not in await datasets(client)
             refused = await client.call_tool("loom_query", {"sql": f"SELECT COUNT(*) AS n FROM {made}"})
             assert refused.is_error, refused
+    # The audit log names each request's person as the issuer knows them (SPEC §24.3), and holds
+    # none of their tokens.
+    text = audit.read_text()
+    subjects = {json.loads(line)["subject"] for line in text.splitlines()}
+    assert {f"{rig.as_url} alice", f"{rig.as_url} bob"} <= subjects, subjects
+    assert alice not in text and alice_again not in text and bob not in text
 
 
 

@@ -299,11 +299,12 @@ async def test_the_audit_log_rotates_and_a_write_failure_never_fails_a_call(tmp_
     assert len(warnings) == 1, log.read_text()[-3000:]
 
 
-async def test_prometheus_scrapes_loom_s_metrics(tmp_path):
+@pytest.mark.parametrize("face", FACES)
+async def test_prometheus_scrapes_loom_s_metrics(tmp_path, face):
     rig = Rig(tmp_path, None)
     port = free_port()
     rig.args = ["--metrics", f"127.0.0.1:{port}"]
-    async with through_loom(rig, "stdio", "auto") as client:
+    async with through_loom(rig, face, "auto") as client:
         for n in range(3):
             await client.call_tool("tr_echo", {"text": f"call {n}"})
         with Prometheus(f"127.0.0.1:{port}") as prometheus:
@@ -314,6 +315,8 @@ async def test_prometheus_scrapes_loom_s_metrics(tmp_path):
         samples = fetch_metrics(f"http://127.0.0.1:{port}/metrics")
         assert samples.value("loom_tool_calls_total", server="tr", tool="echo", outcome="ok", decision="passthrough") == 3
         assert samples.total("loom_requests_total", method="tools/call") == 3
+        transport = "pipe" if face == "stdio" else "tcp"
+        assert samples.total("mcp_server_operation_duration_seconds_count", mcp_method_name="tools/call", network_transport=transport) == 3
         assert samples.value("loom_otlp_spans_dropped_total") == 0
         # What the metrics endpoint refuses.
         for path, status in (("/nope", 404),):
