@@ -544,6 +544,7 @@ async fn run_modern(
                 call: relay.call,
                 reply: reply.clone(),
                 progress: progress.clone(),
+                traced: relay.traced.take(),
             };
             tokio::spawn(async move {
                 let _ = answer.send(waiting.run(stopped).await);
@@ -670,7 +671,7 @@ async fn observed_run(
 /// The client's sink, seeing the answer go by: its size and how it ended.
 struct Watched {
     inner: Arc<dyn LineSink>,
-    seen: StdMutex<Option<(crate::telemetry::Outcome, u64)>>,
+    seen: StdMutex<Option<(crate::telemetry::Outcome, Option<u64>)>>,
 }
 
 impl Watched {
@@ -689,7 +690,7 @@ impl Watched {
             .unwrap_or_else(PoisonError::into_inner)
             .take()
         {
-            Some((outcome, bytes)) => (outcome, Some(bytes)),
+            Some((outcome, bytes)) => (outcome, bytes),
             None => (crate::telemetry::Outcome::Failed("cancelled"), None),
         }
     }
@@ -711,7 +712,7 @@ impl LineSink for Watched {
                     true => crate::telemetry::Outcome::ToolError,
                     false => crate::telemetry::Outcome::Ok,
                 };
-                (outcome, result.len() as u64)
+                (outcome, Some(result.len() as u64))
             } else {
                 let code = std::str::from_utf8(first)
                     .ok()
@@ -719,7 +720,8 @@ impl LineSink for Watched {
                     .and_then(|answer| answer.error)
                     .and_then(|error| serde_json::from_str::<McpError>(error.get()).ok())
                     .map_or(-32603, |error| error.code.0);
-                (crate::telemetry::Outcome::Error(code), first.len() as u64)
+                // An error answers no result: no size (as on rmcp's path).
+                (crate::telemetry::Outcome::Error(code), None)
             };
             *self.seen.lock().unwrap_or_else(PoisonError::into_inner) = Some(seen);
         }
@@ -755,6 +757,8 @@ struct Waiting {
     call: DirectCall,
     reply: Arc<dyn LineSink>,
     progress: Arc<StdMutex<Option<String>>>,
+    /// The CLIENT span of the request to the child, still open (SPEC §24.1).
+    traced: Option<crate::telemetry::Downstream>,
 }
 
 impl Waiting {
@@ -776,6 +780,9 @@ impl Waiting {
                 reason = &mut stopped => break Err(ForwardError::Stopped(reason.unwrap_or("loom stopped waiting for it"))),
             }
         };
+        if let Some(traced) = self.traced.take() {
+            traced.answered(&super::forward::telemetry_outcome(&outcome));
+        }
         if let Err(ForwardError::Stopped(reason)) = &outcome {
             let notice = format!(
                 r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"{reason}"}}}}"#,

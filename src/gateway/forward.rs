@@ -730,7 +730,7 @@ fn downstream_span(
     server: &crate::downstream::Downstream,
     request: &ClientRequest,
 ) -> Option<crate::telemetry::Downstream> {
-    if !crate::telemetry::trace::on() {
+    if !crate::telemetry::active() {
         return None;
     }
     let tool = match request {
@@ -760,6 +760,9 @@ pub(super) fn telemetry_outcome(
         }
         Ok(_) => Outcome::Ok,
         Err(ForwardError::Rpc(error)) => Outcome::Error(error.code.0),
+        Err(ForwardError::Stopped(reason)) if reason.contains("timed out") => {
+            Outcome::Failed("timeout")
+        }
         Err(ForwardError::Stopped(_)) => Outcome::Failed("cancelled"),
         Err(_) => Outcome::Failed("connection_closed"),
     }

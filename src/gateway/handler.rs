@@ -140,11 +140,15 @@ impl Service<RoleServer> for GatewayService {
         } else {
             Era::of_request(&context)
         };
+        let observed = self.gateway.observe(&request, &context);
         if let Err(error) = super::era::check_request(&request, &context) {
-            return Err(era.shape_error(error));
+            let error = era.shape_error(error);
+            if let Some(observed) = observed {
+                observed.finish(crate::telemetry::Outcome::Error(error.code.0), None);
+            }
+            return Err(error);
         }
         let predates_links = Era::request_predates_resource_links(&context);
-        let observed = self.gateway.observe(&request, &context);
         let answer = crate::telemetry::within(observed.clone(), self.route(request, context))
             .await
             .map(|result| era.shape_built(result))
@@ -154,6 +158,9 @@ impl Service<RoleServer> for GatewayService {
             })
             .map_err(|error| era.shape_error(error));
         if let Some(observed) = observed {
+            if let Ok(ServerResult::InitializeResult(initialized)) = &answer {
+                observed.note_version(initialized.protocol_version.as_str());
+            }
             let (outcome, bytes) = super::observe::ending(&answer);
             observed.finish(outcome, bytes);
         }

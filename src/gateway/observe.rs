@@ -60,6 +60,12 @@ impl Gateway {
             }
             _ => None,
         };
+        let resource = match request {
+            ClientRequest::ReadResourceRequest(read) => Some(read.params.uri.as_str()),
+            ClientRequest::SubscribeRequest(subscribe) => Some(subscribe.params.uri.as_str()),
+            ClientRequest::UnsubscribeRequest(unsubscribe) => Some(unsubscribe.params.uri.as_str()),
+            _ => None,
+        };
         let text = |key: &str| context.meta.0.get(key).and_then(serde_json::Value::as_str);
         let credential = self.credential();
         let (transport, session_id) = self.face();
@@ -73,6 +79,7 @@ impl Gateway {
                 .as_deref()
                 .filter(|c| *c != super::LOCAL_CREDENTIAL),
             target,
+            resource,
             traceparent: text("traceparent"),
             tracestate: text("tracestate"),
         });
@@ -114,6 +121,7 @@ impl Gateway {
                 .as_deref()
                 .filter(|c| *c != super::LOCAL_CREDENTIAL),
             target: Some(tool),
+            resource: None,
             traceparent: traceparent.as_deref(),
             tracestate: tracestate.as_deref(),
         })?;

@@ -963,7 +963,6 @@ fn is_loopback_authority(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Compares a secret without stopping at the first difference.
 /// hyper's HTTP/1.1 server side as loom runs it: with a timer, so that the header read timeout
 /// ([`HEADER_READ_TIMEOUT`]) runs at all.
 fn http1_server() -> hyper::server::conn::http1::Builder {
@@ -1000,6 +999,7 @@ fn matched_credential<'a>(
     matched
 }
 
+/// Compares a secret without stopping at the first difference.
 fn same_secret(given: &str, expected: &str) -> bool {
     let (a, b) = (given.as_bytes(), expected.as_bytes());
     let mut difference = a.len() ^ b.len();

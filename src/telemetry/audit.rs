@@ -1,17 +1,26 @@
 //! The audit log (SPEC §24.3): one JSON line per request handled, who asked what of which server
 //! and how it ended — never arguments, results or tokens.
 //!
-//! Lines are appended and flushed one at a time (a line loom wrote is on disk even if loom is
-//! killed next); past `maxBytes` the file becomes `FILE.1` (one kept) and a new one begins. A
-//! failed write is logged once and never fails the request it describes.
+//! Requests hand their line to a writer thread of the log's own through a bounded queue and never
+//! wait: a file on a stalled disk, a network filesystem or a pipe nobody reads slows the log, not
+//! a call. A line that finds the queue full is dropped and counted
+//! (`loom_audit_lines_dropped_total`). The writer appends and flushes one line at a time (a line
+//! written is on disk even if loom is killed next); past `maxBytes` the file becomes `FILE.1`
+//! (one kept) and a new one begins. A failed write is logged once and never fails a request.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 use crate::config::AuditConfig;
+
+/// Lines waiting for the writer at most.
+const QUEUE: usize = 4096;
 
 /// The open log: its file and how large it is.
 struct Open {
@@ -19,15 +28,28 @@ struct Open {
     size: u64,
 }
 
-pub(super) struct AuditLog {
+/// The file end of the log, owned by the writer thread.
+struct AuditFile {
     path: PathBuf,
     max_bytes: u64,
-    open: Mutex<Option<Open>>,
+    open: Option<Open>,
     /// A failure was logged (the next ones are not, until a write succeeds again).
-    failing: std::sync::atomic::AtomicBool,
+    failing: bool,
+}
+
+/// The requests' end of the log.
+struct AuditLog {
+    lines: SyncSender<Message>,
+}
+
+enum Message {
+    Line(String),
+    /// Answered once every line sent before it is written.
+    Flush(std::sync::mpsc::Sender<()>),
 }
 
 static LOG: OnceLock<AuditLog> = OnceLock::new();
+static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// OAuth subjects by the digest loom scopes their sessions with, so the log names the person.
 static SUBJECTS: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
@@ -40,7 +62,8 @@ fn open_append(path: &Path) -> std::io::Result<Open> {
     Ok(Open { file, size })
 }
 
-/// Open the log (created if missing). Fails when the file cannot be created or opened.
+/// Open the log (created if missing) and start its writer. Fails when the file cannot be
+/// created or opened.
 pub fn start(config: &AuditConfig) -> Result<(), String> {
     let open = open_append(&config.path).map_err(|error| {
         format!(
@@ -49,18 +72,28 @@ pub fn start(config: &AuditConfig) -> Result<(), String> {
             config.path.display()
         )
     })?;
-    let log = AuditLog {
+    let file = AuditFile {
         path: config.path.clone(),
         max_bytes: config.max_bytes,
-        open: Mutex::new(Some(open)),
-        failing: std::sync::atomic::AtomicBool::new(false),
+        open: Some(open),
+        failing: false,
     };
-    LOG.set(log)
+    let (lines, queue) = std::sync::mpsc::sync_channel(QUEUE);
+    std::thread::Builder::new()
+        .name("loom-audit".into())
+        .spawn(move || file.run(queue))
+        .map_err(|error| format!("cannot start the audit log's writer: {error}"))?;
+    LOG.set(AuditLog { lines })
         .map_err(|_| "the audit log is already open".to_string())
 }
 
 pub(super) fn on() -> bool {
     LOG.get().is_some()
+}
+
+/// Lines dropped because the writer was behind.
+pub fn dropped() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
 }
 
 /// The name of the OAuth subject whose sessions are scoped by `digest`.
@@ -93,51 +126,88 @@ pub(super) fn subject_of(credential: Option<&str>) -> String {
     }
 }
 
-/// Append one line.
+/// Hand one line to the writer (never waits).
 pub(super) fn write(line: &serde_json::Value) {
     let Some(log) = LOG.get() else {
         return;
     };
     let mut text = line.to_string();
     text.push('\n');
-    let mut open = log.open.lock().unwrap_or_else(PoisonError::into_inner);
-    let result = log.append(&mut open, text.as_bytes());
-    let failing = log.failing.load(std::sync::atomic::Ordering::Relaxed);
-    match result {
-        Ok(()) if failing => {
-            log.failing
-                .store(false, std::sync::atomic::Ordering::Relaxed);
-            tracing::warn!("the audit log {} is written again", log.path.display());
-        }
+    match log.lines.try_send(Message::Line(text)) {
         Ok(()) => {}
-        Err(error) if !failing => {
-            log.failing
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-            tracing::warn!(
-                "cannot write the audit log {}: {error}; requests go on unlogged until it can be \
-                 written",
-                log.path.display()
-            );
+        Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
         }
-        Err(_) => {}
     }
 }
 
-impl AuditLog {
-    fn append(&self, open: &mut Option<Open>, line: &[u8]) -> std::io::Result<()> {
+/// Wait (at most `limit`) until the lines handed over so far are written: at exit.
+pub fn flush(limit: Duration) {
+    let Some(log) = LOG.get() else {
+        return;
+    };
+    let (done, written) = std::sync::mpsc::channel();
+    if log.lines.try_send(Message::Flush(done)).is_ok() {
+        let _ = written.recv_timeout(limit);
+    }
+}
+
+impl AuditFile {
+    fn run(mut self, queue: Receiver<Message>) {
+        for message in queue {
+            match message {
+                Message::Line(line) => self.write(line.as_bytes()),
+                Message::Flush(done) => {
+                    let _ = done.send(());
+                }
+            }
+        }
+    }
+
+    fn write(&mut self, line: &[u8]) {
+        match self.append(line) {
+            Ok(()) if self.failing => {
+                self.failing = false;
+                tracing::warn!("the audit log {} is written again", self.path.display());
+            }
+            Ok(()) => {}
+            Err(error) if !self.failing => {
+                self.failing = true;
+                tracing::warn!(
+                    "cannot write the audit log {}: {error}; requests go on unlogged until it \
+                     can be written",
+                    self.path.display()
+                );
+            }
+            Err(_) => {}
+        }
+    }
+
+    fn append(&mut self, line: &[u8]) -> std::io::Result<()> {
         let len = line.len() as u64;
-        if open
+        if self
+            .open
             .as_ref()
             .is_some_and(|o| o.size > 0 && o.size + len > self.max_bytes)
         {
-            *open = None;
-            let rotated = rotated_path(&self.path);
-            std::fs::rename(&self.path, &rotated)?;
+            // The full file is kept as FILE.1; should renaming fail (a directory loom may no
+            // longer write), the line goes to the file as it is rather than nowhere.
+            match std::fs::rename(&self.path, rotated_path(&self.path)) {
+                Ok(()) => self.open = None,
+                Err(error) => {
+                    if !self.failing {
+                        tracing::warn!(
+                            "cannot rotate the audit log {}: {error}; it grows past audit.maxBytes",
+                            self.path.display()
+                        );
+                    }
+                }
+            }
         }
-        if open.is_none() {
-            *open = Some(open_append(&self.path)?);
+        if self.open.is_none() {
+            self.open = Some(open_append(&self.path)?);
         }
-        let Some(current) = open.as_mut() else {
+        let Some(current) = self.open.as_mut() else {
             return Err(std::io::Error::other("the audit log is not open"));
         };
         let written = current
@@ -151,7 +221,7 @@ impl AuditLog {
             }
             Err(error) => {
                 // Opened afresh next time (the file may have been removed or its disk freed).
-                *open = None;
+                self.open = None;
                 Err(error)
             }
         }
@@ -173,16 +243,15 @@ mod tests {
     fn rotation_keeps_one_old_file_and_no_line_is_split() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("audit.jsonl");
-        let log = AuditLog {
+        let mut log = AuditFile {
             path: path.clone(),
             max_bytes: 100,
-            open: Mutex::new(None),
-            failing: std::sync::atomic::AtomicBool::new(false),
+            open: None,
+            failing: false,
         };
-        let mut open = None;
         for n in 0..10 {
             let line = format!("{{\"n\":{n},\"pad\":\"{}\"}}\n", "x".repeat(20));
-            log.append(&mut open, line.as_bytes()).expect("append");
+            log.append(line.as_bytes()).expect("append");
         }
         let current = std::fs::read_to_string(&path).expect("current");
         let old = std::fs::read_to_string(rotated_path(&path)).expect("rotated");
@@ -203,19 +272,44 @@ mod tests {
     fn a_removed_file_is_created_again() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("audit.jsonl");
-        let log = AuditLog {
+        let mut log = AuditFile {
             path: path.clone(),
             max_bytes: 1 << 20,
-            open: Mutex::new(None),
-            failing: std::sync::atomic::AtomicBool::new(false),
+            open: None,
+            failing: false,
         };
-        let mut open = None;
-        log.append(&mut open, b"{\"a\":1}\n").expect("first");
+        log.append(b"{\"a\":1}\n").expect("first");
         std::fs::remove_file(&path).expect("remove");
         // The open handle still writes to the removed file; a rotation or failure reopens.
-        log.append(&mut open, b"{\"a\":2}\n").expect("second");
-        open = None;
-        log.append(&mut open, b"{\"a\":3}\n").expect("third");
+        log.append(b"{\"a\":2}\n").expect("second");
+        log.open = None;
+        log.append(b"{\"a\":3}\n").expect("third");
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "{\"a\":3}\n");
+    }
+
+    #[test]
+    fn a_rotation_that_cannot_rename_keeps_writing_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("audit.jsonl");
+        let mut log = AuditFile {
+            path: path.clone(),
+            max_bytes: 10,
+            open: None,
+            failing: false,
+        };
+        log.append(b"{\"a\":1}\n").expect("first");
+        // FILE.1 is a directory that is not empty: renaming onto it fails.
+        std::fs::create_dir_all(rotated_path(&path).join("x")).expect("blocker");
+        for n in 2..6 {
+            log.append(format!("{{\"a\":{n}}}\n").as_bytes())
+                .expect("kept writing");
+        }
+        assert_eq!(
+            std::fs::read_to_string(&path)
+                .expect("read")
+                .lines()
+                .count(),
+            5
+        );
     }
 }

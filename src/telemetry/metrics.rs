@@ -44,6 +44,7 @@ struct Metrics {
     tool_calls: Family<Labels, Counter>,
     requests: Family<Labels, Counter>,
     duration: Family<Labels, Histogram, fn() -> Histogram>,
+    client_duration: Family<Labels, Histogram, fn() -> Histogram>,
     bytes_received: Family<Labels, Counter>,
     chars_answered: Family<Labels, Counter>,
     context_saved: Counter,
@@ -56,6 +57,8 @@ struct Metrics {
     spans_dropped: Counter,
     /// Spans dropped as last reported (the counter takes the difference).
     spans_dropped_seen: AtomicU64,
+    audit_dropped: Counter,
+    audit_dropped_seen: AtomicU64,
     sources: Mutex<Vec<Weak<dyn Source>>>,
 }
 
@@ -97,6 +100,14 @@ pub fn start() {
             "Duration of MCP requests as loom served them (the MCP semantic conventions' mcp.server.operation.duration)",
             Unit::Seconds,
             duration.clone(),
+        );
+        let client_duration =
+            Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(duration_histogram);
+        registry.register_with_unit(
+            "mcp_client_operation_duration",
+            "Duration of the requests loom sent servers, to their answer (the MCP semantic conventions' mcp.client.operation.duration)",
+            Unit::Seconds,
+            client_duration.clone(),
         );
         let bytes_received = Family::<Labels, Counter>::default();
         registry.register(
@@ -148,6 +159,12 @@ pub fn start() {
             "Times a server was started again after it failed",
             restarts.clone(),
         );
+        let audit_dropped = Counter::default();
+        registry.register(
+            "loom_audit_lines_dropped",
+            "Audit lines lost: the writer was behind by more than 4096 lines",
+            audit_dropped.clone(),
+        );
         let spans_dropped = Counter::default();
         registry.register(
             "loom_otlp_spans_dropped",
@@ -170,6 +187,9 @@ pub fn start() {
             restarts,
             spans_dropped,
             spans_dropped_seen: AtomicU64::new(0),
+            audit_dropped,
+            audit_dropped_seen: AtomicU64::new(0),
+            client_duration,
             sources: Mutex::new(Vec::new()),
         }
     });
@@ -201,6 +221,16 @@ pub(super) fn request(method: &str, outcome: &str, duration_secs: f64, duration:
         metrics
             .duration
             .get_or_create(&duration)
+            .observe(duration_secs);
+    }
+}
+
+/// One request to a server answered (or not).
+pub(super) fn downstream(duration_secs: f64, labels: Labels) {
+    if let Some(metrics) = metrics() {
+        metrics
+            .client_duration
+            .get_or_create(&labels)
             .observe(duration_secs);
     }
 }
@@ -287,6 +317,9 @@ pub fn scrape() -> Option<String> {
     let dropped = super::trace::dropped();
     let seen = metrics.spans_dropped_seen.swap(dropped, Ordering::Relaxed);
     metrics.spans_dropped.inc_by(dropped.saturating_sub(seen));
+    let dropped = super::audit::dropped();
+    let seen = metrics.audit_dropped_seen.swap(dropped, Ordering::Relaxed);
+    metrics.audit_dropped.inc_by(dropped.saturating_sub(seen));
     let mut text = String::new();
     prometheus_client::encoding::prometheus_text::encode(&mut text, &metrics.registry).ok()?;
     Some(text)

@@ -59,7 +59,9 @@ pub fn start(config: &Config, metrics: bool) -> Result<Started, String> {
     Ok(started)
 }
 
-/// Export the spans still queued (at most `limit`); called once, at exit.
+/// Write the audit lines and export the spans still queued (each at most `limit`); called
+/// once, at exit.
 pub fn shutdown(limit: Duration) {
+    audit::flush(limit);
     trace::shutdown(limit);
 }

@@ -52,6 +52,8 @@ pub struct Arrival<'a> {
     pub credential: Option<&'a str>,
     /// The name the client asked for: a tool (`tools/call`) or a prompt (`prompts/get`).
     pub target: Option<&'a str>,
+    /// The resource a `resources/*` request names.
+    pub resource: Option<&'a str>,
     /// `_meta.traceparent` and `_meta.tracestate`, as the client sent them.
     pub traceparent: Option<&'a str>,
     pub tracestate: Option<&'a str>,
@@ -99,6 +101,8 @@ struct Notes {
     bytes_out: Option<u64>,
     /// The answer, spliced in raw, is a tool result with `isError: true`.
     tool_error: bool,
+    /// The revision the answer settled on (`initialize`: the one loom answered, not asked).
+    version: Option<String>,
 }
 
 /// A request being handled.
@@ -149,28 +153,61 @@ fn capped(text: &str) -> String {
 
 /// A method as a metric label: the protocol's own, else `other` (a client's made-up methods
 /// must not grow a label set).
-fn method_label(method: &str) -> &str {
-    const PREFIXES: [&str; 10] = [
-        "server/",
-        "tools/",
-        "resources/",
-        "prompts/",
-        "completion/",
-        "logging/",
-        "tasks/",
-        "subscriptions/",
-        "roots/",
-        "notifications/",
+fn method_label(method: &str) -> &'static str {
+    const METHODS: [&str; 22] = [
+        "initialize",
+        "ping",
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/read",
+        "resources/templates/list",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "logging/setLevel",
+        "subscriptions/listen",
+        "tasks/get",
+        "tasks/list",
+        "tasks/result",
+        "tasks/cancel",
+        "tasks/update",
+        "elicitation/create",
+        "sampling/createMessage",
     ];
-    let known = matches!(method, "initialize" | "ping")
-        || (method.len() <= 40
-            && PREFIXES
-                .iter()
-                .any(|p| method.len() > p.len() && method.starts_with(p))
-            && method
-                .bytes()
-                .all(|b| b.is_ascii_alphabetic() || b == b'/' || b == b'_'));
-    if known { method } else { "other" }
+    METHODS
+        .iter()
+        .find(|known| **known == method)
+        .copied()
+        .unwrap_or("other")
+}
+
+/// A protocol revision as a metric label: one of the revisions loom knows, else `other`.
+fn version_label(version: &str) -> &str {
+    rmcp::model::ProtocolVersion::KNOWN_VERSIONS
+        .iter()
+        .map(|known| known.as_str())
+        .find(|known| *known == version)
+        .unwrap_or("other")
+}
+
+/// An `error.type` as a metric label: `tool_error`, loom's own kinds, the JSON-RPC and MCP
+/// codes (−32768 … −32000), else `other` (a server's own codes are any number).
+fn error_label(error: &str) -> &str {
+    match error {
+        "tool_error" | "cancelled" | "timeout" | "connection_closed" | "malformed_error"
+        | "malformed_answer" => error,
+        code if code
+            .parse::<i32>()
+            .is_ok_and(|code| (-32768..=-32000).contains(&code)) =>
+        {
+            code
+        }
+        _ => "other",
+    }
 }
 
 fn server_span(arrival: &Arrival<'_>) -> tracing::Span {
@@ -186,7 +223,15 @@ fn server_span(arrival: &Arrival<'_>) -> tracing::Span {
     span.set_attribute("mcp.protocol.version", capped(arrival.version));
     span.set_attribute("network.transport", arrival.transport.name());
     if let Some(id) = &arrival.request_id {
-        span.set_attribute("jsonrpc.request.id", id.clone());
+        // A string id without its JSON quotes, as the conventions write it; cut like any name.
+        let id = id
+            .strip_prefix('"')
+            .and_then(|id| id.strip_suffix('"'))
+            .unwrap_or(id);
+        span.set_attribute("jsonrpc.request.id", capped(id));
+    }
+    if let Some(uri) = arrival.resource {
+        span.set_attribute("mcp.resource.uri", capped(uri));
     }
     if let Some(session) = arrival.session_id {
         span.set_attribute("mcp.session.id", session.to_string());
@@ -331,21 +376,27 @@ pub fn queried(span: &tracing::Span, rows: u64, bytes: u64) {
 /// The request loom sends a server for the request being handled.
 pub struct Downstream {
     span: tracing::Span,
+    started: Instant,
+    method: &'static str,
+    server: String,
+    tool: Option<String>,
+    transport: &'static str,
 }
 
-/// Open the CLIENT span of a request to `server` (when tracing is on and a request is being
-/// handled). `tool` is the server's own tool name; `address` a remote server's host and port.
+/// Open the record of a request to `server` (when tracing or metrics are on and a request is
+/// handled): its CLIENT span and its duration. `name` is the server's own tool (`tools/call`)
+/// or prompt (`prompts/get`) name; `address` a remote server's host and port.
 pub fn downstream(
     server: &str,
     method: &str,
-    tool: Option<&str>,
+    name: Option<&str>,
     address: Option<(&str, u16)>,
 ) -> Option<Downstream> {
-    if !trace::on() {
+    if !trace::on() && !metrics::on() {
         return None;
     }
     CURRENT
-        .try_with(|observed| observed.downstream(server, method, tool, address))
+        .try_with(|observed| observed.downstream(server, method, name, address))
         .ok()
         .flatten()
 }
@@ -356,53 +407,91 @@ impl Observed {
         &self,
         server: &str,
         method: &str,
-        tool: Option<&str>,
+        name: Option<&str>,
         address: Option<(&str, u16)>,
     ) -> Option<Downstream> {
-        if !trace::on() || self.span.is_none() {
+        if !trace::on() && !metrics::on() {
             return None;
         }
-        {
-            let name = match tool {
-                Some(tool) => format!("{method} {tool}"),
-                None => method.to_string(),
+        let transport = if address.is_some() { "tcp" } else { "pipe" };
+        let span = if self.span.is_none() {
+            tracing::Span::none()
+        } else {
+            let span_name = match name {
+                Some(name) => format!("{method} {}", capped(name)),
+                None => capped(method),
             };
-            let span = tracing::info_span!(target: TARGET, parent: &self.span, "downstream", otel.name = %name, otel.kind = "client");
-            span.set_attribute("mcp.method.name", method.to_string());
+            let span = tracing::info_span!(target: TARGET, parent: &self.span, "downstream", otel.name = %span_name, otel.kind = "client");
+            span.set_attribute("mcp.method.name", capped(method));
             span.set_attribute("loom.server", server.to_string());
-            if let Some(tool) = tool {
-                span.set_attribute("gen_ai.tool.name", tool.to_string());
-                span.set_attribute("gen_ai.operation.name", "execute_tool");
-            }
-            match address {
-                Some((host, port)) => {
-                    span.set_attribute("server.address", host.to_string());
-                    span.set_attribute("server.port", i64::from(port));
-                    span.set_attribute("network.transport", "tcp");
+            match (method, name) {
+                ("tools/call", Some(tool)) => {
+                    span.set_attribute("gen_ai.tool.name", capped(tool));
+                    span.set_attribute("gen_ai.operation.name", "execute_tool");
                 }
-                None => span.set_attribute("network.transport", "pipe"),
+                ("prompts/get", Some(prompt)) => {
+                    span.set_attribute("gen_ai.prompt.name", capped(prompt));
+                }
+                _ => {}
             }
-            Some(Downstream { span })
-        }
+            if let Some((host, port)) = address {
+                span.set_attribute("server.address", host.to_string());
+                span.set_attribute("server.port", i64::from(port));
+            }
+            span.set_attribute("network.transport", transport);
+            span
+        };
+        Some(Downstream {
+            span,
+            started: Instant::now(),
+            method: method_label(method),
+            server: server.to_string(),
+            tool: (method == "tools/call").then(|| name.map(capped)).flatten(),
+            transport,
+        })
     }
 }
 
 impl Downstream {
-    /// `traceparent` (and `tracestate`) naming this span as the parent of the server's work.
+    /// `traceparent` (and `tracestate`) naming this span as the parent of the server's work
+    /// (none while tracing is off).
     pub fn traceparent(&self) -> Option<(String, Option<String>)> {
+        if self.span.is_none() {
+            return None;
+        }
         trace::context_of(&self.span)
     }
 
-    /// The server answered (or did not): the span ends.
+    /// The server answered (or did not): the span ends, the duration is counted.
     pub fn answered(self, outcome: &Outcome) {
-        if let Some(error) = outcome.error_type() {
+        let error = outcome.error_type();
+        if let Some(error) = &error
+            && !self.span.is_none()
+        {
             self.span.set_attribute("error.type", error.clone());
-            self.span.set_status(Status::error(error));
+            self.span.set_status(Status::error(error.clone()));
         }
+        let mut labels = vec![
+            ("mcp_method_name", self.method.to_string()),
+            ("network_transport", self.transport.to_string()),
+            ("loom_server", self.server),
+        ];
+        if let Some(tool) = self.tool {
+            labels.push(("gen_ai_tool_name", tool));
+        }
+        if let Some(error) = &error {
+            labels.push(("error_type", error_label(error).to_string()));
+        }
+        metrics::downstream(self.started.elapsed().as_secs_f64(), labels);
     }
 }
 
 impl Observed {
+    /// The revision loom answered with (an `initialize` asks for one and may get another).
+    pub fn note_version(&self, version: &str) {
+        notes(self).version = Some(capped(version));
+    }
+
     /// The request goes to `server`'s tool `tool` (its own name), or to loom's own tool.
     pub fn note_target(&self, server: &str, tool: &str) {
         let mut notes = notes(self);
@@ -420,7 +509,13 @@ impl Observed {
             other => other,
         };
         let error_type = outcome.error_type();
+        let version = notes
+            .version
+            .clone()
+            .unwrap_or_else(|| self.version.clone());
         if !self.span.is_none() {
+            self.span
+                .set_attribute("mcp.protocol.version", version.clone());
             if let Some(error) = &error_type {
                 self.span.set_attribute("error.type", error.clone());
                 self.span.set_status(Status::error(error.clone()));
@@ -436,10 +531,7 @@ impl Observed {
             // Labels only of what loom knows (a listed tool, a protocol method, a revision loom
             // serves), so that no client can grow the label sets.
             let method = method_label(&self.method);
-            let version = match self.version.as_str() {
-                v if v.len() == 10 && v.bytes().all(|b| b.is_ascii_digit() || b == b'-') => v,
-                _ => "other",
-            };
+            let version = version_label(&version);
             let mut labels = vec![
                 ("mcp_method_name", method.to_string()),
                 ("network_transport", self.transport.name().to_string()),
@@ -452,7 +544,7 @@ impl Observed {
                 labels.push(("gen_ai_tool_name", tool.clone()));
             }
             if let Some(error) = &error_type {
-                labels.push(("error_type", error.clone()));
+                labels.push(("error_type", error_label(error).to_string()));
             }
             metrics::request(method, outcome.name(), elapsed.as_secs_f64(), labels);
             if self.method == "tools/call" {
@@ -468,9 +560,13 @@ impl Observed {
             let mut line = serde_json::Map::new();
             line.insert("time".into(), self.time.clone().into());
             line.insert("subject".into(), self.subject.clone().into());
-            line.insert("era".into(), self.version.clone().into());
+            line.insert("era".into(), version.clone().into());
             line.insert("method".into(), self.method.clone().into());
-            let tool = notes.tool.clone().or_else(|| self.target.clone());
+            // The tool of a `tools/call` (the server's own name when a server answers it).
+            let tool = match self.method.as_str() {
+                "tools/call" => notes.tool.clone().or_else(|| self.target.clone()),
+                _ => None,
+            };
             line.insert("server".into(), notes.server.clone().into());
             line.insert("tool".into(), tool.into());
             line.insert("decision".into(), notes.decision.into());
@@ -504,10 +600,20 @@ mod tests {
         ] {
             assert_eq!(method_label(method), method);
         }
-        let long = "tools/a".repeat(20);
-        for method in ["x/y", "tools/call\n", "tools/", "ToolsCall", long.as_str()] {
+        for method in ["x/y", "tools/call\n", "tools/", "tools/aa", "ToolsCall"] {
             assert_eq!(method_label(method), "other", "{method:?}");
         }
+    }
+
+    #[test]
+    fn only_known_revisions_and_codes_become_labels() {
+        assert_eq!(version_label("2025-11-25"), "2025-11-25");
+        assert_eq!(version_label("2026-07-28"), "2026-07-28");
+        assert_eq!(version_label("2031-01-01"), "other");
+        assert_eq!(error_label("-32602"), "-32602");
+        assert_eq!(error_label("tool_error"), "tool_error");
+        assert_eq!(error_label("-1"), "other");
+        assert_eq!(error_label("12345"), "other");
     }
 
     #[test]

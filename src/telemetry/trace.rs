@@ -116,16 +116,25 @@ pub fn start(endpoint: &str, from_config: bool) -> Result<(), String> {
     };
     // The exporter's HTTP client is reqwest's (rustls, without a provider of its own).
     crate::common::tls::install_crypto_provider();
-    let protocol = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
-        .unwrap_or_default();
+    let (variable, protocol) = [
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+    ]
+    .into_iter()
+    .find_map(|name| {
+        std::env::var(name)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| (name, v))
+    })
+    .unwrap_or(("", String::new()));
     let grpc = match protocol.trim() {
         "" | "http/protobuf" => false,
         "grpc" => true,
         other => {
             return Err(format!(
-                "OTEL_EXPORTER_OTLP_PROTOCOL is {other:?}; loom speaks \"http/protobuf\" (the \
-                 default) and \"grpc\""
+                "{variable} is {other:?}; loom speaks \"http/protobuf\" (the default) and \
+                 \"grpc\""
             ));
         }
     };

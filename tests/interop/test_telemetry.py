@@ -502,3 +502,46 @@ async def test_made_up_tool_names_do_not_grow_the_metrics(tmp_path):
     samples = parse_metrics(text, "text/plain; version=0.0.4")
     assert "made_up" not in text
     assert samples.value("loom_tool_calls_total", server="unknown", tool="unknown", outcome="error", decision="none") == 200
+
+
+def _post(url: str, body: dict[str, Any], headers: dict[str, str]) -> int:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json", "accept": "application/json, text/event-stream", **headers},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=PATIENCE) as answer:
+            answer.read()
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+async def test_made_up_methods_and_revisions_do_not_grow_the_metrics(tmp_path):
+    rig = Rig(tmp_path, None)
+    port = free_port()
+    rig.args = ["--metrics", f"127.0.0.1:{port}"]
+    audit = tmp_path / "audit.jsonl"
+    rig.config["audit"] = {"path": str(audit)}
+    envelope = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    with serve_http(rig, *rig.args) as loom:
+        for n in range(50):
+            method = f"tools/zz{n}"
+            _post(loom.url, {"jsonrpc": "2.0", "id": n, "method": method, "params": {"_meta": envelope}}, {"mcp-protocol-version": "2026-07-28", "mcp-method": method})
+        # A handshake asking for a revision nobody has: answered (and logged) as the one loom speaks.
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2031-01-01", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+        assert _post(loom.url, initialize, {}) == 200
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=PATIENCE).read().decode()
+    samples = parse_metrics(text, "text/plain; version=0.0.4")
+    assert "zz" not in text and "2031" not in text
+    assert samples.value("loom_requests_total", method="other", outcome="error") == 50
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert sum(1 for line in lines if line["method"].startswith("tools/zz") and line["outcome"] == "error") == 50
+    [handshake] = [line for line in lines if line["method"] == "initialize"]
+    assert handshake["era"] == "2025-11-25"
