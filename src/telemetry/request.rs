@@ -236,7 +236,14 @@ fn server_span(arrival: &Arrival<'_>) -> tracing::Span {
     if let Some(session) = arrival.session_id {
         span.set_attribute("mcp.session.id", session.to_string());
     }
-    match (arrival.method, arrival.target) {
+    name_attributes(&span, arrival.method, arrival.target);
+    span
+}
+
+/// The conventions' attributes of what a request names: a tool (`gen_ai.tool.name`,
+/// `gen_ai.operation.name`) or a prompt (`gen_ai.prompt.name`).
+fn name_attributes(span: &tracing::Span, method: &str, name: Option<&str>) {
+    match (method, name) {
         ("tools/call", Some(tool)) => {
             span.set_attribute("gen_ai.tool.name", capped(tool));
             span.set_attribute("gen_ai.operation.name", "execute_tool");
@@ -246,7 +253,6 @@ fn server_span(arrival: &Arrival<'_>) -> tracing::Span {
         }
         _ => {}
     }
-    span
 }
 
 /// Run `future` as the handling of `observed` (as is, when telemetry is off).
@@ -424,16 +430,7 @@ impl Observed {
             let span = tracing::info_span!(target: TARGET, parent: &self.span, "downstream", otel.name = %span_name, otel.kind = "client");
             span.set_attribute("mcp.method.name", capped(method));
             span.set_attribute("loom.server", server.to_string());
-            match (method, name) {
-                ("tools/call", Some(tool)) => {
-                    span.set_attribute("gen_ai.tool.name", capped(tool));
-                    span.set_attribute("gen_ai.operation.name", "execute_tool");
-                }
-                ("prompts/get", Some(prompt)) => {
-                    span.set_attribute("gen_ai.prompt.name", capped(prompt));
-                }
-                _ => {}
-            }
+            name_attributes(&span, method, name);
             if let Some((host, port)) = address {
                 span.set_attribute("server.address", host.to_string());
                 span.set_attribute("server.port", i64::from(port));
