@@ -22,7 +22,8 @@
 //!
 //! * Telemetry (SPEC §24): `telemetry/off`, `telemetry/traces` (spans to an OTLP collector that
 //!   answers at once) and `telemetry/traces_metrics_audit` (with `--metrics` and the audit log
-//!   too), and a fixed-count p50/p99 of off against all on.
+//!   too), and a fixed-count p50/p99 of off against all on (`LOOM_BENCH_TELEMETRY_ONLY=1` with
+//!   `-- telemetry` runs these alone).
 //!
 //! * The official client: benches/official_client.py drives the Python SDK (.ci/venv) in each of
 //!   its modes through server-everything (.ci/node) directly, through the bare relay and through
@@ -650,6 +651,10 @@ fn main() {
     benches();
     Criterion::default().configure_from_args().final_summary();
     if std::env::var_os("LOOM_BENCH_CRITERION_ONLY").is_some() {
+        return;
+    }
+    if std::env::var_os("LOOM_BENCH_TELEMETRY_ONLY").is_some() {
+        report_telemetry();
         return;
     }
     report();

@@ -78,8 +78,6 @@ impl ResultPath {
         view: bool,
     ) -> Decision {
         use crate::report::{Handling, Size};
-        // loom's work on the result, a span of the request's trace (none when tracing is off).
-        let span = crate::telemetry::child("loom.result");
         let bytes_in = raw.get().len() as u64;
         let before = Size::of(raw.get());
         let tool = format!("{}/{}", origin.server, origin.tool);
@@ -94,6 +92,12 @@ impl ResultPath {
         // cannot be over the threshold, is decided at once; a large one means parsing and
         // ingesting, CPU work kept off the I/O threads.
         let small = crate::common::tokens::upper_bound_tokens(raw.get().len()) <= threshold;
+        // loom's work on a result it parses (one over the threshold): a span of the request's
+        // trace. A result decided at once has its figures on the request's span alone.
+        let span = match policy.bypass || small {
+            true => tracing::Span::none(),
+            false => crate::telemetry::child("loom.result"),
+        };
         let outcome = if policy.bypass {
             Outcome::PassThrough(raw, "bypass")
         } else if small {

@@ -103,6 +103,9 @@ struct Notes {
     tool_error: bool,
     /// The revision the answer settled on (`initialize`: the one loom answered, not asked).
     version: Option<String>,
+    chars_out: Option<u64>,
+    tokens_saved: Option<i64>,
+    rows: Option<u64>,
 }
 
 /// A request being handled.
@@ -351,21 +354,43 @@ pub fn decided(decided: &Decided<'_>, span: &tracing::Span) {
         let mut notes = notes(observed);
         notes.decision = Some(decided.decision);
         notes.bytes_in = Some(decided.bytes_in);
+        notes.chars_out = Some(decided.chars_out);
+        notes.tokens_saved = Some(signed(decided.tokens_in) - signed(decided.tokens_out));
+        notes.rows = decided.rows;
     });
     if span.is_none() {
         return;
     }
-    let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     span.set_attribute("loom.server", decided.server.to_string());
-    span.set_attribute("loom.decision", decided.decision);
-    span.set_attribute("loom.bytes_in", as_i64(decided.bytes_in));
-    span.set_attribute("loom.chars_out", as_i64(decided.chars_out));
-    span.set_attribute(
-        "loom.tokens_saved",
-        as_i64(decided.tokens_in) - as_i64(decided.tokens_out),
+    result_attributes(
+        span,
+        decided.decision,
+        decided.bytes_in,
+        decided.chars_out,
+        signed(decided.tokens_in) - signed(decided.tokens_out),
+        decided.rows,
     );
-    if let Some(rows) = decided.rows {
-        span.set_attribute("loom.rows", as_i64(rows));
+}
+
+fn signed(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The `loom.*` figures of a result, on `span`.
+fn result_attributes(
+    span: &tracing::Span,
+    decision: &'static str,
+    bytes_in: u64,
+    chars_out: u64,
+    tokens_saved: i64,
+    rows: Option<u64>,
+) {
+    span.set_attribute("loom.decision", decision);
+    span.set_attribute("loom.bytes_in", signed(bytes_in));
+    span.set_attribute("loom.chars_out", signed(chars_out));
+    span.set_attribute("loom.tokens_saved", tokens_saved);
+    if let Some(rows) = rows {
+        span.set_attribute("loom.rows", signed(rows));
     }
 }
 
@@ -517,8 +542,13 @@ impl Observed {
                 self.span.set_attribute("error.type", error.clone());
                 self.span.set_status(Status::error(error.clone()));
             }
-            if let Some(decision) = notes.decision {
-                self.span.set_attribute("loom.decision", decision);
+            if let (Some(decision), Some(bytes_in), Some(chars_out), Some(saved)) = (
+                notes.decision,
+                notes.bytes_in,
+                notes.chars_out,
+                notes.tokens_saved,
+            ) {
+                result_attributes(&self.span, decision, bytes_in, chars_out, saved, notes.rows);
             }
             if let Some(server) = &notes.server {
                 self.span.set_attribute("loom.server", server.clone());

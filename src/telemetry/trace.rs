@@ -89,6 +89,9 @@ where
             .with_target(false)
             .with_level(false)
             .with_tracked_inactivity(false)
+            // loom hands contexts on explicitly (parents, traceparent); attaching one to the
+            // thread at every poll of a request would cost each hop for nothing.
+            .with_context_activation(false)
             .with_filter(filter),
     )
 }

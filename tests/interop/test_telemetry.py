@@ -137,19 +137,19 @@ async def test_one_trace_runs_from_the_client_through_loom_to_the_server(tmp_pat
             {
                 ("loom", "SERVER", "tools/call tr_echo"),
                 ("loom", "CLIENT", "tools/call echo"),
-                ("loom", "INTERNAL", "loom.result"),
                 ("server", "SERVER", "tools/call echo"),
             },
         )
         ours = [s for s in spans if s["resource"].get("service.name") == "loom"]
         served = one(ours, kind="SERVER")
         downstream = one(ours, kind="CLIENT")
-        work = one(ours, kind="INTERNAL")
+        # A small result is decided at once: its figures are on the request's span, with no
+        # span of work of its own.
+        assert not [s for s in ours if s["kind"] == "INTERNAL"]
         theirs = one([s for s in spans if s not in ours], kind="SERVER")
         # The client's span → loom's SERVER span → loom's CLIENT span → the server's span.
         assert served["parent_span_id"] == CLIENT_SPAN
         assert downstream["parent_span_id"] == served["span_id"]
-        assert work["parent_span_id"] == served["span_id"]
         assert theirs["parent_span_id"] == downstream["span_id"]
         attributes = served["attributes"]
         assert attributes["mcp.method.name"] == "tools/call"
@@ -162,8 +162,8 @@ async def test_one_trace_runs_from_the_client_through_loom_to_the_server(tmp_pat
         assert ("mcp.session.id" in attributes) == (face == "http" and SERVED[mode] != "2026-07-28")
         assert downstream["attributes"]["loom.server"] == "tr"
         assert downstream["attributes"]["gen_ai.tool.name"] == "echo"
-        assert work["attributes"]["loom.decision"] == "passthrough"
-        assert work["attributes"]["loom.bytes_in"] > 0
+        assert attributes["loom.decision"] == "passthrough" and attributes["loom.server"] == "tr"
+        assert attributes["loom.bytes_in"] > 0 and attributes["loom.chars_out"] > 0 and attributes["loom.tokens_saved"] == 0
         # No argument or result in any span of loom's.
         assert "hello" not in json.dumps(ours)
 
@@ -184,7 +184,11 @@ async def test_a_large_result_s_decision_sizes_and_its_query_are_in_the_trace_an
             assert answer.structured_content["rows"] == [{"n": 5000}]
             samples = fetch_metrics(f"http://127.0.0.1:{port}/metrics")
         spans = wait_trace(receiver, TRACE_ID, {("loom", "INTERNAL", "loom.result")})
-        work = one(loom_spans(receiver, TRACE_ID), kind="INTERNAL", name="loom.result")["attributes"]
+        work_span = one(loom_spans(receiver, TRACE_ID), kind="INTERNAL", name="loom.result")
+        served = one(loom_spans(receiver, TRACE_ID), kind="SERVER")
+        assert work_span["parent_span_id"] == served["span_id"]
+        assert served["attributes"]["loom.decision"] == "envelope" and served["attributes"]["loom.rows"] == 5000
+        work = work_span["attributes"]
         assert work["loom.decision"] == "envelope"
         assert work["loom.rows"] == 5000
         # Bytes of the result JSON received: the server's text plus its JSON around it.
