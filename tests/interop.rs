@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 const SETUP_HINT: &str = "run `bash .ci/run` (everything CI runs) or `.ci/setup-interop` \
      (needs python3 with venv, node and npm; installs into .ci/venv, .ci/venv1, \
      .ci/venv-litellm, .ci/node/node_modules, .ci/inspector/node_modules and \
-     .ci/browser/node_modules, and Debian's chromium)";
+     .ci/browser/node_modules, and Debian's chromium and prometheus)";
 
 /// Files the suite needs besides the Python packages.
 const SERVERS: &[&str] = &[
@@ -43,6 +43,8 @@ const SERVERS: &[&str] = &[
     // LiteLLM's proxy, the OpenAI-compatible endpoint of the model summary stage
     // (test_llm_summary.py; its own venv, tests/interop/requirements-litellm.txt).
     ".ci/venv-litellm/bin/litellm",
+    // Debian's Prometheus, which scrapes loom's /metrics (test_telemetry.py).
+    "/usr/bin/prometheus",
 ];
 
 /// The interpreter with the Python SDK's 1.x line (tests/interop/requirements-1x.txt).

@@ -12,15 +12,20 @@ Unlike the npm servers (TypeScript SDK 1.x, handshake era only), this one also s
 import argparse
 import hmac
 import os
+import sys
+from pathlib import Path
 from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import Context, Elicit, ListRoots, MCPServer, Resolve, Sample
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from meta_seen import meta_seen
 from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
+
+# Beside this file, found also when a test runs it through runpy (sys.path[0] is then the test's).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from meta_seen import meta_seen  # noqa: E402
 
 app = MCPServer("interop-python")
 
