@@ -59,9 +59,10 @@ pub fn start(config: &Config, metrics: bool) -> Result<Started, String> {
     Ok(started)
 }
 
-/// Write the audit lines and export the spans still queued (each at most `limit`); called
-/// once, at exit.
+/// Write the audit lines and export the spans still queued, within `limit` in all; called once,
+/// at exit.
 pub fn shutdown(limit: Duration) {
-    audit::flush(limit);
-    trace::shutdown(limit);
+    let started = std::time::Instant::now();
+    audit::flush(limit / 2);
+    trace::shutdown(limit.saturating_sub(started.elapsed()));
 }

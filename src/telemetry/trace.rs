@@ -199,7 +199,7 @@ pub fn shutdown(limit: Duration) {
             let _ = done.send(());
         });
     if spawned.is_ok() {
-        let _ = finished.recv_timeout(limit + Duration::from_millis(100));
+        let _ = finished.recv_timeout(limit);
     }
 }
 
