@@ -423,9 +423,6 @@ pub fn downstream(
     name: Option<&str>,
     address: Option<(&str, u16)>,
 ) -> Option<Downstream> {
-    if !trace::on() && !metrics::on() {
-        return None;
-    }
     CURRENT
         .try_with(|observed| observed.downstream(server, method, name, address))
         .ok()
