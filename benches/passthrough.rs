@@ -22,7 +22,7 @@
 //!
 //! * Telemetry (SPEC §24): `telemetry/off`, `telemetry/traces` (spans to an OTLP collector that
 //!   answers at once) and `telemetry/traces_metrics_audit` (with `--metrics` and the audit log
-//!   too), and a fixed-count p50/p99 of off against all on (`LOOM_BENCH_TELEMETRY_ONLY=1` with
+//!   too), and a fixed-count p50/p99 of off against each part on and all on (`LOOM_BENCH_TELEMETRY_ONLY=1` with
 //!   `-- telemetry` runs these alone).
 //!
 //! * The official client: benches/official_client.py drives the Python SDK (.ci/venv) in each of
@@ -41,6 +41,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
 use serde_json::{Value, json};
+
+#[path = "common/http_sink.rs"]
+mod http_sink;
 
 struct Peer {
     child: Child,
@@ -532,42 +535,7 @@ fn report_under_load() {
 /// An OTLP/HTTP collector that takes every export and answers 200 at once (the bench measures
 /// loom's side of tracing, not a collector's).
 fn otlp_sink() -> String {
-    use std::io::Read;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let address = listener.local_addr().expect("address");
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream);
-                loop {
-                    let mut length = 0usize;
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if let Some((name, value)) = line.split_once(':')
-                            && name.eq_ignore_ascii_case("content-length")
-                        {
-                            length = value.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0; length];
-                    if reader.read_exact(&mut body).is_err() {
-                        return;
-                    }
-                    let answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
-                    if reader.get_mut().write_all(answer).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
+    let address = http_sink::start("application/x-protobuf", String::new());
     format!("http://{address}")
 }
 
@@ -605,40 +573,55 @@ fn bench_telemetry(c: &mut Criterion) {
     group.finish();
 }
 
-/// p50/p99 of the hop, telemetry off against on, in interleaved rounds on one machine state.
+/// p50/p99 of the hop with telemetry off and with each part of it on (then all), in
+/// interleaved rounds on one machine state.
 fn report_telemetry() {
-    const N: usize = 5000;
+    const N: usize = 10_000;
+    const ROUNDS: usize = 10;
     let plain = config_with(json!({}));
     let audit = tempfile::tempdir().expect("temp");
     let audited = config_with(json!({"audit": {"path": audit.path().join("audit.jsonl")}}));
     let sink = otlp_sink();
     let traces = [("OTEL_EXPORTER_OTLP_ENDPOINT", sink.as_str())];
-    let mut off = via_loom_with(&plain, &[], &[]);
-    let mut on = via_loom_with(&audited, &traces, &["--metrics", "127.0.0.1:0"]);
-    let (mut all_off, mut all_on) = (Vec::new(), Vec::new());
-    for _ in 0..5 {
-        all_off.extend(timed(&mut off, "fx_echo", N / 5));
-        all_on.extend(timed(&mut on, "fx_echo", N / 5));
+    let sampled_out = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", sink.as_str()),
+        ("OTEL_TRACES_SAMPLER", "always_off"),
+    ];
+    let metrics = ["--metrics", "127.0.0.1:0"];
+    let mut sides = [
+        ("off", via_loom_with(&plain, &[], &[])),
+        ("traces", via_loom_with(&plain, &traces, &[])),
+        (
+            "traces, sampled out",
+            via_loom_with(&plain, &sampled_out, &[]),
+        ),
+        ("metrics", via_loom_with(&plain, &[], &metrics)),
+        ("audit", via_loom_with(&audited, &[], &[])),
+        ("all three", via_loom_with(&audited, &traces, &metrics)),
+        // A second process with everything off: how far two equal sides differ.
+        ("off, again", via_loom_with(&plain, &[], &[])),
+    ];
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); sides.len()];
+    for _ in 0..ROUNDS {
+        for (side, (_, peer)) in sides.iter_mut().enumerate() {
+            times[side].extend(timed(peer, "fx_echo", N / ROUNDS));
+        }
     }
-    all_off.sort_unstable();
-    all_on.sort_unstable();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
-    let p = |s: &[Duration], q: f64| us(percentile(s, q));
-    println!(
-        "
-the hop through loom, {N} calls per side (µs): telemetry off vs traces + metrics + audit"
-    );
-    println!(
-        "  off  p50 {:8.1}  p99 {:8.1}",
-        p(&all_off, 0.5),
-        p(&all_off, 0.99)
-    );
-    println!(
-        "  on   p50 {:8.1}  p99 {:8.1}   (+{:.1} p50)",
-        p(&all_on, 0.5),
-        p(&all_on, 0.99),
-        p(&all_on, 0.5) - p(&all_off, 0.5)
-    );
+    println!("\nthe hop through loom, {N} calls per side in {ROUNDS} interleaved rounds (µs)");
+    let mut off_p50 = 0.0;
+    for (side, (name, _)) in sides.iter().enumerate() {
+        times[side].sort_unstable();
+        let p50 = us(percentile(&times[side], 0.5));
+        let p99 = us(percentile(&times[side], 0.99));
+        if side == 0 {
+            off_p50 = p50;
+        }
+        println!(
+            "  {name:<20} p50 {p50:8.1}  p99 {p99:8.1}   ({:+.1} p50)",
+            p50 - off_p50
+        );
+    }
 }
 
 criterion_group!(benches, bench_calls, bench_telemetry);

@@ -11,13 +11,14 @@
 //!
 //! Run: `cargo bench --bench summary`. Figures go in `benches/README.md`.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+#[path = "common/http_sink.rs"]
+mod http_sink;
 #[path = "common/stdio_client.rs"]
 mod stdio_client;
 use stdio_client::StdioClient;
@@ -47,8 +48,9 @@ fn service_log(lines: usize) -> String {
         .collect()
 }
 
-/// Answers every request on a connection with the same chat completion, until it closes.
-fn serve_connection(stream: TcpStream) {
+/// A local chat-completions endpoint answering every request with the same completion: its
+/// port.
+fn local_endpoint() -> u16 {
     let answer = json!({
         "id": "bench", "object": "chat.completion", "model": "bench",
         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant",
@@ -56,53 +58,7 @@ fn serve_connection(stream: TcpStream) {
         "usage": {"prompt_tokens": 30000, "completion_tokens": 15}
     })
     .to_string();
-    let Ok(write_half) = stream.try_clone() else {
-        return;
-    };
-    let mut writer = write_half;
-    let mut reader = BufReader::new(stream);
-    loop {
-        let mut length = 0usize;
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match reader.read_line(&mut line) {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-            if line == "\r\n" {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':')
-                && name.eq_ignore_ascii_case("content-length")
-            {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0u8; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        let response = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
-            answer.len()
-        );
-        if writer.write_all(response.as_bytes()).is_err() {
-            return;
-        }
-    }
-}
-
-/// A local endpoint: its port.
-fn local_endpoint() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || serve_connection(stream));
-        }
-    });
-    port
+    http_sink::start("application/json", answer).port()
 }
 
 /// A port nothing listens on.

@@ -182,7 +182,10 @@ pub(crate) fn raw_is_error(raw: &str) -> bool {
         #[serde(rename = "isError", default)]
         is_error: Option<bool>,
     }
-    memchr::memmem::find(raw.as_bytes(), b"\"isError\"").is_some()
+    // Built once: `memmem::find` builds its searcher at every call.
+    static IS_ERROR: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"isError\""));
+    IS_ERROR.find(raw.as_bytes()).is_some()
         && serde_json::from_str::<Flag>(raw).is_ok_and(|flag| flag.is_error == Some(true))
 }
 

@@ -95,7 +95,7 @@ impl ResultPath {
         // loom's work on a result it parses (one over the threshold): a span of the request's
         // trace. A result decided at once has its figures on the request's span alone.
         let span = match policy.bypass || small {
-            true => tracing::Span::none(),
+            true => crate::telemetry::TraceSpan::none(),
             false => crate::telemetry::child("loom.result"),
         };
         let outcome = if policy.bypass {

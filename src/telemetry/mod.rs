@@ -17,6 +17,7 @@ pub use request::{
     Arrival, Decided, Downstream, Observed, Outcome, Transport, begin, child, current, decided,
     downstream, note_answer, note_target, observing, queried, wants_sizes, within,
 };
+pub use trace::TraceSpan;
 
 use crate::config::Config;
 

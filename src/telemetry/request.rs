@@ -10,11 +10,10 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use opentelemetry::trace::Status;
-use tracing::Instrument as _;
-use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 
-use super::trace::{self, TARGET};
+use super::trace::{self, TraceSpan};
 use super::{audit, metrics};
 
 tokio::task_local! {
@@ -117,7 +116,7 @@ pub struct Observed {
     version: String,
     transport: Transport,
     subject: String,
-    span: tracing::Span,
+    span: TraceSpan,
     notes: Mutex<Notes>,
 }
 
@@ -129,16 +128,23 @@ pub fn begin(arrival: Arrival<'_>) -> Option<Arc<Observed>> {
     let span = if trace::on() {
         server_span(&arrival)
     } else {
-        tracing::Span::none()
+        TraceSpan::none()
     };
     Some(Arc::new(Observed {
         started: Instant::now(),
-        time: crate::common::text::now_rfc3339(),
+        // The audit line's alone: not made for nothing on every request.
+        time: match audit::on() {
+            true => crate::common::text::now_rfc3339(),
+            false => String::new(),
+        },
         method: capped(arrival.method),
         target: arrival.target.map(capped),
         version: capped(arrival.version),
         transport: arrival.transport,
-        subject: audit::subject_of(arrival.credential),
+        subject: match audit::on() {
+            true => audit::subject_of(arrival.credential),
+            false => String::new(),
+        },
         span,
         notes: Mutex::new(Notes::default()),
     }))
@@ -213,46 +219,45 @@ fn error_label(error: &str) -> &str {
     }
 }
 
-fn server_span(arrival: &Arrival<'_>) -> tracing::Span {
+fn server_span(arrival: &Arrival<'_>) -> TraceSpan {
     let name = match arrival.target {
         Some(target) => format!("{} {}", capped(arrival.method), capped(target)),
         None => capped(arrival.method),
     };
-    let span =
-        tracing::info_span!(target: TARGET, "request", otel.name = %name, otel.kind = "server");
-    // A malformed traceparent gives an empty parent: loom's span starts a trace of its own.
-    let _ = span.set_parent(trace::parent_from(arrival.traceparent, arrival.tracestate));
-    span.set_attribute("mcp.method.name", capped(arrival.method));
-    span.set_attribute("mcp.protocol.version", capped(arrival.version));
-    span.set_attribute("network.transport", arrival.transport.name());
+    let mut attributes = vec![
+        KeyValue::new("mcp.method.name", capped(arrival.method)),
+        KeyValue::new("network.transport", arrival.transport.name()),
+    ];
     if let Some(id) = &arrival.request_id {
         // A string id without its JSON quotes, as the conventions write it; cut like any name.
         let id = id
             .strip_prefix('"')
             .and_then(|id| id.strip_suffix('"'))
             .unwrap_or(id);
-        span.set_attribute("jsonrpc.request.id", capped(id));
+        attributes.push(KeyValue::new("jsonrpc.request.id", capped(id)));
     }
     if let Some(uri) = arrival.resource {
-        span.set_attribute("mcp.resource.uri", capped(uri));
+        attributes.push(KeyValue::new("mcp.resource.uri", capped(uri)));
     }
     if let Some(session) = arrival.session_id {
-        span.set_attribute("mcp.session.id", session.to_string());
+        attributes.push(KeyValue::new("mcp.session.id", session.to_string()));
     }
-    name_attributes(&span, arrival.method, arrival.target);
-    span
+    name_attributes(&mut attributes, arrival.method, arrival.target);
+    // A malformed traceparent gives an empty parent: loom's span starts a trace of its own.
+    let parent = trace::parent_from(arrival.traceparent, arrival.tracestate);
+    TraceSpan::start(name, SpanKind::Server, &parent, attributes)
 }
 
 /// The conventions' attributes of what a request names: a tool (`gen_ai.tool.name`,
 /// `gen_ai.operation.name`) or a prompt (`gen_ai.prompt.name`).
-fn name_attributes(span: &tracing::Span, method: &str, name: Option<&str>) {
+fn name_attributes(attributes: &mut Vec<KeyValue>, method: &str, name: Option<&str>) {
     match (method, name) {
         ("tools/call", Some(tool)) => {
-            span.set_attribute("gen_ai.tool.name", capped(tool));
-            span.set_attribute("gen_ai.operation.name", "execute_tool");
+            attributes.push(KeyValue::new("gen_ai.tool.name", capped(tool)));
+            attributes.push(KeyValue::new("gen_ai.operation.name", "execute_tool"));
         }
         ("prompts/get", Some(prompt)) => {
-            span.set_attribute("gen_ai.prompt.name", capped(prompt));
+            attributes.push(KeyValue::new("gen_ai.prompt.name", capped(prompt)));
         }
         _ => {}
     }
@@ -262,10 +267,7 @@ fn name_attributes(span: &tracing::Span, method: &str, name: Option<&str>) {
 pub async fn within<F: Future>(observed: Option<Arc<Observed>>, future: F) -> F::Output {
     match observed {
         None => future.await,
-        Some(observed) => {
-            let span = observed.span.clone();
-            CURRENT.scope(observed, future.instrument(span)).await
-        }
+        Some(observed) => CURRENT.scope(observed, future).await,
     }
 }
 
@@ -312,15 +314,22 @@ pub fn wants_sizes() -> bool {
 
 /// A span for part of loom's own work within the request being handled (none when tracing is
 /// off or no request is).
-pub fn child(name: &'static str) -> tracing::Span {
+pub fn child(name: &'static str) -> TraceSpan {
     if !trace::on() {
-        return tracing::Span::none();
+        return TraceSpan::none();
     }
     CURRENT
         .try_with(|observed| {
-            tracing::info_span!(target: TARGET, parent: &observed.span, "work", otel.name = name, otel.kind = "internal")
+            observed
+                .span
+                .child(name.to_string(), SpanKind::Internal, Vec::new())
         })
-        .unwrap_or_else(|_| tracing::Span::none())
+        .unwrap_or_else(|_| TraceSpan::none())
+}
+
+/// A warning logged while a request is handled: an event of its SERVER span.
+pub(super) fn event(message: String, attributes: Vec<KeyValue>) {
+    with_current(|observed| observed.span.event(message, attributes));
 }
 
 /// What became of one server's tool result.
@@ -342,7 +351,7 @@ pub struct Decided<'a> {
 
 /// Note `decided` on the request being handled, its span `span` (from [`child`]) and the
 /// metrics.
-pub fn decided(decided: &Decided<'_>, span: &tracing::Span) {
+pub fn decided(decided: &Decided<'_>, span: &TraceSpan) {
     metrics::result_sizes(
         decided.server,
         decided.tool,
@@ -361,7 +370,7 @@ pub fn decided(decided: &Decided<'_>, span: &tracing::Span) {
     if span.is_none() {
         return;
     }
-    span.set_attribute("loom.server", decided.server.to_string());
+    span.set(KeyValue::new("loom.server", decided.server.to_string()));
     result_attributes(
         span,
         decided.decision,
@@ -378,35 +387,31 @@ fn signed(n: u64) -> i64 {
 
 /// The `loom.*` figures of a result, on `span`.
 fn result_attributes(
-    span: &tracing::Span,
+    span: &TraceSpan,
     decision: &'static str,
     bytes_in: u64,
     chars_out: u64,
     tokens_saved: i64,
     rows: Option<u64>,
 ) {
-    span.set_attribute("loom.decision", decision);
-    span.set_attribute("loom.bytes_in", signed(bytes_in));
-    span.set_attribute("loom.chars_out", signed(chars_out));
-    span.set_attribute("loom.tokens_saved", tokens_saved);
+    span.set(KeyValue::new("loom.decision", decision));
+    span.set(KeyValue::new("loom.bytes_in", signed(bytes_in)));
+    span.set(KeyValue::new("loom.chars_out", signed(chars_out)));
+    span.set(KeyValue::new("loom.tokens_saved", tokens_saved));
     if let Some(rows) = rows {
-        span.set_attribute("loom.rows", signed(rows));
+        span.set(KeyValue::new("loom.rows", signed(rows)));
     }
 }
 
 /// A query loom's engine answered: rows and bytes answered (on the span from [`child`]).
-pub fn queried(span: &tracing::Span, rows: u64, bytes: u64) {
-    if span.is_none() {
-        return;
-    }
-    let as_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    span.set_attribute("loom.rows", as_i64(rows));
-    span.set_attribute("loom.bytes_out", as_i64(bytes));
+pub fn queried(span: &TraceSpan, rows: u64, bytes: u64) {
+    span.set(KeyValue::new("loom.rows", signed(rows)));
+    span.set(KeyValue::new("loom.bytes_out", signed(bytes)));
 }
 
 /// The request loom sends a server for the request being handled.
 pub struct Downstream {
-    span: tracing::Span,
+    span: TraceSpan,
     started: Instant,
     method: &'static str,
     server: String,
@@ -443,22 +448,23 @@ impl Observed {
         }
         let transport = if address.is_some() { "tcp" } else { "pipe" };
         let span = if self.span.is_none() {
-            tracing::Span::none()
+            TraceSpan::none()
         } else {
             let span_name = match name {
                 Some(name) => format!("{method} {}", capped(name)),
                 None => capped(method),
             };
-            let span = tracing::info_span!(target: TARGET, parent: &self.span, "downstream", otel.name = %span_name, otel.kind = "client");
-            span.set_attribute("mcp.method.name", capped(method));
-            span.set_attribute("loom.server", server.to_string());
-            name_attributes(&span, method, name);
+            let mut attributes = vec![
+                KeyValue::new("mcp.method.name", capped(method)),
+                KeyValue::new("loom.server", server.to_string()),
+            ];
+            name_attributes(&mut attributes, method, name);
             if let Some((host, port)) = address {
-                span.set_attribute("server.address", host.to_string());
-                span.set_attribute("server.port", i64::from(port));
+                attributes.push(KeyValue::new("server.address", host.to_string()));
+                attributes.push(KeyValue::new("server.port", i64::from(port)));
             }
-            span.set_attribute("network.transport", transport);
-            span
+            attributes.push(KeyValue::new("network.transport", transport));
+            self.span.child(span_name, SpanKind::Client, attributes)
         };
         Some(Downstream {
             span,
@@ -475,21 +481,16 @@ impl Downstream {
     /// `traceparent` (and `tracestate`) naming this span as the parent of the server's work
     /// (none while tracing is off).
     pub fn traceparent(&self) -> Option<(String, Option<String>)> {
-        if self.span.is_none() {
-            return None;
-        }
-        trace::context_of(&self.span)
+        self.span.traceparent()
     }
 
     /// The server answered (or did not): the span ends, the duration is counted.
     pub fn answered(self, outcome: &Outcome) {
         let error = outcome.error_type();
-        if let Some(error) = &error
-            && !self.span.is_none()
-        {
-            self.span.set_attribute("error.type", error.clone());
-            self.span.set_status(Status::error(error.clone()));
+        if let Some(error) = &error {
+            self.span.fail(error);
         }
+        self.span.end();
         let mut labels = vec![
             ("mcp_method_name", self.method.to_string()),
             ("network_transport", self.transport.to_string()),
@@ -534,10 +535,9 @@ impl Observed {
             .unwrap_or_else(|| self.version.clone());
         if !self.span.is_none() {
             self.span
-                .set_attribute("mcp.protocol.version", version.clone());
+                .set(KeyValue::new("mcp.protocol.version", version.clone()));
             if let Some(error) = &error_type {
-                self.span.set_attribute("error.type", error.clone());
-                self.span.set_status(Status::error(error.clone()));
+                self.span.fail(error);
             }
             if let (Some(decision), Some(bytes_in), Some(chars_out), Some(saved)) = (
                 notes.decision,
@@ -548,8 +548,9 @@ impl Observed {
                 result_attributes(&self.span, decision, bytes_in, chars_out, saved, notes.rows);
             }
             if let Some(server) = &notes.server {
-                self.span.set_attribute("loom.server", server.clone());
+                self.span.set(KeyValue::new("loom.server", server.clone()));
             }
+            self.span.end();
         }
         if metrics::on() {
             // Labels only of what loom knows (a listed tool, a protocol method, a revision loom
@@ -581,30 +582,25 @@ impl Observed {
             }
         }
         if audit::on() {
-            let mut line = serde_json::Map::new();
-            line.insert("time".into(), self.time.clone().into());
-            line.insert("subject".into(), self.subject.clone().into());
-            line.insert("era".into(), version.clone().into());
-            line.insert("method".into(), self.method.clone().into());
             // The tool of a `tools/call` (the server's own name when a server answers it).
             let tool = match self.method.as_str() {
-                "tools/call" => notes.tool.clone().or_else(|| self.target.clone()),
+                "tools/call" => notes.tool.as_deref().or(self.target.as_deref()),
                 _ => None,
             };
-            line.insert("server".into(), notes.server.clone().into());
-            line.insert("tool".into(), tool.into());
-            line.insert("decision".into(), notes.decision.into());
-            line.insert("bytesIn".into(), notes.bytes_in.into());
-            line.insert("bytesOut".into(), bytes_out.or(notes.bytes_out).into());
-            line.insert(
-                "durationMs".into(),
-                serde_json::json!((elapsed.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0),
-            );
-            line.insert("outcome".into(), outcome.name().into());
-            if let Some(trace_id) = trace::trace_id_of(&self.span) {
-                line.insert("traceId".into(), trace_id.into());
-            }
-            audit::write(&serde_json::Value::Object(line));
+            audit::write(&audit::Line {
+                time: &self.time,
+                subject: &self.subject,
+                era: &version,
+                method: &self.method,
+                server: notes.server.as_deref(),
+                tool,
+                decision: notes.decision,
+                bytes_in: notes.bytes_in,
+                bytes_out: bytes_out.or(notes.bytes_out),
+                duration_ms: (elapsed.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0,
+                outcome: outcome.name(),
+                trace_id: self.span.trace_id(),
+            });
         }
     }
 }

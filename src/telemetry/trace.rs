@@ -1,35 +1,31 @@
-//! Spans over OTLP (SPEC §24.1): configured the OpenTelemetry way, off unless an endpoint is set.
+//! Traces over OTLP (SPEC §24.1), made with the OpenTelemetry SDK's own API.
 //!
-//! loom's spans are `tracing` spans of the target [`TARGET`]; tracing-opentelemetry turns them
-//! into OpenTelemetry spans, and loom's own warnings logged inside one become its events. The
-//! layer is installed with the log subscriber at start-up, before the configuration is read, on
-//! a tracer provider whose processor is [`Deferred`]: it drops everything until [`start`] gives
-//! it the exporter the environment and the configuration ask for. Spans are only made while
-//! tracing is on ([`on`]), so with tracing off a request costs one relaxed load.
+//! Request spans are the SDK's spans, held by the request they describe
+//! ([`super::Observed`]) and ended when it ends: no `tracing` span, no registry and nothing
+//! done at each poll of a request's future, so a traced hop costs the spans and no more. The one
+//! bridge from `tracing` is [`layer`]: loom's warnings logged while a request is handled become
+//! events of its SERVER span. Spans are only made while tracing is on ([`on`]), so with tracing
+//! off a request costs one relaxed load.
 //!
 //! The exporter runs on the batch processor's own thread; the queue is bounded
 //! ([`QUEUE`] spans between a span's end and its export), and whatever does not fit, or fails
 //! to reach the collector, is counted ([`dropped`]) and never waits for.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use opentelemetry::Context;
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::trace::{SpanKind, TraceContextExt as _, Tracer as _, TracerProvider as _};
+use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, Span, SpanData, SpanExporter,
-    SpanProcessor,
+    BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider, Span, SpanData,
+    SpanExporter, SpanProcessor,
 };
-use tracing_opentelemetry::OpenTelemetrySpanExt;
-
-/// The `tracing` target of loom's request spans (the only spans the OpenTelemetry layer takes).
-pub const TARGET: &str = "loom_otel";
 
 /// Spans between their end and their export; past it a span is dropped and counted.
 pub const QUEUE: usize = 2048;
@@ -37,8 +33,8 @@ pub const QUEUE: usize = 2048;
 static ON: AtomicBool = AtomicBool::new(false);
 static IN_QUEUE: AtomicUsize = AtomicUsize::new(0);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
-static SHARED: OnceLock<Arc<Shared>> = OnceLock::new();
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
+static TRACER: OnceLock<SdkTracer> = OnceLock::new();
 
 /// Whether spans are being made and exported.
 pub fn on() -> bool {
@@ -58,42 +54,168 @@ fn service_name() -> String {
         .unwrap_or_else(|| "loom".to_string())
 }
 
-/// The OpenTelemetry layer for the log subscriber (made once; later calls get `None`).
-pub fn layer<S>() -> Option<impl tracing_subscriber::Layer<S>>
+/// A span of loom's, held by what it describes and ended by [`TraceSpan::end`] or when dropped;
+/// [`TraceSpan::none`] while tracing is off (every method then does nothing).
+pub struct TraceSpan(Option<Context>);
+
+impl TraceSpan {
+    /// No span.
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    pub fn is_none(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// Start a span `name` of `kind` under `parent` (a context without a span starts a trace)
+    /// with `attributes`; none while tracing is off.
+    pub(super) fn start(
+        name: String,
+        kind: SpanKind,
+        parent: &Context,
+        attributes: Vec<KeyValue>,
+    ) -> Self {
+        let Some(tracer) = TRACER.get().filter(|_| on()) else {
+            return Self::none();
+        };
+        let span = tracer
+            .span_builder(name)
+            .with_kind(kind)
+            .with_attributes(attributes)
+            .start_with_context(tracer, parent);
+        Self(Some(parent.with_span(span)))
+    }
+
+    /// A span `name` of `kind` under this one (none when this is none).
+    pub(super) fn child(
+        &self,
+        name: String,
+        kind: SpanKind,
+        attributes: Vec<KeyValue>,
+    ) -> TraceSpan {
+        match &self.0 {
+            Some(parent) => Self::start(name, kind, parent, attributes),
+            None => Self::none(),
+        }
+    }
+
+    pub(super) fn set(&self, attribute: KeyValue) {
+        if let Some(context) = &self.0 {
+            context.span().set_attribute(attribute);
+        }
+    }
+
+    /// The span failed with `error` (its `error.type` and status).
+    pub(super) fn fail(&self, error: &str) {
+        if let Some(context) = &self.0 {
+            let span = context.span();
+            span.set_attribute(KeyValue::new("error.type", error.to_string()));
+            span.set_status(opentelemetry::trace::Status::error(error.to_string()));
+        }
+    }
+
+    /// An event on the span (a warning logged while it was open).
+    pub(super) fn event(&self, name: String, attributes: Vec<KeyValue>) {
+        if let Some(context) = &self.0 {
+            context.span().add_event(name, attributes);
+        }
+    }
+
+    /// End the span now (later calls, and the drop, do nothing).
+    pub(super) fn end(&self) {
+        if let Some(context) = &self.0 {
+            context.span().end();
+        }
+    }
+
+    /// The `traceparent` and `tracestate` that make this span the parent of what a server
+    /// does.
+    pub(super) fn traceparent(&self) -> Option<(String, Option<String>)> {
+        // The W3C form the SDK's propagator writes, without its map and lookups (every
+        // request to a server carries one).
+        let context = self.0.as_ref()?;
+        let span = context.span();
+        let span_context = span.span_context();
+        if !span_context.is_valid() {
+            return None;
+        }
+        let traceparent = format!(
+            "00-{}-{}-{:02x}",
+            span_context.trace_id(),
+            span_context.span_id(),
+            span_context.trace_flags().to_u8()
+        );
+        let tracestate = span_context.trace_state().header();
+        Some((traceparent, (!tracestate.is_empty()).then_some(tracestate)))
+    }
+
+    /// The trace id, as hex, when the span has one.
+    pub(super) fn trace_id(&self) -> Option<String> {
+        let context = self.0.as_ref()?;
+        let span_context = context.span().span_context().clone();
+        span_context
+            .is_valid()
+            .then(|| span_context.trace_id().to_string())
+    }
+}
+
+impl Drop for TraceSpan {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// The layer that makes loom's warnings logged while a request is handled events of its
+/// SERVER span (the only `tracing` loom's traces take).
+pub fn layer<S>() -> impl tracing_subscriber::Layer<S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
     use tracing_subscriber::Layer as _;
-    let shared = Arc::new(Shared::default());
-    SHARED.set(shared.clone()).ok()?;
-    // The sampler comes from OTEL_TRACES_SAMPLER / _ARG (the SDK reads them); the default is
-    // parent-based always-on, so a client's unsampled trace stays unsampled through loom.
-    let provider = SdkTracerProvider::builder()
-        .with_span_processor(Deferred(shared))
-        .with_resource(
-            Resource::builder()
-                .with_service_name(service_name())
-                .build(),
-        )
-        .build();
-    let tracer = provider.tracer("loom");
-    PROVIDER.set(provider).ok()?;
-    let filter = tracing_subscriber::filter::Targets::new()
-        .with_target(TARGET, tracing::Level::INFO)
-        .with_default(tracing::Level::WARN);
-    Some(
-        tracing_opentelemetry::layer()
-            .with_tracer(tracer)
-            .with_location(false)
-            .with_threads(false)
-            .with_target(false)
-            .with_level(false)
-            .with_tracked_inactivity(false)
-            // loom hands contexts on explicitly (parents, traceparent); attaching one to the
-            // thread at every poll of a request would cost each hop for nothing.
-            .with_context_activation(false)
-            .with_filter(filter),
-    )
+    // Only warnings and errors: a layer that wanted every event would turn on every
+    // `debug!` callsite of the process.
+    WarningEvents.with_filter(tracing_subscriber::filter::LevelFilter::WARN)
+}
+
+struct WarningEvents;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for WarningEvents {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        if !on() {
+            return;
+        }
+        let mut fields = EventFields::default();
+        event.record(&mut fields);
+        let mut attributes = fields.attributes;
+        attributes.push(KeyValue::new("level", event.metadata().level().as_str()));
+        super::request::event(fields.message, attributes);
+    }
+}
+
+/// An event's message and its other fields as attributes.
+#[derive(Default)]
+struct EventFields {
+    message: String,
+    attributes: Vec<KeyValue>,
+}
+
+impl tracing::field::Visit for EventFields {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        match field.name() {
+            "message" => self.message = value.to_string(),
+            name => self.attributes.push(KeyValue::new(name, value.to_string())),
+        }
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        match field.name() {
+            "message" => self.message = format!("{value:?}"),
+            name => self
+                .attributes
+                .push(KeyValue::new(name, format!("{value:?}"))),
+        }
+    }
 }
 
 /// Where traces go, from the environment first, then `telemetry.otlpEndpoint`; `None` when
@@ -114,9 +236,9 @@ pub fn wanted(config_endpoint: Option<&str>) -> Option<String> {
 /// the gRPC exporter's channel lives on it.
 pub fn start(endpoint: &str, from_config: bool) -> Result<(), String> {
     use opentelemetry_otlp::{Protocol, WithExportConfig};
-    let Some(shared) = SHARED.get() else {
-        return Err("the trace layer was not installed".into());
-    };
+    if PROVIDER.get().is_some() {
+        return Err("traces are already exported".into());
+    }
     // The exporter's HTTP client is reqwest's (rustls, without a provider of its own).
     crate::common::tls::install_crypto_provider();
     let (variable, protocol) = [
@@ -169,14 +291,21 @@ pub fn start(endpoint: &str, from_config: bool) -> Result<(), String> {
         .with_max_queue_size(QUEUE)
         .with_scheduled_delay(Duration::from_millis(500))
         .build();
-    let mut processor = BatchSpanProcessor::new(Counted(exporter), config);
-    if let Some(resource) = shared.lock_resource().as_ref() {
-        processor.set_resource(resource);
-    }
-    shared
-        .processor
-        .set(processor)
+    // The sampler comes from OTEL_TRACES_SAMPLER / _ARG (the SDK reads them); the default is
+    // parent-based always-on, so a client's unsampled trace stays unsampled through loom.
+    let provider = SdkTracerProvider::builder()
+        .with_span_processor(Bounded(BatchSpanProcessor::new(Counted(exporter), config)))
+        .with_resource(
+            Resource::builder()
+                .with_service_name(service_name())
+                .build(),
+        )
+        .build();
+    let tracer = provider.tracer("loom");
+    PROVIDER
+        .set(provider)
         .map_err(|_| "traces are already exported".to_string())?;
+    let _ = TRACER.set(tracer);
     ON.store(true, Ordering::Relaxed);
     Ok(())
 }
@@ -206,6 +335,9 @@ pub fn shutdown(limit: Duration) {
 /// The parent a request names in its `_meta` (`traceparent`, `tracestate`); an absent or
 /// malformed `traceparent` gives an empty context (loom's span starts a trace).
 pub fn parent_from(traceparent: Option<&str>, tracestate: Option<&str>) -> Context {
+    if traceparent.is_none() {
+        return Context::new();
+    }
     let mut carrier = HashMap::new();
     if let Some(value) = traceparent {
         carrier.insert("traceparent".to_string(), value.to_string());
@@ -216,75 +348,35 @@ pub fn parent_from(traceparent: Option<&str>, tracestate: Option<&str>) -> Conte
     TraceContextPropagator::new().extract(&carrier)
 }
 
-/// The `traceparent` and `tracestate` that make `span` the parent of what a server does.
-pub fn context_of(span: &tracing::Span) -> Option<(String, Option<String>)> {
-    let mut carrier: HashMap<String, String> = HashMap::new();
-    TraceContextPropagator::new().inject_context(&span.context(), &mut carrier);
-    let traceparent = carrier.remove("traceparent")?;
-    Some((traceparent, carrier.remove("tracestate")))
-}
-
-/// The trace id of `span`, as hex, when it has one.
-pub fn trace_id_of(span: &tracing::Span) -> Option<String> {
-    use opentelemetry::trace::TraceContextExt as _;
-    let context = span.context();
-    let span_context = context.span().span_context().clone();
-    span_context
-        .is_valid()
-        .then(|| span_context.trace_id().to_string())
-}
-
-#[derive(Debug, Default)]
-struct Shared {
-    processor: OnceLock<BatchSpanProcessor>,
-    resource: Mutex<Option<Resource>>,
-}
-
-impl Shared {
-    fn lock_resource(&self) -> std::sync::MutexGuard<'_, Option<Resource>> {
-        self.resource.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// The provider's processor: nothing until [`start`], then the bounded batch processor.
+/// The batch processor, bounded: a span that finds [`QUEUE`] spans waiting is dropped and
+/// counted.
 #[derive(Debug)]
-struct Deferred(Arc<Shared>);
+struct Bounded(BatchSpanProcessor);
 
-impl SpanProcessor for Deferred {
+impl SpanProcessor for Bounded {
     fn on_start(&self, span: &mut Span, cx: &Context) {
-        if let Some(processor) = self.0.processor.get() {
-            processor.on_start(span, cx);
-        }
+        self.0.on_start(span, cx);
     }
 
     fn on_end(&self, span: SpanData) {
-        let Some(processor) = self.0.processor.get() else {
-            return;
-        };
         if IN_QUEUE.fetch_add(1, Ordering::Relaxed) >= QUEUE {
             IN_QUEUE.fetch_sub(1, Ordering::Relaxed);
             DROPPED.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        processor.on_end(span);
+        self.0.on_end(span);
     }
 
     fn force_flush(&self) -> OTelSdkResult {
-        match self.0.processor.get() {
-            Some(processor) => processor.force_flush(),
-            None => Ok(()),
-        }
+        self.0.force_flush()
     }
 
     fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        match self.0.processor.get() {
-            Some(processor) => processor.shutdown_with_timeout(timeout),
-            None => Ok(()),
-        }
+        self.0.shutdown_with_timeout(timeout)
     }
 
     fn set_resource(&mut self, resource: &Resource) {
-        *self.0.lock_resource() = Some(resource.clone());
+        self.0.set_resource(resource);
     }
 }
 

@@ -210,6 +210,35 @@ async def test_a_large_result_s_decision_sizes_and_its_query_are_in_the_trace_an
         assert spans  # the trace arrived whole
 
 
+async def test_a_warning_logged_during_a_request_is_an_event_of_its_span(tmp_path):
+    """A model summary that fails (nothing listens at the model's URL) is logged as a warning
+    while the call is handled: the call's SERVER span carries it as an event (SPEC §24.1), and
+    the call is answered with the deterministic result."""
+    with OtlpReceiver() as receiver:
+        rig = Rig(tmp_path, receiver.endpoint_http)
+        rig.env["LOOM_TEST_MODEL_KEY"] = "not-a-real-key"
+        rig.config = {
+            "llm": {
+                "baseUrl": f"http://127.0.0.1:{free_port()}/v1",
+                "apiKey": "${LOOM_TEST_MODEL_KEY}",
+                "model": "nobody",
+                "timeoutMs": 5000,
+            },
+            "compression": {"default": {"llmSummary": True}},
+        }
+        async with through_loom(rig, "stdio", "legacy") as client:
+            result = await client.call_tool("tr_log", {"lines": 4000}, meta=META)
+            assert not result.is_error and "GET /api/items/" in text_of(result)
+        wait_trace(receiver, TRACE_ID, {("loom", "SERVER", "tools/call tr_log")})
+        served = one(loom_spans(receiver, TRACE_ID), kind="SERVER")
+        events = [e for e in served["events"] if "model summary failed" in e["name"]]
+        assert len(events) == 1, served["events"]
+        assert events[0]["attributes"]["level"] == "WARN"
+        # No other request's span got it.
+        others = [s for s in loom_spans(receiver) if s["span_id"] != served["span_id"]]
+        assert not any("model summary failed" in e["name"] for s in others for e in s["events"])
+
+
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_failures_carry_their_error_type(tmp_path, mode):
     with OtlpReceiver() as receiver:

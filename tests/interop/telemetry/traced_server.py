@@ -37,6 +37,7 @@ Tools:
   echo(text)          text back
   table(rows)         a JSON array of `rows` objects {"id": i, "name": "n<i>", "score": i * 1.5}
                       as one text block (large ones are what loom turns into a dataset)
+  log(lines)          `lines` lines of a service log as one text block
   fail(reason)        an isError result whose text is `reason`
   boom()              raises RuntimeError: the SDK turns any exception a tool raises into an
                       isError result ("Error executing tool boom", the exception's own text kept
@@ -114,6 +115,14 @@ def echo(text: str) -> str:
 def table(rows: int) -> str:
     """`rows` objects {"id", "name", "score"} as one JSON array in one text block."""
     return json.dumps([{"id": i, "name": f"n{i}", "score": i * 1.5} for i in range(rows)])
+
+
+@app.tool(structured_output=False)
+def log(lines: int) -> str:
+    """`lines` lines of a service log as one text block (not a table: loom reduces it)."""
+    return "\n".join(
+        f"2026-12-06T05:{i // 60 % 60:02}:{i % 60:02}Z INFO GET /api/items/{i} 200 {i % 97} ms" for i in range(lines)
+    )
 
 
 @app.tool()
