@@ -106,8 +106,11 @@ impl Loom {
 
     fn write(&mut self, message: &Value) {
         let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{message}").expect("write");
-        stdin.flush().expect("flush");
+        // One write per message, as clients write (`writeln!` of a `Value` on the unbuffered
+        // pipe writes token by token).
+        let mut bytes = serde_json::to_vec(message).expect("json");
+        bytes.push(b'\n');
+        stdin.write_all(&bytes).expect("write");
     }
 
     /// Send a request without waiting; returns its id.

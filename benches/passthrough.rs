@@ -31,7 +31,10 @@
 //!   call (run when .ci/setup-interop has installed them; skipped, with a note, otherwise).
 //!
 //! Run: `cargo bench --bench passthrough` (append `-- skip` to skip criterion and print only the
-//! fixed-count figures; set `LOOM_BENCH_CRITERION_ONLY=1` for criterion alone). Figures go in `benches/README.md`.
+//! fixed-count figures; set `LOOM_BENCH_CRITERION_ONLY=1` for criterion alone,
+//! `LOOM_BENCH_CALLERS_ONLY=1` for the callers' rounds alone, with `LOOM_BENCH_CALLERS=10` and
+//! `LOOM_BENCH_N=100000` to run one case longer under a profiler: the pids go to stderr). Figures
+//! go in `benches/README.md`.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -90,8 +93,12 @@ impl Peer {
             object.insert("_meta".into(), envelope.clone());
         }
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(self.stdin, "{message}").expect("write");
-        self.stdin.flush().expect("flush");
+        // One write per message, as clients write: `writeln!` of a `Value` on the unbuffered
+        // pipe wrote each token on its own (a 2026-07-28 request in ~20 pieces), and loom woke
+        // for each — what made the 2026-07-28 hop look 4× slower at 10 callers.
+        let mut line = serde_json::to_vec(&message).expect("json");
+        line.push(b'\n');
+        self.stdin.write_all(&line).expect("write");
         id
     }
 
@@ -413,23 +420,39 @@ fn closed_loop(peer: &mut Peer, tool: &str, callers: usize, total: usize) -> Vec
 }
 
 fn report() {
-    const N: usize = 5000;
+    // `LOOM_BENCH_N` calls per side (default 5,000) and `LOOM_BENCH_CALLERS` (e.g. `10`, or
+    // `1,10,100`, the default): to look at one case longer, with a profiler on the printed pids.
+    let n: usize = std::env::var("LOOM_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5000);
+    let caller_counts: Vec<usize> = std::env::var("LOOM_BENCH_CALLERS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 10, 100]);
     let config = config_file();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     let mut d = direct();
     let mut r = via_relay();
     let mut l = via_loom(&config);
     let mut m = via_loom_2026(&config);
-    println!("\npassthrough round trip, {N} calls per side and concurrency (µs)");
-    for callers in [1, 10, 100] {
+    eprintln!(
+        "pids: direct {}, relay {}, loom {}, loom for 2026-07-28 {}",
+        d.child.id(),
+        r.child.id(),
+        l.child.id(),
+        m.child.id()
+    );
+    println!("\npassthrough round trip, {n} calls per side and concurrency (µs)");
+    for callers in caller_counts {
         // Interleave rounds so drift on a shared machine hits all sides alike.
         let (mut all_direct, mut all_relay, mut all_loom, mut all_modern) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..5 {
-            all_direct.extend(closed_loop(&mut d, "echo", callers, N / 5));
-            all_relay.extend(closed_loop(&mut r, "echo", callers, N / 5));
-            all_loom.extend(closed_loop(&mut l, "fx_echo", callers, N / 5));
-            all_modern.extend(closed_loop(&mut m, "fx_echo", callers, N / 5));
+            all_direct.extend(closed_loop(&mut d, "echo", callers, n / 5));
+            all_relay.extend(closed_loop(&mut r, "echo", callers, n / 5));
+            all_loom.extend(closed_loop(&mut l, "fx_echo", callers, n / 5));
+            all_modern.extend(closed_loop(&mut m, "fx_echo", callers, n / 5));
         }
         for samples in [
             &mut all_direct,
@@ -638,6 +661,10 @@ fn main() {
     }
     if std::env::var_os("LOOM_BENCH_TELEMETRY_ONLY").is_some() {
         report_telemetry();
+        return;
+    }
+    if std::env::var_os("LOOM_BENCH_CALLERS_ONLY").is_some() {
+        report();
         return;
     }
     report();

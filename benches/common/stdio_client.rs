@@ -52,8 +52,11 @@ impl StdioClient {
         let id = self.next_id;
         self.next_id += 1;
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(self.stdin, "{message}").expect("write");
-        self.stdin.flush().expect("flush");
+        // One write per message, as clients write (`writeln!` of a `Value` on the unbuffered
+        // pipe writes token by token).
+        let mut bytes = serde_json::to_vec(&message).expect("json");
+        bytes.push(b'\n');
+        self.stdin.write_all(&bytes).expect("write");
         let mut line = String::new();
         loop {
             line.clear();
