@@ -188,6 +188,26 @@ impl Hub {
         Ok(hub)
     }
 
+    /// Each server's name and the kind of its state (`starting`, `healthy`, `restarting`,
+    /// `failed`, `needs_login`, `stopped`): what a balancer's health check is told (SPEC §22).
+    pub(crate) fn server_states(&self) -> Vec<(String, &'static str)> {
+        use crate::downstream::ServerState;
+        self.servers
+            .iter()
+            .map(|server| {
+                let state = match server.state() {
+                    ServerState::Starting => "starting",
+                    ServerState::Healthy => "healthy",
+                    ServerState::Restarting { .. } => "restarting",
+                    ServerState::Failed { .. } => "failed",
+                    ServerState::NeedsLogin { .. } => "needs_login",
+                    ServerState::Stopped => "stopped",
+                };
+                (server.name().to_string(), state)
+            })
+            .collect()
+    }
+
     pub fn config(&self) -> &Config {
         &self.config
     }

@@ -47,6 +47,9 @@ const SESSIONLESS_BODY_BYTES: usize = 1024 * 1024;
 
 /// The one path loom serves MCP at.
 pub(crate) const MCP_PATH: &str = "/mcp";
+
+/// Where a balancer checks that this loom serves (SPEC §22).
+pub(crate) const HEALTH_PATH: &str = "/healthz";
 const SESSION_HEADER: &str = "mcp-session-id";
 const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 /// How long a connection may take to send a request's headers (also an idle keep-alive
@@ -340,6 +343,44 @@ impl Server {
         futures::future::join_all(sessions.iter().map(|s| s.close())).await;
     }
 
+    /// `GET /healthz` for balancers: 200 while loom serves, 503 once it is stopping, with each
+    /// server's state. No token and no `Host`/`Origin` check (health checks carry neither); it
+    /// says nothing but server names and the kinds of their states.
+    fn health(&self, method: &Method) -> Response<Body> {
+        if method != Method::GET && method != Method::HEAD {
+            let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "the health check takes GET");
+            response
+                .headers_mut()
+                .insert(ALLOW, http::HeaderValue::from_static("GET, HEAD"));
+            return response;
+        }
+        let stopping = self.shutdown.is_cancelled();
+        let servers: serde_json::Map<String, serde_json::Value> = self
+            .hub
+            .server_states()
+            .into_iter()
+            .map(|(name, state)| (name, state.into()))
+            .collect();
+        let body = serde_json::json!({
+            "status": if stopping { "stopping" } else { "serving" },
+            "servers": servers,
+        });
+        let mut response = Response::new(full(body.to_string()));
+        if stopping {
+            *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        }
+        let headers = response.headers_mut();
+        headers.insert(
+            CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        headers.insert(
+            http::header::CACHE_CONTROL,
+            http::HeaderValue::from_static("no-store"),
+        );
+        response
+    }
+
     /// Stop accepting; [`Server::run`] then closes the sessions.
     pub(crate) fn stop(&self) {
         self.shutdown.cancel();
@@ -368,6 +409,9 @@ impl Server {
     }
 
     async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+        if request.uri().path() == HEALTH_PATH {
+            return self.health(request.method());
+        }
         if let Some(resource_server) = &self.resource_server
             && auth::METADATA_PATHS.contains(&request.uri().path())
         {

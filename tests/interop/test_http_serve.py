@@ -599,6 +599,39 @@ async def test_a_large_passthrough_result_arrives_whole(web, mode):
 
 
 # --------------------------------------------------------------------------------------------
+# The health check for balancers
+
+
+async def test_healthz_answers_a_balancer_without_a_token(web):
+    """SPEC §22 Health check: 200 with each server's state, no token (the face wants one), no
+    Host check, nothing but names and kinds of state; other methods 405."""
+    web.use(PY)
+    web.servers["gone"] = {"command": str(web.tmp / "no-such-server"), "args": []}
+    web.enabled.append("gone")
+    web.options["http"] = {"token": f"${{{TOKEN_VAR}}}"}
+    web.env[TOKEN_VAR] = TOKEN
+    with serve_http(web) as loom:
+        health = loom.url.removesuffix("/mcp") + "/healthz"
+        async with httpx2.AsyncClient(timeout=PATIENCE) as http:
+            # The face itself still wants the token.
+            assert (await http.post(loom.url, json=_initialize(), headers=ACCEPT)).status_code == 401
+            answer = await http.get(health, headers={"Host": "10.1.2.3:8808"})
+            assert answer.status_code == 200, answer.text
+            assert answer.headers["content-type"] == "application/json"
+            assert answer.headers["cache-control"] == "no-store"
+            body = answer.json()
+            assert body["status"] == "serving"
+            assert body["servers"][PY] == "healthy"
+            assert body["servers"]["gone"] in {"restarting", "failed"}, body
+            # Kinds of state only: no reason, no path of the server that did not start.
+            assert "no-such-server" not in answer.text
+            head = await http.head(health)
+            assert head.status_code == 200 and head.content == b""
+            post = await http.post(health, json={})
+            assert post.status_code == 405 and post.headers["allow"] == "GET, HEAD"
+
+
+# --------------------------------------------------------------------------------------------
 # Shutdown
 
 
