@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 const SETUP_HINT: &str = "run `bash .ci/run` (everything CI runs) or `.ci/setup-interop` \
      (needs python3 with venv, node and npm; installs into .ci/venv, .ci/venv1, \
      .ci/venv-litellm, .ci/node/node_modules, .ci/inspector/node_modules and \
-     .ci/browser/node_modules, and Debian's chromium and prometheus)";
+     .ci/browser/node_modules, and Debian's chromium, prometheus and haproxy)";
 
 /// Files the suite needs besides the Python packages.
 const SERVERS: &[&str] = &[
@@ -45,6 +45,8 @@ const SERVERS: &[&str] = &[
     ".ci/venv-litellm/bin/litellm",
     // Debian's Prometheus, which scrapes loom's /metrics (test_telemetry.py).
     "/usr/bin/prometheus",
+    // Debian's HAProxy, the balancer in front of several instances (test_cluster.py).
+    "/usr/sbin/haproxy",
 ];
 
 /// The interpreter with the Python SDK's 1.x line (tests/interop/requirements-1x.txt).
