@@ -73,8 +73,8 @@ def haproxy(backends: list[str], tmp: Path) -> Iterator[str]:
 
 
 def up_servers(url: str, backends: list[str]) -> int:
-    """How many backends answer through the balancer's health checks: asked of each directly
-    (the balancer's own view is its health checks, which these mirror)."""
+    """How many backends answer `GET /healthz` (asked of each directly, as HAProxy's checks
+    ask), or 0 while the balancer itself does not answer yet."""
     count = 0
     for backend in backends:
         try:
