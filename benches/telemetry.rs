@@ -60,9 +60,14 @@ fn bench_request(c: &mut Criterion) {
             });
             runtime.block_on(telemetry::within(observed.clone(), async {
                 telemetry::note_target("fx", "echo");
-                if let Some(downstream) =
-                    telemetry::downstream("fx", "tools/call", Some("echo"), None)
-                {
+                if let Some(downstream) = telemetry::downstream(&telemetry::Outgoing {
+                    server: "fx",
+                    method: "tools/call",
+                    name: Some("echo"),
+                    address: None,
+                    version: Some("2025-11-25"),
+                    request_id: Some("\"loom:7\""),
+                }) {
                     std::hint::black_box(downstream.traceparent());
                     downstream.answered(&Outcome::Ok);
                 }

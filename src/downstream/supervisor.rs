@@ -103,6 +103,21 @@ pub struct Live {
 }
 
 impl Live {
+    /// The protocol revision this connection speaks (what the server answered at `initialize`,
+    /// or 2026-07-28 for a `server/discover` connection).
+    pub fn protocol_version(&self) -> Option<String> {
+        if self.modern {
+            return Some(
+                rmcp::model::ProtocolVersion::V_2026_07_28
+                    .as_str()
+                    .to_string(),
+            );
+        }
+        self.peer
+            .peer_info()
+            .map(|info| info.protocol_version.as_str().to_string())
+    }
+
     /// Why the last request to a remote server failed, if it did (taken).
     pub fn remote_failure(&self) -> Option<String> {
         self.remote.as_ref().and_then(http::Outage::take_failure)

@@ -27,7 +27,6 @@ use tokio_util::task::TaskTracker;
 use super::era::Era;
 use super::forward::{ForwardError, PROTOCOL_META_PREFIX, expire};
 use super::{Gateway, discovery};
-use crate::downstream::Live;
 use crate::downstream::callers::{Answerer, Ask};
 use crate::result::Decision;
 use crate::tools;
@@ -297,13 +296,8 @@ impl DirectLane {
             return None;
         }
         let server = gateway.server(route.server)?;
-        let Ok(Live {
-            direct: Some(calls),
-            ..
-        }) = server.live()
-        else {
-            return None;
-        };
+        let live = server.live().ok()?;
+        let calls = live.direct.clone()?;
         if self.lock().contains_key(&id) {
             // The client reused an id still in flight: rmcp's path decides what that means.
             return None;
@@ -321,9 +315,16 @@ impl DirectLane {
             &meta,
             (server.name(), &route.name),
         );
-        let traced = observed
-            .as_ref()
-            .and_then(|o| o.downstream(server.name(), "tools/call", Some(&route.name), None));
+        let traced = observed.as_ref().and_then(|o| {
+            o.downstream(&crate::telemetry::Outgoing {
+                server: server.name(),
+                method: "tools/call",
+                name: Some(&route.name),
+                address: None,
+                version: live.protocol_version().as_deref(),
+                request_id: Some(&call.id),
+            })
+        });
         let trace_context = traced.as_ref().and_then(|t| t.traceparent());
         let line = request_line(
             &call.id,

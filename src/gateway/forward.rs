@@ -745,7 +745,16 @@ fn downstream_span(
     let address = url
         .as_ref()
         .and_then(|url| Some((url.host_str()?, url.port_or_known_default()?)));
-    crate::telemetry::downstream(server.name(), request.method(), tool, address)
+    let version = server.live().ok().and_then(|live| live.protocol_version());
+    crate::telemetry::downstream(&crate::telemetry::Outgoing {
+        server: server.name(),
+        method: request.method(),
+        name: tool,
+        address,
+        version: version.as_deref(),
+        // rmcp numbers the request as it sends it.
+        request_id: None,
+    })
 }
 
 /// How a forwarded request ended, for its span.

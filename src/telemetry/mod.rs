@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use request::{
-    Arrival, Decided, Downstream, Observed, Outcome, Transport, begin, child, current, decided,
-    downstream, note_answer, note_target, observing, queried, wants_sizes, within,
+    Arrival, Decided, Downstream, Observed, Outcome, Outgoing, Transport, begin, child, current,
+    decided, downstream, note_answer, note_target, observing, queried, wants_sizes, within,
 };
 pub use trace::TraceSpan;
 

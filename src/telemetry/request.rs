@@ -419,33 +419,43 @@ pub struct Downstream {
     transport: &'static str,
 }
 
-/// Open the record of a request to `server` (when tracing or metrics are on and a request is
-/// handled): its CLIENT span and its duration. `name` is the server's own tool (`tools/call`)
-/// or prompt (`prompts/get`) name; `address` a remote server's host and port.
-pub fn downstream(
-    server: &str,
-    method: &str,
-    name: Option<&str>,
-    address: Option<(&str, u16)>,
-) -> Option<Downstream> {
+/// A request to a server, as its CLIENT span describes it.
+pub struct Outgoing<'a> {
+    pub server: &'a str,
+    pub method: &'a str,
+    /// The server's own tool (`tools/call`) or prompt (`prompts/get`) name.
+    pub name: Option<&'a str>,
+    /// A remote server's host and port.
+    pub address: Option<(&'a str, u16)>,
+    /// The revision the connection to the server speaks.
+    pub version: Option<&'a str>,
+    /// loom's id of the request to the server, as JSON text, when loom writes it itself.
+    pub request_id: Option<&'a str>,
+}
+
+/// Open the record of a request to a server (when tracing or metrics are on and a request is
+/// handled): its CLIENT span and its duration.
+pub fn downstream(outgoing: &Outgoing<'_>) -> Option<Downstream> {
     CURRENT
-        .try_with(|observed| observed.downstream(server, method, name, address))
+        .try_with(|observed| observed.downstream(outgoing))
         .ok()
         .flatten()
 }
 
 impl Observed {
     /// [`downstream`] for this request.
-    pub fn downstream(
-        &self,
-        server: &str,
-        method: &str,
-        name: Option<&str>,
-        address: Option<(&str, u16)>,
-    ) -> Option<Downstream> {
+    pub fn downstream(&self, outgoing: &Outgoing<'_>) -> Option<Downstream> {
         if !trace::on() && !metrics::on() {
             return None;
         }
+        let Outgoing {
+            server,
+            method,
+            name,
+            address,
+            version,
+            request_id,
+        } = *outgoing;
         let transport = if address.is_some() { "tcp" } else { "pipe" };
         let span = if self.span.is_none() {
             TraceSpan::none()
@@ -464,6 +474,16 @@ impl Observed {
                 attributes.push(KeyValue::new("server.port", i64::from(port)));
             }
             attributes.push(KeyValue::new("network.transport", transport));
+            if let Some(version) = version {
+                attributes.push(KeyValue::new("mcp.protocol.version", capped(version)));
+            }
+            if let Some(id) = request_id {
+                let id = id
+                    .strip_prefix('"')
+                    .and_then(|id| id.strip_suffix('"'))
+                    .unwrap_or(id);
+                attributes.push(KeyValue::new("jsonrpc.request.id", capped(id)));
+            }
             self.span.child(span_name, SpanKind::Client, attributes)
         };
         Some(Downstream {

@@ -162,6 +162,12 @@ async def test_one_trace_runs_from_the_client_through_loom_to_the_server(tmp_pat
         assert ("mcp.session.id" in attributes) == (face == "http" and SERVED[mode] != "2026-07-28")
         assert downstream["attributes"]["loom.server"] == "tr"
         assert downstream["attributes"]["gen_ai.tool.name"] == "echo"
+        # The CLIENT span names the revision loom and the server speak, as the server's own span
+        # does, and loom's id of the request when loom wrote the request itself (the direct
+        # lane; rmcp numbers the requests of its own path as it sends them).
+        assert downstream["attributes"]["mcp.protocol.version"] == theirs["attributes"]["mcp.protocol.version"]
+        if (face, mode) == ("stdio", "legacy"):  # these calls take the direct lane
+            assert downstream["attributes"]["jsonrpc.request.id"] == theirs["attributes"]["jsonrpc.request.id"]
         assert attributes["loom.decision"] == "passthrough" and attributes["loom.server"] == "tr"
         assert attributes["loom.bytes_in"] > 0 and attributes["loom.chars_out"] > 0 and attributes["loom.tokens_saved"] == 0
         # No argument or result in any span of loom's.
