@@ -71,6 +71,19 @@ fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into()).boxed_unsync()
 }
 
+/// `body` as `content_type` with `status`, never to be cached (a login page, a health answer).
+fn uncached(status: StatusCode, content_type: &'static str, body: String) -> Response<Body> {
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, http::HeaderValue::from_static(content_type));
+    headers.insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    response
+}
+
 /// An answer of loom's own: plain text when it succeeds; a refusal as a JSON-RPC error body
 /// (`application/json`), because that is what clients show their user (the SDKs print the
 /// `message` of a JSON error body and only the status of a text one).
@@ -251,18 +264,7 @@ impl Server {
             Ok(()) => (StatusCode::OK, PAGE_DONE),
             Err(_) => (StatusCode::BAD_REQUEST, PAGE_LOST),
         };
-        let mut response = Response::new(full(page.to_owned()));
-        *response.status_mut() = status;
-        let headers = response.headers_mut();
-        headers.insert(
-            CONTENT_TYPE,
-            http::HeaderValue::from_static("text/html; charset=utf-8"),
-        );
-        headers.insert(
-            http::header::CACHE_CONTROL,
-            http::HeaderValue::from_static("no-store"),
-        );
-        response
+        uncached(status, "text/html; charset=utf-8", page.to_owned())
     }
 
     fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
@@ -365,20 +367,11 @@ impl Server {
             "status": if stopping { "stopping" } else { "serving" },
             "servers": servers,
         });
-        let mut response = Response::new(full(body.to_string()));
-        if stopping {
-            *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-        }
-        let headers = response.headers_mut();
-        headers.insert(
-            CONTENT_TYPE,
-            http::HeaderValue::from_static("application/json"),
-        );
-        headers.insert(
-            http::header::CACHE_CONTROL,
-            http::HeaderValue::from_static("no-store"),
-        );
-        response
+        let status = match stopping {
+            true => StatusCode::SERVICE_UNAVAILABLE,
+            false => StatusCode::OK,
+        };
+        uncached(status, "application/json", body.to_string())
     }
 
     /// Stop accepting; [`Server::run`] then closes the sessions.
