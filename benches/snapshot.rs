@@ -254,11 +254,11 @@ fn many_sessions(runtime: &tokio::runtime::Runtime, endpoint: Option<&str>) {
                 let store = Store::new(StoreSettings::default()).expect("store");
                 let (writer, task) = SnapshotWriter::start(location.clone());
                 let w = writer.clone();
-                store.set_listener(Some(Box::new(move |d| w.dataset_created(d))));
+                store.listen(Box::new(move |d| w.dataset_created(d)));
                 for tool in TOOLS {
                     add(&store, tool, 1_000);
                 }
-                store.set_listener(None);
+                store.stop_listening();
                 drop(writer);
                 task.await.expect("writer");
             }

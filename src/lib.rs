@@ -14,6 +14,7 @@
 #![warn(unreachable_pub)]
 
 pub mod cli;
+pub mod cluster;
 pub mod common;
 pub mod config;
 pub(crate) mod demo;

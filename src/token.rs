@@ -26,6 +26,17 @@ pub(crate) fn digest_hex(domain: &str, secret: &[u8]) -> String {
     hex(digest(&SHA256, &input).as_ref())
 }
 
+/// HMAC-SHA-256 of `domain`, a NUL byte and `data` under `key`, as hex: a name only holders of
+/// the key can compute (a cluster's scope folders, SPEC §25).
+pub(crate) fn keyed_hex(key: &[u8], domain: &str, data: &[u8]) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key);
+    let mut context = ring::hmac::Context::with_key(&key);
+    context.update(domain.as_bytes());
+    context.update(&[0]);
+    context.update(data);
+    hex(context.sign().as_ref())
+}
+
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     let mut out = String::with_capacity(bytes.len() * 2);
@@ -46,6 +57,15 @@ mod tests {
         assert_eq!(a.len(), 32);
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn keyed_names_depend_on_the_key() {
+        let a = keyed_hex(b"k1", "scope", b"stdio");
+        assert_eq!(a, keyed_hex(b"k1", "scope", b"stdio"));
+        assert_ne!(a, keyed_hex(b"k2", "scope", b"stdio"));
+        assert_ne!(a, keyed_hex(b"k1", "other", b"stdio"));
+        assert_eq!(a.len(), 64);
     }
 
     #[test]

@@ -236,8 +236,8 @@ async fn serve_http(config: crate::config::Config, addr: SocketAddr, stdio: bool
     let stdio_session = if stdio {
         match Gateway::session(hub.clone(), false).await {
             Ok(gateway) => {
-                // The person at this machine, with the machine's logins.
-                gateway.set_credential(crate::gateway::LOCAL_CREDENTIAL);
+                // The person at this machine, with the machine's logins (and datasets).
+                gateway.enter(crate::gateway::LOCAL_CREDENTIAL).await;
                 Some(gateway)
             }
             Err(error) => {

@@ -351,6 +351,12 @@ impl Config {
                     .as_ref()
                     .map_or("off".to_string(), |s| s.url.clone()),
             ),
+            (
+                "cluster",
+                self.cluster.as_ref().map_or("off".to_string(), |c| {
+                    format!("store {}, secret {MASK}", c.store)
+                }),
+            ),
             ("tools", describe_tools(&self.tools)),
             (
                 "report",

@@ -79,6 +79,8 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     /// The audit log (SPEC §24.3); off when `None`.
     pub audit: Option<AuditConfig>,
+    /// Several instances sharing datasets through one store (SPEC §25); off when `None`.
+    pub cluster: Option<ClusterConfig>,
     pub format: ConfigFormat,
     /// What is allowed but probably not meant (a literal key, `provider` beside `baseUrl`):
     /// printed by `loom check` and logged when loom starts.
@@ -91,6 +93,24 @@ pub struct TelemetryConfig {
     /// `telemetry.otlpEndpoint`: the collector's base URL, used when no
     /// `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` is set.
     pub otlp_endpoint: Option<String>,
+}
+
+/// Key `cluster` (SPEC §25): the store instances share and the secret they share.
+#[derive(Clone, PartialEq)]
+pub struct ClusterConfig {
+    /// A directory, `file://…`, `s3://bucket/prefix` (or `memory://`, one process only).
+    pub store: String,
+    /// At least 32 bytes, `${VAR}` expanded.
+    pub secret: String,
+}
+
+/// Never the secret.
+impl std::fmt::Debug for ClusterConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterConfig")
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Key `audit` (SPEC §24.3): one JSON line per request handled.
@@ -547,6 +567,7 @@ impl Config {
             llm: None,
             telemetry: TelemetryConfig::default(),
             audit: None,
+            cluster: None,
             format,
             warnings: Vec::new(),
         }

@@ -1588,3 +1588,57 @@ fn http_auth_is_read_and_checked() {
     ok(r#"{"mcpServers": {}, "http": {"auth": {"issuer": "http://127.0.0.1:9000"}}}"#);
     ok(r#"{"mcpServers": {}, "http": {"auth": {"issuer": "http://localhost:9000/oidc"}}}"#);
 }
+
+// ---------------------------------------------------------------- cluster (SPEC §25)
+
+#[test]
+fn a_cluster_block_needs_a_store_and_a_secret_of_32_bytes() {
+    let config = ok(&with_root(
+        r#""cluster": {"store": "s3://bucket/loom", "secret": "${TOKEN}${TOKEN}${TOKEN}${TOKEN}${TOKEN}${TOKEN}${TOKEN}"}"#,
+    ));
+    let cluster = config.cluster.expect("cluster");
+    assert_eq!(cluster.store, "s3://bucket/loom");
+    assert_eq!(cluster.secret.len(), 35);
+    assert!(config.warnings.is_empty(), "{:#?}", config.warnings);
+    // The secret never shows in Debug output.
+    assert!(!format!("{cluster:?}").contains("t0ken"));
+
+    let all = problems(&with_root(
+        r#""cluster": {"store": "/srv/loom", "secret": "${TOKEN}"}"#,
+    ));
+    assert_problem(
+        &all,
+        "cluster.secret",
+        &["is 5 bytes", "at least 32", "openssl rand -hex 32"],
+    );
+    let all = problems(&with_root(r#""cluster": {"secret": "${TOKEN}"}"#));
+    assert_problem(&all, "cluster.store", &["is required"]);
+    assert_problem(&all, "cluster.secret", &["at least 32"]);
+    let all = problems(&with_root(r#""cluster": {"store": "redis://x"}"#));
+    assert_problem(
+        &all,
+        "cluster.store",
+        &["unsupported scheme `redis://`", "s3://"],
+    );
+    assert_problem(&all, "cluster.secret", &["is required"]);
+    let all = problems(&with_root(
+        r#""cluster": {"store": "/x", "secret": "${TOKEN}", "ttl": 3}"#,
+    ));
+    assert!(all.iter().any(|p| p.path == "cluster.ttl"), "{all:#?}");
+}
+
+#[test]
+fn a_cluster_secret_written_into_the_file_is_a_warning() {
+    let literal = "0123456789abcdef0123456789abcdef";
+    let config = ok(&with_root(&format!(
+        r#""cluster": {{"store": "/srv/loom", "secret": "{literal}"}}"#
+    )));
+    let warned: Vec<String> = config.warnings.iter().map(|w| w.to_string()).collect();
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.contains("cluster.secret") && w.contains("environment variable")),
+        "{warned:#?}"
+    );
+    assert!(warned.iter().all(|w| !w.contains(literal)), "{warned:#?}");
+}

@@ -61,6 +61,7 @@ const ROOT_KEYS: &[&str] = &[
     LLM,
     "telemetry",
     "audit",
+    "cluster",
 ];
 
 const LLM: &str = "llm";
@@ -97,6 +98,9 @@ const TOOLS_MODES: &str = "\"all\" (every tool listed), \"search\" (tools found 
 const REPORT_KEYS: &[&str] = &["enabled", "path", "markdownPath"];
 const TELEMETRY_KEYS: &[&str] = &["otlpEndpoint"];
 const AUDIT_KEYS: &[&str] = &["path", "maxBytes"];
+const CLUSTER_KEYS: &[&str] = &["store", "secret"];
+/// Bytes a cluster secret has at least (SPEC §25): 256 bits, the key of HMAC-SHA-256.
+pub(crate) const MIN_CLUSTER_SECRET_BYTES: usize = 32;
 
 const RESTART_KEYS: &[&str] = &["maxAttempts", "baseDelayMs"];
 
@@ -562,6 +566,9 @@ impl Checker<'_> {
         }
         if let Some(v) = fields.get("telemetry") {
             config.telemetry = self.telemetry_block(v);
+        }
+        if let Some(v) = fields.get("cluster") {
+            config.cluster = self.cluster_block(v);
         }
         if let Some(v) = fields.get("audit") {
             config.audit = self.audit_block(v);
@@ -1094,6 +1101,77 @@ impl Checker<'_> {
             }
         }
         telemetry
+    }
+
+    /// The `cluster` block (SPEC §25): a store every instance can write, and a shared secret of
+    /// at least 32 bytes given through the environment.
+    fn cluster_block(&mut self, value: &Json) -> Option<super::model::ClusterConfig> {
+        let entries = self.object(value, "cluster")?;
+        let fields = self.fields(entries, "cluster", CLUSTER_KEYS, Unknown::Reject);
+        let store = match fields.get("store") {
+            Some(v) => self.non_empty_string(v, "cluster.store").and_then(|url| {
+                match url.split_once("://") {
+                    None | Some(("file" | "memory" | "s3", _)) => Some(url),
+                    Some((scheme, _)) => {
+                        self.report(
+                            "cluster.store",
+                            format!(
+                                "unsupported scheme `{scheme}://`; use a directory path, file:// \
+                                 or s3://bucket/prefix"
+                            ),
+                        );
+                        None
+                    }
+                }
+            }),
+            None => {
+                self.report(
+                    "cluster.store",
+                    "is required: where the instances keep what they share (a directory every \
+                     instance can write, or s3://bucket/prefix)",
+                );
+                None
+            }
+        };
+        let secret = match fields.get("secret") {
+            Some(v) => {
+                let written = matches!(v, Json::String(raw) if !raw.contains("${"));
+                self.non_empty_string(v, "cluster.secret")
+                    .and_then(|secret| {
+                        if secret.len() < MIN_CLUSTER_SECRET_BYTES {
+                            self.report(
+                            "cluster.secret",
+                            format!(
+                                "is {} bytes; at least {MIN_CLUSTER_SECRET_BYTES} are needed (e.g. \
+                                 the output of `openssl rand -hex 32`, the same on every instance)",
+                                secret.len()
+                            ),
+                        );
+                            return None;
+                        }
+                        if written {
+                            self.warn(
+                                "cluster.secret",
+                                "the secret is written into the file; put it in an environment \
+                             variable and write \"${NAME}\" here, so the file can be shared \
+                             without it",
+                            );
+                        }
+                        Some(secret)
+                    })
+            }
+            None => {
+                self.report(
+                    "cluster.secret",
+                    "is required: at least 32 bytes shared by every instance (\"${LOOM_CLUSTER_SECRET}\")",
+                );
+                None
+            }
+        };
+        Some(super::model::ClusterConfig {
+            store: store?,
+            secret: secret?,
+        })
     }
 
     /// The `audit` block (SPEC §24.3): a file (required) and its size before rotation.

@@ -61,6 +61,8 @@ pub struct Hub {
     pub(super) redirects: crate::downstream::oauth::redirects::Redirects,
     /// loom's `…/oauth/callback` URL, once the HTTP face knows its address.
     callback_url: std::sync::RwLock<Option<String>>,
+    /// The store shared with other instances (SPEC §25), when `cluster` is configured.
+    pub(super) cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// One subject's connection to a server it logs in to for itself.
@@ -110,6 +112,16 @@ impl Hub {
         }
         let engine = crate::store::SharedEngine::start(&super::store_settings(&config))
             .map_err(StartError::Engine)?;
+        // Sharing what clients were told about, or not starting: an instance that cannot reach
+        // the store (or holds another secret) would answer refs it cannot see.
+        let cluster = match &config.cluster {
+            Some(cluster) => Some(
+                crate::cluster::Cluster::open(cluster)
+                    .await
+                    .map_err(StartError::Cluster)?,
+            ),
+            None => None,
+        };
         // Never worse than without it: an endpoint loom cannot set up leaves the stage off.
         let summarizer = config.llm.clone().and_then(|llm| {
             crate::llm::Summarizer::new(llm)
@@ -146,6 +158,7 @@ impl Hub {
             next_key: std::sync::atomic::AtomicUsize::new(server_count),
             redirects: Default::default(),
             callback_url: std::sync::RwLock::new(None),
+            cluster,
         });
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let mut firsts = Vec::new();

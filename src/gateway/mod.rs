@@ -74,6 +74,8 @@ pub enum StartError {
     Engine(String),
     #[error("no server could start:\n{}", .0.iter().map(|(n, r)| format!("  - {n}: {r}")).collect::<Vec<_>>().join("\n"))]
     AllFailed(Vec<(String, String)>),
+    #[error("{0}")]
+    Cluster(String),
 }
 
 /// One client session of the gateway: the catalog it sees, its datasets and documents, its
@@ -123,6 +125,8 @@ pub struct Gateway {
     built_from: std::sync::atomic::AtomicU64,
     /// How the client reaches this session, for telemetry (unset: stdio).
     face: std::sync::OnceLock<(crate::telemetry::Transport, Option<String>)>,
+    /// This session's part in the cluster (SPEC §25), once it joined its credential's scope.
+    cluster: Arc<std::sync::OnceLock<Arc<crate::cluster::Membership>>>,
 }
 
 impl Gateway {
@@ -156,13 +160,14 @@ impl Gateway {
             match crate::snapshot::open(&snapshot.url) {
                 Ok(location) => {
                     let (writer, task) = crate::snapshot::SnapshotWriter::start(location);
-                    store.set_listener(Some(Box::new(move |d| writer.dataset_created(d))));
+                    store.listen(Box::new(move |d| writer.dataset_created(d)));
                     snapshot_task = Some(task);
                 }
                 Err(error) => tracing::warn!("session snapshots are off: {error}"),
             }
         }
         let stats = Arc::new(crate::report::SessionStats::new());
+        let cluster = Arc::new(std::sync::OnceLock::new());
         let gateway = Arc::new(Self {
             upstream: UpstreamLink::mirrored(&hub.latest),
             hub: hub.clone(),
@@ -178,6 +183,7 @@ impl Gateway {
                 config.clone(),
                 hub.summarizer.clone(),
                 stats.clone(),
+                cluster.clone(),
             ),
             store,
             snapshot_task: Mutex::new(snapshot_task),
@@ -193,6 +199,7 @@ impl Gateway {
             subscribed_on: Mutex::default(),
             built_from: std::sync::atomic::AtomicU64::new(u64::MAX),
             face: std::sync::OnceLock::new(),
+            cluster,
         });
         hub.register(&gateway);
         let source: std::sync::Arc<dyn crate::telemetry::metrics::Source> = gateway.clone();
@@ -210,7 +217,38 @@ impl Gateway {
         // The first catalog is built here, not by the coalescing loop, so the first tools/list
         // answers at once.
         gateway.rebuild();
+        // Over stdio the session is the machine's; an HTTP session joins once its credential is
+        // known ([`Self::enter`]).
+        if owns_hub {
+            gateway.join_cluster().await;
+        }
         Ok(gateway)
+    }
+
+    /// The session now serves `credential`: set it, and join its scope of the cluster.
+    pub async fn enter(&self, credential: &str) {
+        self.set_credential(credential);
+        self.join_cluster().await;
+    }
+
+    /// Join the cluster's scope of this session's credential (the machine's until one is set):
+    /// a block of ref numbers claimed, every dataset written to the store as it is minted. A
+    /// store that cannot be written leaves the session to itself (SPEC §25), never refuses it.
+    async fn join_cluster(&self) {
+        let Some(cluster) = self.hub.cluster.clone() else {
+            return;
+        };
+        if self.cluster.get().is_some() {
+            return;
+        }
+        let credential = self
+            .credential()
+            .unwrap_or_else(|| LOCAL_CREDENTIAL.to_string());
+        let member = crate::cluster::Membership::join(cluster, &credential, &self.store).await;
+        let listening = member.clone();
+        self.store
+            .listen(Box::new(move |d| listening.dataset_created(d)));
+        let _ = self.cluster.set(member);
     }
 
     /// The servers and what the sessions share.
@@ -507,6 +545,16 @@ impl Gateway {
         let config = self.hub.config.clone();
         let exports = self.exports.clone();
         let tool = name.to_string();
+        let member = self.cluster.get().cloned();
+        // What the call names and another instance (or an earlier session) minted is opened
+        // first, from the cluster's store; the listing shows what the store holds too.
+        let mut others = Ok(Vec::new());
+        if let Some(member) = &member {
+            match crate::cluster::prepare(member, &store, name, arguments).await {
+                Ok(found) => others = found,
+                Err(error) => return crate::tools::error_result(format!("{name}: {error}")),
+            }
+        }
         let arguments = arguments.clone();
         // The request's telemetry goes with the work to the engine's runtime (SPEC §24.1).
         let observed = crate::telemetry::current();
@@ -515,7 +563,7 @@ impl Gateway {
                 crate::tools::QUERY => {
                     crate::tools::query(&store, config.token_threshold, &arguments).await
                 }
-                crate::tools::LIST => crate::tools::list(&store, &arguments),
+                crate::tools::LIST => crate::tools::list_with(&store, &others, &arguments),
                 crate::tools::MATERIALIZE => crate::tools::materialize(&store, &arguments).await,
                 crate::tools::EXPORT => crate::tools::export(&store, &config, &exports, &arguments),
                 crate::tools::read::READ => crate::tools::read::read(&store, &arguments).await,
@@ -523,7 +571,12 @@ impl Gateway {
             }
         });
         let timeout = self.store.settings().query_timeout;
-        match self.store.on_engine(work).await {
+        let outcome = self.store.on_engine(work).await;
+        // A dataset the answer names is in the store before the answer.
+        if let Some(member) = &member {
+            member.settled().await;
+        }
+        match outcome {
             Ok(Some(result)) => result,
             // Timed on this runtime: answered on time even when the engine's threads are busy
             // in work that cannot be interrupted at once.
@@ -587,7 +640,16 @@ impl Gateway {
             }
         }
         // Dropping the listener closes the writer's queue; what is queued is still written.
-        self.store.set_listener(None);
+        self.store.stop_listening();
+        if let Some(member) = self.cluster.get()
+            && tokio::time::timeout(SHUTDOWN_BUDGET / 4, member.settled())
+                .await
+                .is_err()
+        {
+            tracing::warn!(
+                "shutdown budget ran out with datasets still being written to the cluster store"
+            );
+        }
         let writer = self
             .snapshot_task
             .lock()

@@ -190,7 +190,7 @@ impl Session {
         stateless: bool,
     ) -> Result<Arc<Session>, StartError> {
         let gateway = Gateway::session(hub, false).await?;
-        gateway.set_credential(credential);
+        gateway.enter(credential).await;
         let (loom_side, http_side) = tokio::io::duplex(PIPE_BYTES);
         let id = new_session_id();
         // A 2026-07-28 scope's id is loom's own, never the client's `Mcp-Session-Id`.

@@ -50,6 +50,9 @@ pub(crate) struct ResultPath {
     stats: Arc<SessionStats>,
     /// Keeps the tables of results that pass through whole (SPEC §8.4).
     keeper: keep::Keeper,
+    /// The session's part in a cluster: a result that names datasets is answered once they are
+    /// in the shared store (SPEC §25).
+    cluster: Arc<std::sync::OnceLock<Arc<crate::cluster::Membership>>>,
 }
 
 impl ResultPath {
@@ -58,6 +61,7 @@ impl ResultPath {
         config: Arc<Config>,
         summarizer: Option<Arc<crate::llm::Summarizer>>,
         stats: Arc<SessionStats>,
+        cluster: Arc<std::sync::OnceLock<Arc<crate::cluster::Membership>>>,
     ) -> Self {
         Self {
             keeper: keep::Keeper::start(store.clone()),
@@ -65,6 +69,7 @@ impl ResultPath {
             config,
             summarizer,
             stats,
+            cluster,
         }
     }
 
@@ -135,6 +140,13 @@ impl ResultPath {
             Outcome::Summarize(pending) => self.summarize(*pending).await,
             other => other,
         };
+        // An answer that names datasets goes out once they are in the cluster's store: any
+        // instance can then answer them.
+        if !matches!(outcome, Outcome::PassThrough(..))
+            && let Some(member) = self.cluster.get()
+        {
+            member.settled().await;
+        }
         let observed = |decision: &'static str, after: Size, rows: Option<u64>| {
             crate::telemetry::decided(
                 &crate::telemetry::Decided {

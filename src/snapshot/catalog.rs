@@ -280,7 +280,7 @@ pub(crate) fn mentions(sql: &str, table: &str) -> bool {
 
 /// `sql` with string literals and comments blanked out (a name inside `'…'` is data, not a
 /// table); double-quoted identifiers stay.
-fn without_literals(sql: &str) -> String {
+pub(crate) fn without_literals(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
     let mut chars = sql.chars().peekable();
     while let Some(c) = chars.next() {

@@ -141,7 +141,7 @@ pub fn open_existing(url: &str) -> Result<Location, String> {
     open(url)
 }
 
-pub(super) fn child(root: &StorePath, parts: &[&str]) -> StorePath {
+pub(crate) fn child(root: &StorePath, parts: &[&str]) -> StorePath {
     let mut path = root.clone();
     for part in parts {
         path = path.join(*part);

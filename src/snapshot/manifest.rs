@@ -49,6 +49,20 @@ pub struct ManifestColumn {
     pub data_type: String,
 }
 
+impl ManifestColumn {
+    /// A held dataset's columns as a manifest (or a cluster entry) records them.
+    pub fn all_of(schema: &arrow::datatypes::Schema) -> Vec<Self> {
+        schema
+            .fields()
+            .iter()
+            .map(|f| Self {
+                name: f.name().clone(),
+                data_type: f.data_type().to_string(),
+            })
+            .collect()
+    }
+}
+
 /// Provenance as stored: arguments were redacted before they were ever held (SPEC §13).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -57,6 +71,18 @@ pub struct ManifestProvenance {
     pub tool: String,
     pub args: serde_json::Value,
     pub source: String,
+}
+
+impl ManifestProvenance {
+    /// A held dataset's provenance as stored (its creation time is a field of its own).
+    pub fn of(provenance: &crate::store::Provenance) -> Self {
+        Self {
+            server: provenance.server.clone(),
+            tool: provenance.tool.clone(),
+            args: provenance.args.clone(),
+            source: provenance.source.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -83,7 +83,7 @@ pub fn partition_value(name: &str) -> String {
 }
 
 /// Where a dataset's file goes, relative to its session folder.
-pub(super) fn dataset_file(dataset: &Dataset) -> String {
+pub(crate) fn dataset_file(dataset: &Dataset) -> String {
     format!(
         "server={}/tool={}/ref={}/{}.parquet",
         partition_value(&dataset.provenance.server),

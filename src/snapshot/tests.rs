@@ -61,9 +61,9 @@ async fn a_session_is_written_and_its_catalog_opens_in_a_fresh_datafusion() {
     let store = Store::new(StoreSettings::default()).expect("store");
     let (writer, task) = SnapshotWriter::start(location.clone());
     let w = writer.clone();
-    store.set_listener(Some(Box::new(move |d| w.dataset_created(d))));
+    store.listen(Box::new(move |d| w.dataset_created(d)));
     let d = dataset(&store, serde_json::json!({"apiKey": "[redacted]"}));
-    store.set_listener(None);
+    store.stop_listening();
     drop(writer);
     task.await.expect("writer");
 
@@ -622,12 +622,12 @@ async fn write_through_faults(failures: usize, wait: std::time::Duration) -> (Ma
     };
     let (writer, task) = SnapshotWriter::start_with(location.clone(), retry);
     let w = writer.clone();
-    store.set_listener(Some(Box::new(move |d| w.dataset_created(d))));
+    store.listen(Box::new(move |d| w.dataset_created(d)));
     let d = dataset(&store, serde_json::json!({}));
     // The live session does not wait for the store: the dataset is there already.
     assert!(store.get(&d.reference).is_some());
     tokio::time::sleep(wait).await;
-    store.set_listener(None);
+    store.stop_listening();
     drop(writer);
     task.await.expect("writer");
     let found = sessions(&location).await.expect("sessions");
@@ -681,7 +681,7 @@ async fn a_manifest_never_claims_to_be_whole_while_a_write_waits() {
     };
     let (writer, task) = SnapshotWriter::start_with(location.clone(), retry);
     let w = writer.clone();
-    store.set_listener(Some(Box::new(move |d| w.dataset_created(d))));
+    store.listen(Box::new(move |d| w.dataset_created(d)));
     let d = dataset(&store, serde_json::json!({}));
     // The first attempt has failed once the retry waits (the first wait is 30 s): poll for the
     // manifest it left, without a timing assumption on how soon that is.
@@ -705,7 +705,7 @@ async fn a_manifest_never_claims_to_be_whole_while_a_write_waits() {
     assert!(!waiting.complete, "{waiting:?}");
     assert!(waiting.datasets.is_empty());
     // Shutdown: one last try, then it is listed as missing.
-    store.set_listener(None);
+    store.stop_listening();
     drop(writer);
     task.await.expect("writer");
     let last = manifest(&location, &found[0]).await.expect("manifest");

@@ -7,7 +7,7 @@ use object_store::{ObjectStoreExt, PutPayload};
 use tokio::sync::mpsc;
 
 use super::*;
-use crate::store::{Dataset, Provenance};
+use crate::store::Dataset;
 
 /// Writes one session's datasets in the background.
 #[derive(Clone)]
@@ -276,35 +276,15 @@ pub(super) async fn write_one(
         )
         .await
         .map_err(|e| WriteError::Store(e.to_string()))?;
-    let Provenance {
-        server,
-        tool,
-        args,
-        created_at,
-        source,
-    } = dataset.provenance.clone();
     manifest
         .datasets
         .retain(|d| d.reference != dataset.reference);
     manifest.datasets.push(ManifestDataset {
         reference: dataset.reference.clone(),
         rows: dataset.rows,
-        schema: dataset
-            .schema
-            .fields()
-            .iter()
-            .map(|f| ManifestColumn {
-                name: f.name().clone(),
-                data_type: f.data_type().to_string(),
-            })
-            .collect(),
-        provenance: ManifestProvenance {
-            server,
-            tool,
-            args,
-            source,
-        },
-        created_at,
+        schema: ManifestColumn::all_of(&dataset.schema),
+        provenance: ManifestProvenance::of(&dataset.provenance),
+        created_at: dataset.provenance.created_at.clone(),
         pinned: dataset.pinned(),
         file,
         kind: dataset.content.kind().to_string(),

@@ -154,9 +154,47 @@ struct Catalog {
     datasets: Vec<Arc<Dataset>>,
     counters: HashMap<String, u32>,
     evicted: Vec<String>,
+    /// The numbers this store's refs may take: all from 1 (`None`), or, in a cluster, the
+    /// block its session claimed (SPEC §25).
+    numbers: Option<Numbers>,
 }
 
-/// Called with every dataset the store takes in (session snapshots listen here).
+/// A block of ref numbers: `first + 1 ..= first + count`.
+#[derive(Debug, Clone, Copy)]
+struct Numbers {
+    first: u32,
+    count: u32,
+}
+
+impl Catalog {
+    /// The next number of `base` (`ds_crm_rows`, `doc`, …) not taken by a held ref, within this
+    /// store's block.
+    fn next_reference(&mut self, base: &str) -> Result<String, String> {
+        let numbers = self.numbers;
+        let first = numbers.map_or(0, |b| b.first);
+        loop {
+            let n = self.counters.entry(base.to_string()).or_insert(first);
+            *n += 1;
+            let n = *n;
+            if let Some(block) = numbers
+                && n > block.first.saturating_add(block.count)
+            {
+                return Err(format!(
+                    "this session has numbered {} refs `{base}_…` already, all its cluster block \
+                     holds (SPEC §25); start a new session for more",
+                    block.count
+                ));
+            }
+            let candidate = format!("{base}_{n}");
+            if !self.datasets.iter().any(|d| d.reference == candidate) {
+                return Ok(candidate);
+            }
+        }
+    }
+}
+
+/// Called with every dataset the store takes in (session snapshots and a cluster's store listen
+/// here).
 pub type Listener = Box<dyn Fn(Arc<Dataset>) + Send + Sync>;
 
 /// The store.
@@ -169,11 +207,22 @@ pub struct Store {
     /// instead of taking the threads other sessions need.
     share: Arc<tokio::sync::Semaphore>,
     catalog: Mutex<Catalog>,
-    listener: Mutex<Option<Listener>>,
+    listeners: Mutex<Vec<Listener>>,
     settings: StoreSettings,
     /// Private spill directory of a store with its own engine, removed when the store is
     /// dropped (a shared engine's is the [`SharedEngine`]'s).
     spill: Mutex<Option<tempfile::TempDir>>,
+}
+
+/// `ds_view_<name>`: a view's ref (`loom_materialize`), the name lowercased to `[a-z0-9_]`, at
+/// most 48 characters.
+pub fn view_ref(name: &str) -> Result<String, String> {
+    match ref_part(name.trim(), 48) {
+        Some(clean) => Ok(format!("ds_view_{clean}")),
+        None => Err(format!(
+            "name {name:?} has no letters or digits; use e.g. \"top_customers\""
+        )),
+    }
 }
 
 /// A part of a ref: lowercase `[a-z0-9_]` (anything else becomes `_`), cut to `max`
@@ -366,15 +415,34 @@ impl Store {
             engine: shared.engine.clone(),
             share: Arc::new(tokio::sync::Semaphore::new(permits)),
             catalog: Mutex::new(Catalog::default()),
-            listener: Mutex::new(None),
+            listeners: Mutex::new(Vec::new()),
             settings,
             spill: Mutex::new(None),
         }
     }
 
-    /// Tell `listener` about every dataset from now on; `None` stops.
-    pub fn set_listener(&self, listener: Option<Listener>) {
-        *self.listener.lock().unwrap_or_else(PoisonError::into_inner) = listener;
+    /// Tell `listener` about every dataset from now on, after those listening already.
+    pub fn listen(&self, listener: Listener) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(listener);
+    }
+
+    /// Tell no one about datasets any more.
+    pub fn stop_listening(&self) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    /// Number refs within `first + 1 ..= first + count` from now on: a cluster's block, so that
+    /// no other instance or session of the scope mints the same ref (SPEC §25).
+    pub fn number_within(&self, first: u32, count: u32) {
+        let mut catalog = self.lock();
+        catalog.numbers = Some(Numbers { first, count });
+        catalog.counters.clear();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Catalog> {
@@ -417,7 +485,7 @@ impl Store {
             pinned: false,
             implicit: false,
             passed_through: false,
-            name: Some(self.next_name("doc")),
+            name: Some(self.next_name("doc")?),
         };
         self.add_content(new, document::Content::Document(body))
     }
@@ -440,22 +508,14 @@ impl Store {
             pinned: false,
             implicit: false,
             passed_through: false,
-            name: Some(self.next_name("blob")),
+            name: Some(self.next_name("blob")?),
         };
         self.add_content(new, document::Content::Blob(body))
     }
 
     /// `<prefix>_<n>`, the next number not taken.
-    fn next_name(&self, prefix: &str) -> String {
-        let mut catalog = self.lock();
-        loop {
-            let n = catalog.counters.entry(prefix.to_string()).or_insert(0);
-            *n += 1;
-            let candidate = format!("{prefix}_{n}");
-            if !catalog.datasets.iter().any(|d| d.reference == candidate) {
-                return candidate;
-            }
-        }
+    fn next_name(&self, prefix: &str) -> Result<String, String> {
+        self.lock().next_reference(prefix)
     }
 
     fn add_content(
@@ -539,18 +599,8 @@ impl Store {
                 }
                 name
             }
-            None => {
-                let base = ref_base(&server, &tool);
-                // Skip numbers a chosen name (a view) already took: refs are unique.
-                loop {
-                    let n = catalog.counters.entry(base.clone()).or_insert(0);
-                    *n += 1;
-                    let candidate = format!("{base}_{n}");
-                    if !catalog.datasets.iter().any(|d| d.reference == candidate) {
-                        break candidate;
-                    }
-                }
-            }
+            // Skip numbers a chosen name (a view) already took: refs are unique.
+            None => catalog.next_reference(&ref_base(&server, &tool))?,
         };
         let table = MemTable::try_new(schema.clone(), vec![batches.clone()])
             .map_err(|e| format!("cannot hold the table: {e}"))?;
@@ -576,11 +626,11 @@ impl Store {
         catalog.datasets.push(dataset.clone());
         self.evict(&mut catalog, &dataset.reference);
         drop(catalog);
-        if let Some(listener) = self
-            .listener
+        for listener in self
+            .listeners
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
+            .iter()
         {
             listener(dataset.clone());
         }

@@ -7,17 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::*;
 use crate::envelope::{self, DatasetView};
-use crate::store::{NewDataset, Provenance, Store};
-
-/// `ds_view_<name>`: the name lowercased to `[a-z0-9_]`, at most 48 characters.
-pub(crate) fn view_ref(name: &str) -> Result<String, String> {
-    match crate::store::ref_part(name.trim(), 48) {
-        Some(clean) => Ok(format!("ds_view_{clean}")),
-        None => Err(format!(
-            "name {name:?} has no letters or digits; use e.g. \"top_customers\""
-        )),
-    }
-}
+use crate::store::{NewDataset, Provenance, Store, view_ref};
 
 pub(crate) async fn materialize(
     store: &Arc<Store>,

@@ -23,6 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["gateway"],
     &["result"],
     &["tools"],
+    &["cluster"],
     &["report", "snapshot", "export", "llm", "intercept"],
     &["reduce", "envelope"],
     &["hints", "redact"],

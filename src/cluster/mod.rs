@@ -1,0 +1,711 @@
+//! Several loom instances behind one URL (SPEC §25): what a client was told about is shared
+//! through one object store, so any instance — or a later session of the same credential —
+//! answers it.
+//!
+//! Layout under the store's root (the snapshot layout, partitioned by scope):
+//! ```text
+//! <root>/cluster.json                                   layout, loom version, a check of the secret
+//! <root>/scope=<S>/blocks/<b>                            a session's claim of refs b·1000+1 … b·1000+1000
+//! <root>/scope=<S>/server=<s>/tool=<t>/ref=<R>/<R>.parquet   the dataset (zstd, Arrow schema kept)
+//! <root>/scope=<S>/refs/<R>.json                         its entry, written after the file
+//! ```
+//! `S` is an HMAC of the credential under the cluster secret: a folder name only instances that
+//! hold the secret can compute for a credential, and that names no token. A session claims a
+//! block of ref numbers when it opens (one conditional create: `PutMode::Create`), so refs are
+//! unique within a scope across instances and sessions without a round trip per dataset. Every
+//! dataset a session mints is written before the answer that names it; another instance opens
+//! it on first use.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use futures::FutureExt as _;
+use futures::future::{BoxFuture, Shared};
+use object_store::path::Path as StorePath;
+use object_store::{ObjectStoreExt as _, PutMode, PutOptions, PutPayload};
+use serde::{Deserialize, Serialize};
+
+use crate::snapshot::failure::{FailureKind, explain};
+use crate::snapshot::{Location, ManifestColumn, ManifestProvenance, child};
+use crate::store::{Dataset, NewDataset, Provenance, Store};
+
+/// The layout this version writes and the newest it reads.
+pub const LAYOUT: u32 = 1;
+
+/// Ref numbers one session claims at a time.
+pub const BLOCK: u32 = 1000;
+
+/// Blocks a scope may hold (a session claims one): past it, the store is full for the scope.
+const MAX_BLOCKS: u32 = 4_000_000;
+
+/// Refs a statement may name that loom looks up in the store, at most.
+const MAX_LOOKUPS: usize = 16;
+
+/// `cluster.json`: what every instance of the store must agree on.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ClusterFile {
+    layout: u32,
+    loom_version: String,
+    /// HMAC of a fixed text under the secret: an instance with another secret is refused.
+    secret_check: String,
+}
+
+/// One dataset as the store lists it (`scope=<S>/refs/<R>.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub layout: u32,
+    pub loom_version: String,
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub kind: String,
+    pub rows: usize,
+    pub schema: Vec<ManifestColumn>,
+    pub provenance: ManifestProvenance,
+    pub created_at: String,
+    pub pinned: bool,
+    pub implicit: bool,
+    /// Relative to the scope's folder.
+    pub file: String,
+    /// Bytes of the Parquet file.
+    pub file_bytes: usize,
+}
+
+/// The shared store of a cluster, opened once per process.
+pub struct Cluster {
+    location: Location,
+    secret: Vec<u8>,
+    /// Kinds of failure already warned about (later ones are debug lines).
+    warned: Mutex<HashSet<FailureKind>>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("store", &self.location.url_base)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// Open the store of `config` and check it was set up with the same secret (the first
+    /// instance sets it up). Fails naming `cluster.store` or `cluster.secret`.
+    pub async fn open(config: &crate::config::ClusterConfig) -> Result<Arc<Self>, String> {
+        let location = crate::snapshot::open(&config.store)
+            .map_err(|e| format!("cluster.store: cannot open {}: {e}", config.store))?;
+        let cluster = Arc::new(Self {
+            location,
+            secret: config.secret.as_bytes().to_vec(),
+            warned: Mutex::default(),
+        });
+        cluster.agree().await?;
+        Ok(cluster)
+    }
+
+    /// Where the store is (for messages).
+    pub fn url(&self) -> &str {
+        &self.location.url_base
+    }
+
+    fn secret_check(&self) -> String {
+        crate::token::keyed_hex(&self.secret, "loom/cluster-check", b"")
+    }
+
+    /// What `loom check` says of the store of `config`: it can be written, read and deleted
+    /// from, and, if an instance set it up already, with the same secret. Nothing is left
+    /// behind (the first instance that starts sets the store up, not the check).
+    pub async fn inspect(config: &crate::config::ClusterConfig) -> Result<String, String> {
+        let location = crate::snapshot::open(&config.store)
+            .map_err(|e| format!("cluster.store: cannot open {}: {e}", config.store))?;
+        let cluster = Self {
+            location,
+            secret: config.secret.as_bytes().to_vec(),
+            warned: Mutex::default(),
+        };
+        cluster.probe().await?;
+        let path = child(&cluster.location.root, &["cluster.json"]);
+        match cluster.location.store.get(&path).await {
+            Err(object_store::Error::NotFound { .. }) => Ok(format!(
+                "{}: writable; not set up yet (the first instance that starts sets it up)",
+                cluster.url()
+            )),
+            Err(error) => Err(cluster.failed("cannot read", &error)),
+            Ok(_) => {
+                cluster.agree().await?;
+                Ok(format!(
+                    "{}: writable; set up with this secret",
+                    cluster.url()
+                ))
+            }
+        }
+    }
+
+    /// `cluster.json`: written by the first instance (create only), compared by the others.
+    async fn agree(&self) -> Result<(), String> {
+        let path = child(&self.location.root, &["cluster.json"]);
+        let mine = ClusterFile {
+            layout: LAYOUT,
+            loom_version: env!("CARGO_PKG_VERSION").to_string(),
+            secret_check: self.secret_check(),
+        };
+        let body = serde_json::to_vec_pretty(&mine).map_err(|e| e.to_string())?;
+        let created = self
+            .location
+            .store
+            .put_opts(
+                &path,
+                PutPayload::from(body),
+                PutOptions::from(PutMode::Create),
+            )
+            .await;
+        match created {
+            Ok(_) => return Ok(()),
+            Err(object_store::Error::AlreadyExists { .. }) => {}
+            Err(error) => return Err(self.failed("cannot write", &error)),
+        }
+        let theirs = self
+            .location
+            .store
+            .get(&path)
+            .await
+            .map_err(|e| self.failed("cannot read", &e))?
+            .bytes()
+            .await
+            .map_err(|e| self.failed("cannot read", &e))?;
+        let theirs: ClusterFile = serde_json::from_slice(&theirs).map_err(|e| {
+            format!(
+                "cluster.store: {}/cluster.json is not a loom cluster file ({e}); point \
+                 cluster.store at a folder of its own",
+                self.url()
+            )
+        })?;
+        if theirs.layout > LAYOUT {
+            return Err(format!(
+                "cluster.store: {} was set up by loom {} (layout {}); this loom ({}) reads \
+                 layout {LAYOUT}: upgrade it",
+                self.url(),
+                theirs.loom_version,
+                theirs.layout,
+                env!("CARGO_PKG_VERSION")
+            ));
+        }
+        if theirs.secret_check != mine.secret_check {
+            return Err(format!(
+                "cluster.secret differs from the one the store {} was set up with (by loom {}): \
+                 every instance needs the same secret",
+                self.url(),
+                theirs.loom_version
+            ));
+        }
+        Ok(())
+    }
+
+    /// Write, read back and delete a probe object (`loom check`).
+    pub async fn probe(&self) -> Result<(), String> {
+        let name = format!(
+            "probe-{}",
+            crate::token::random_hex().unwrap_or_else(|| std::process::id().to_string())
+        );
+        let path = child(&self.location.root, &["probes", &name]);
+        let store = &self.location.store;
+        store
+            .put(&path, PutPayload::from_static(b"loom"))
+            .await
+            .map_err(|e| self.failed("cannot write", &e))?;
+        store
+            .get(&path)
+            .await
+            .map_err(|e| self.failed("cannot read", &e))?;
+        store
+            .delete(&path)
+            .await
+            .map_err(|e| self.failed("cannot delete from", &e))?;
+        Ok(())
+    }
+
+    fn failed(&self, doing: &str, error: &dyn std::fmt::Display) -> String {
+        let (_, message) = explain(&self.location, doing, error);
+        format!("cluster.store: {message}")
+    }
+
+    /// A failure worth a warning the first time per kind, then a debug line.
+    fn report(&self, doing: &str, error: &dyn std::fmt::Display) -> String {
+        let (kind, message) = explain(&self.location, doing, error);
+        let first = self
+            .warned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(kind);
+        if first {
+            tracing::warn!("cluster store: {message}");
+        } else {
+            tracing::debug!("cluster store: {message}");
+        }
+        message
+    }
+
+    /// The folder of `credential`'s scope.
+    pub fn scope(&self, credential: &str) -> String {
+        let digest =
+            crate::token::keyed_hex(&self.secret, "loom/cluster-scope", credential.as_bytes());
+        format!("scope={}", &digest[..32])
+    }
+
+    fn path(&self, scope: &str, parts: &[&str]) -> StorePath {
+        let mut all = vec![scope];
+        all.extend_from_slice(parts);
+        child(&self.location.root, &all)
+    }
+
+    /// Claim the next free block of ref numbers of `scope` (its number `b`: refs
+    /// `b·BLOCK+1 …`). One listing, then a create that fails if another instance took it first.
+    pub async fn claim_block(&self, scope: &str) -> Result<u32, String> {
+        let prefix = self.path(scope, &["blocks"]);
+        let mut listing = self.location.store.list(Some(&prefix));
+        let mut next = 0u32;
+        use futures::StreamExt as _;
+        while let Some(item) = listing.next().await {
+            let item = item.map_err(|e| self.report("cannot list", &e))?;
+            if let Some(b) = item
+                .location
+                .filename()
+                .and_then(|name| name.parse::<u32>().ok())
+            {
+                next = next.max(b.saturating_add(1));
+            }
+        }
+        loop {
+            if next >= MAX_BLOCKS {
+                return Err(format!(
+                    "the scope's {MAX_BLOCKS} blocks of refs are all claimed in {}",
+                    self.url()
+                ));
+            }
+            let path = self.path(scope, &["blocks", &next.to_string()]);
+            let claimed = self
+                .location
+                .store
+                .put_opts(
+                    &path,
+                    PutPayload::from(crate::common::text::now_rfc3339().into_bytes()),
+                    PutOptions::from(PutMode::Create),
+                )
+                .await;
+            match claimed {
+                Ok(_) => return Ok(next),
+                Err(object_store::Error::AlreadyExists { .. }) => next += 1,
+                Err(error) => return Err(self.report("cannot write", &error)),
+            }
+        }
+    }
+
+    /// Claim a chosen ref (a view's name) in `scope`: `false` if it is taken.
+    pub async fn claim_name(&self, scope: &str, reference: &str) -> Result<bool, String> {
+        let path = self.path(scope, &["names", reference]);
+        match self
+            .location
+            .store
+            .put_opts(
+                &path,
+                PutPayload::from_static(b""),
+                PutOptions::from(PutMode::Create),
+            )
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(error) => Err(self.report("cannot write", &error)),
+        }
+    }
+
+    /// Write `dataset` to `scope`: its Parquet file, then its entry.
+    pub async fn publish(&self, scope: &str, dataset: &Dataset) -> Result<(), String> {
+        let file = crate::snapshot::dataset_file(dataset);
+        let schema = dataset.schema.clone();
+        let batches = dataset.batches.clone();
+        let written =
+            tokio::task::spawn_blocking(move || crate::snapshot::parquet_file(&schema, &batches))
+                .await
+                .map_err(|e| format!("the Parquet writer failed: {e}"))??;
+        let file_bytes = written.bytes.len();
+        let parts: Vec<&str> = file.split('/').collect();
+        self.location
+            .store
+            .put(&self.path(scope, &parts), PutPayload::from(written.bytes))
+            .await
+            .map_err(|e| self.report("cannot write", &e))?;
+        let entry = Entry {
+            layout: LAYOUT,
+            loom_version: env!("CARGO_PKG_VERSION").to_string(),
+            reference: dataset.reference.clone(),
+            kind: dataset.content.kind().to_string(),
+            rows: dataset.rows,
+            schema: ManifestColumn::all_of(&dataset.schema),
+            provenance: ManifestProvenance::of(&dataset.provenance),
+            created_at: dataset.provenance.created_at.clone(),
+            pinned: dataset.pinned(),
+            implicit: dataset.implicit,
+            file,
+            file_bytes,
+        };
+        let body = serde_json::to_vec_pretty(&entry).map_err(|e| e.to_string())?;
+        self.location
+            .store
+            .put(
+                &self.path(scope, &["refs", &format!("{}.json", dataset.reference)]),
+                PutPayload::from(body),
+            )
+            .await
+            .map_err(|e| self.report("cannot write", &e))?;
+        Ok(())
+    }
+
+    /// The entry of `reference` in `scope`, if the store has one.
+    pub async fn entry(&self, scope: &str, reference: &str) -> Result<Option<Entry>, String> {
+        let path = self.path(scope, &["refs", &format!("{reference}.json")]);
+        let bytes = match self.location.store.get(&path).await {
+            Ok(got) => got
+                .bytes()
+                .await
+                .map_err(|e| self.report("cannot read", &e))?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(error) => return Err(self.report("cannot read", &error)),
+        };
+        let entry: Entry = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("the store's entry of `{reference}` does not read: {e}"))?;
+        if entry.layout > LAYOUT {
+            return Err(format!(
+                "`{reference}` was written by loom {} (cluster layout {}); this loom ({}) reads \
+                 layout {LAYOUT}: upgrade it",
+                entry.loom_version,
+                entry.layout,
+                env!("CARGO_PKG_VERSION")
+            ));
+        }
+        Ok(Some(entry))
+    }
+
+    /// The batches of `entry`, in the types they were written with.
+    pub async fn batches(
+        &self,
+        scope: &str,
+        entry: &Entry,
+    ) -> Result<(SchemaRef, Vec<RecordBatch>), String> {
+        let parts: Vec<&str> = entry.file.split('/').collect();
+        let bytes = self
+            .location
+            .store
+            .get(&self.path(scope, &parts))
+            .await
+            .map_err(|e| self.report("cannot read", &e))?
+            .bytes()
+            .await
+            .map_err(|e| self.report("cannot read", &e))?;
+        tokio::task::spawn_blocking(move || crate::snapshot::read_parquet(bytes))
+            .await
+            .map_err(|e| format!("the Parquet reader failed: {e}"))?
+    }
+
+    /// Every entry of `scope`, oldest first (an entry that does not read is left out).
+    pub async fn entries(&self, scope: &str) -> Result<Vec<Entry>, String> {
+        use futures::StreamExt as _;
+        let prefix = self.path(scope, &["refs"]);
+        let mut listing = self.location.store.list(Some(&prefix));
+        let mut paths = Vec::new();
+        while let Some(item) = listing.next().await {
+            let item = item.map_err(|e| self.report("cannot list", &e))?;
+            paths.push(item.location);
+        }
+        let store = self.location.store.clone();
+        let mut entries: Vec<Entry> = futures::stream::iter(paths)
+            .map(|path| {
+                let store = store.clone();
+                async move {
+                    let bytes = store.get(&path).await.ok()?.bytes().await.ok()?;
+                    serde_json::from_slice::<Entry>(&bytes).ok()
+                }
+            })
+            .buffer_unordered(16)
+            .filter_map(|entry| async move { entry })
+            .collect()
+            .await;
+        entries.sort_by(|a, b| (&a.created_at, &a.reference).cmp(&(&b.created_at, &b.reference)));
+        Ok(entries)
+    }
+}
+
+/// One session's part in a cluster: its scope, its block, and the writes of its datasets that
+/// an answer may have to wait for.
+pub struct Membership {
+    cluster: Arc<Cluster>,
+    /// The scope's folder.
+    scope: String,
+    /// Writes started and not yet awaited by an answer.
+    pending: Mutex<Vec<Shared<BoxFuture<'static, ()>>>>,
+    /// Refs opened from the store: not written again.
+    opened: Mutex<HashSet<String>>,
+    /// Whether this session's datasets go to the store: not when no block of refs could be
+    /// claimed (the store was unreachable when the session began).
+    publishing: bool,
+    /// Chosen names this session claimed (a view whose query failed may be made again).
+    claimed: Mutex<HashSet<String>>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Membership {
+    /// A session of `credential` in `cluster`, its refs numbered within a block it claims.
+    pub async fn join(cluster: Arc<Cluster>, credential: &str, store: &Store) -> Arc<Self> {
+        let scope = cluster.scope(credential);
+        let publishing = claim_or_detach(&cluster, &scope, store).await;
+        Arc::new(Self {
+            cluster,
+            scope,
+            publishing,
+            pending: Mutex::default(),
+            opened: Mutex::default(),
+            claimed: Mutex::default(),
+            runtime: tokio::runtime::Handle::current(),
+        })
+    }
+
+    /// The store's listener: start writing `dataset` (tables only; documents and blobs stay
+    /// with the instance that made them). An answer naming it waits in [`Self::settled`].
+    pub fn dataset_created(self: &Arc<Self>, dataset: Arc<Dataset>) {
+        if !matches!(dataset.content, crate::store::document::Content::Table) || !self.publishing {
+            return;
+        }
+        if self
+            .opened
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&dataset.reference)
+        {
+            return;
+        }
+        let cluster = self.cluster.clone();
+        let scope = self.scope.clone();
+        let write = self.runtime.spawn(async move {
+            if let Err(error) = cluster.publish(&scope, &dataset).await {
+                tracing::debug!(dataset = %dataset.reference, "not in the cluster store: {error}");
+            }
+        });
+        let write: BoxFuture<'static, ()> = Box::pin(write.map(|_| ()));
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|w| w.peek().is_none());
+        pending.push(write.shared());
+    }
+
+    /// Wait until every dataset minted so far is in the store (or failed to get there).
+    pub async fn settled(&self) {
+        let waiting: Vec<_> = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        futures::future::join_all(waiting).await;
+    }
+
+    /// Claim a view's chosen name in the scope: an error if another instance or session has it.
+    pub async fn claim_name(&self, reference: &str) -> Result<(), String> {
+        let mut mine = self
+            .claimed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(reference);
+        if !mine {
+            mine = self
+                .cluster
+                .claim_name(&self.scope.clone(), reference)
+                .await?;
+        }
+        match mine {
+            true => {
+                self.claimed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(reference.to_string());
+                Ok(())
+            }
+            false => Err(format!(
+                "a dataset named `{reference}` already exists in this credential's datasets \
+                 (made by another loom instance or an earlier session)"
+            )),
+        }
+    }
+
+    /// Open into `store` the refs `sql` names that it does not hold and the scope's store has
+    /// (a ref another instance or an earlier session minted, or one evicted here). Lookups are
+    /// bounded; a ref the store does not have is left to the engine's own "not found".
+    pub async fn open_named(&self, store: &Arc<Store>, sql: &str) -> Result<(), String> {
+        let held: HashSet<String> = store.references().into_iter().collect();
+        let wanted: Vec<String> = ref_words(sql)
+            .into_iter()
+            .filter(|r| !held.contains(r))
+            .take(MAX_LOOKUPS)
+            .collect();
+        for reference in wanted {
+            self.open(store, &reference).await?;
+        }
+        Ok(())
+    }
+
+    /// Open `reference` into `store` if the scope's store has it and `store` does not hold it.
+    /// `Ok(false)`: the store has no such ref. Profiling what was read (its envelope's
+    /// statistics) runs on the engine's threads, like loom's own tools.
+    pub async fn open(&self, store: &Arc<Store>, reference: &str) -> Result<bool, String> {
+        if store.get(reference).is_some() {
+            return Ok(true);
+        }
+        let scope = self.scope.clone();
+        let Some(entry) = self.cluster.entry(&scope, reference).await? else {
+            return Ok(false);
+        };
+        let (schema, batches) = self.cluster.batches(&scope, &entry).await?;
+        self.opened
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(reference.to_string());
+        let ManifestProvenance {
+            server,
+            tool,
+            args,
+            source,
+        } = entry.provenance;
+        let new = NewDataset {
+            server: server.clone(),
+            tool: tool.clone(),
+            batches,
+            schema,
+            columns: Vec::new(),
+            provenance: Provenance {
+                server,
+                tool,
+                args,
+                created_at: entry.created_at,
+                source,
+            },
+            pinned: false,
+            implicit: entry.implicit,
+            passed_through: false,
+            name: Some(reference.to_string()),
+        };
+        let holder = store.clone();
+        let added = store
+            .on_engine(async move { holder.add(new).map(|_| ()) })
+            .await
+            .and_then(|done| {
+                done.unwrap_or_else(|| Err("opening it took longer than queryTimeoutMs".into()))
+            });
+        match added {
+            Ok(()) => Ok(true),
+            // Opened meanwhile by a concurrent call of the session: held, which is what counts.
+            Err(_) if store.get(reference).is_some() => Ok(true),
+            Err(error) => Err(format!(
+                "cannot open `{reference}` from the cluster store: {error}"
+            )),
+        }
+    }
+
+    /// The scope's datasets in the store that `store` does not hold.
+    pub async fn others(&self, store: &Store) -> Result<Vec<Entry>, String> {
+        let held: HashSet<String> = store.references().into_iter().collect();
+        Ok(self
+            .cluster
+            .entries(&self.scope.clone())
+            .await?
+            .into_iter()
+            .filter(|e| !held.contains(&e.reference))
+            .collect())
+    }
+}
+
+/// Claim a block of ref numbers of `scope` for `store`'s session; `false` when the store could
+/// not be written: the session then numbers its refs in a block of its own past every block a
+/// store can hand out (so none shadows a ref of the store), and keeps its datasets to itself.
+/// A session is never refused for the store: local datasets keep working (SPEC §25).
+async fn claim_or_detach(cluster: &Cluster, scope: &str, store: &Store) -> bool {
+    match cluster.claim_block(scope).await {
+        Ok(block) => {
+            store.number_within(block.saturating_mul(BLOCK), BLOCK);
+            true
+        }
+        Err(error) => {
+            tracing::warn!(
+                "cluster store {}: {error}; this session's datasets stay on this instance",
+                cluster.url()
+            );
+            let spare = u32::MAX / BLOCK - MAX_BLOCKS;
+            let pick = crate::token::random_hex()
+                .and_then(|hex| u32::from_str_radix(&hex[..8.min(hex.len())], 16).ok())
+                .unwrap_or_else(std::process::id);
+            store.number_within((MAX_BLOCKS + pick % spare) * BLOCK, BLOCK);
+            false
+        }
+    }
+}
+
+/// Before one of loom's own tools runs in a cluster: open what it names that this instance does
+/// not hold (and, for a view, claim its name); for `loom_list_datasets`, the scope's datasets
+/// held elsewhere (or why the store could not say).
+pub async fn prepare(
+    member: &Membership,
+    store: &Arc<Store>,
+    tool: &str,
+    arguments: &Option<serde_json::Map<String, serde_json::Value>>,
+) -> Result<Result<Vec<Entry>, String>, String> {
+    use crate::common::tools::{DESCRIBE, EXPORT, LIST, MATERIALIZE, QUERY, READ};
+    let text = |key: &str| {
+        arguments
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .and_then(serde_json::Value::as_str)
+    };
+    match tool {
+        LIST => return Ok(member.others(store).await),
+        QUERY => {
+            if let Some(sql) = text("sql") {
+                member.open_named(store, sql).await?;
+            }
+        }
+        MATERIALIZE => {
+            if let Some(sql) = text("sql") {
+                member.open_named(store, sql).await?;
+            }
+            if let Some(Ok(reference)) = text("name").map(crate::store::view_ref)
+                && store.get(&reference).is_none()
+            {
+                member.claim_name(&reference).await?;
+            }
+        }
+        DESCRIBE | EXPORT | READ => {
+            if let Some(reference) = text("ref") {
+                member.open(store, reference).await?;
+            }
+        }
+        _ => {}
+    }
+    Ok(Ok(Vec::new()))
+}
+
+/// Words of `sql` outside string literals and comments that have the shape of a ref
+/// (`ds_…`, `doc_…`, `blob_…`), each once, in order; double-quoted names included.
+pub fn ref_words(sql: &str) -> Vec<String> {
+    let text = crate::snapshot::catalog::without_literals(sql);
+    let mut seen = Vec::new();
+    for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        let word = word.to_ascii_lowercase();
+        let is_ref = ["ds_", "doc_", "blob_"]
+            .iter()
+            .any(|p| word.starts_with(p) && word.len() > p.len());
+        if is_ref && !seen.contains(&word) {
+            seen.push(word);
+        }
+    }
+    seen
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,276 @@
+use std::sync::Arc;
+
+use arrow::array::{Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+
+use super::*;
+use crate::config::ClusterConfig;
+use crate::store::StoreSettings;
+
+const SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+fn config(dir: &std::path::Path, secret: &str) -> ClusterConfig {
+    ClusterConfig {
+        store: dir.display().to_string(),
+        secret: secret.to_string(),
+    }
+}
+
+fn rows(n: i64) -> NewDataset {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, true),
+    ]));
+    let ids: Vec<i64> = (1..=n).collect();
+    let names: Vec<String> = ids.iter().map(|i| format!("name {i}")).collect();
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from(ids)),
+            Arc::new(StringArray::from(names)),
+        ],
+    )
+    .expect("batch");
+    NewDataset {
+        server: "crm".into(),
+        tool: "rows".into(),
+        batches: vec![batch],
+        schema,
+        columns: Vec::new(),
+        provenance: Provenance {
+            server: "crm".into(),
+            tool: "rows".into(),
+            args: serde_json::json!({"limit": n}),
+            created_at: crate::common::text::now_rfc3339(),
+            source: "structuredContent".into(),
+        },
+        pinned: false,
+        implicit: false,
+        passed_through: false,
+        name: None,
+    }
+}
+
+/// One instance's session: its own store (own engine) in the cluster.
+async fn join(cluster: &Arc<Cluster>, credential: &str) -> (Arc<Store>, Arc<Membership>) {
+    let store = Arc::new(Store::new(StoreSettings::default()).expect("store"));
+    let member = Membership::join(cluster.clone(), credential, &store).await;
+    let listening = member.clone();
+    store.listen(Box::new(move |d| listening.dataset_created(d)));
+    (store, member)
+}
+
+async fn count(store: &Store, sql: &str) -> i64 {
+    let out = store.query(sql).await.expect("query");
+    out.batches[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .expect("count")
+        .value(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ref_minted_on_one_instance_is_answered_by_another() {
+    let dir = tempfile::tempdir().expect("dir");
+    let a = Cluster::open(&config(dir.path(), SECRET)).await.expect("a");
+    let b = Cluster::open(&config(dir.path(), SECRET)).await.expect("b");
+    let (store_a, member_a) = join(&a, "alice").await;
+    let (store_b, member_b) = join(&b, "alice").await;
+    let minted = store_a.add(rows(10_000)).expect("add");
+    member_a.settled().await;
+    // The second session of the scope numbers from its own block: never the same ref.
+    assert_eq!(minted.reference, "ds_crm_rows_1");
+    let other = store_b.add(rows(3)).expect("add");
+    assert_eq!(other.reference, "ds_crm_rows_1001");
+    member_b.settled().await;
+
+    let sql = "SELECT count(*) FROM ds_crm_rows_1 a JOIN ds_crm_rows_1001 b ON a.id = b.id";
+    member_b.open_named(&store_b, sql).await.expect("open");
+    assert_eq!(count(&store_b, sql).await, 3);
+    let opened = store_b.get("ds_crm_rows_1").expect("opened");
+    assert_eq!(opened.rows, 10_000);
+    assert_eq!(opened.provenance.args, serde_json::json!({"limit": 10_000}));
+    // Opened, not minted: it is not written again.
+    assert_eq!(
+        member_b.others(&store_b).await.expect("list").len(),
+        0,
+        "both datasets are held by b now"
+    );
+    let listed = member_a.others(&store_a).await.expect("list");
+    assert_eq!(
+        listed
+            .iter()
+            .map(|e| e.reference.as_str())
+            .collect::<Vec<_>>(),
+        ["ds_crm_rows_1001"]
+    );
+    assert_eq!(listed[0].rows, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_credential_never_sees_a_scope() {
+    let dir = tempfile::tempdir().expect("dir");
+    let cluster = Cluster::open(&config(dir.path(), SECRET))
+        .await
+        .expect("open");
+    let (alice, member_alice) = join(&cluster, "alice").await;
+    let (bob, member_bob) = join(&cluster, "bob").await;
+    alice.add(rows(5)).expect("add");
+    member_alice.settled().await;
+    // Bob's first ref is numbered as if alice had none: scopes are apart.
+    assert_eq!(bob.add(rows(2)).expect("add").reference, "ds_crm_rows_1");
+    member_bob.settled().await;
+    assert!(
+        !member_bob
+            .open(&bob, "ds_crm_rows_2")
+            .await
+            .expect("lookup")
+    );
+    let bobs = member_bob.others(&bob).await.expect("list");
+    assert!(bobs.is_empty(), "{bobs:?}");
+    // The folder names no credential.
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("read")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .all(|n| !n.contains("alice") && !n.contains("bob")),
+        "{names:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_different_secret_or_a_newer_layout_is_refused_by_name() {
+    let dir = tempfile::tempdir().expect("dir");
+    Cluster::open(&config(dir.path(), SECRET))
+        .await
+        .expect("first");
+    let error = Cluster::open(&config(dir.path(), &SECRET.replace('0', "9")))
+        .await
+        .expect_err("another secret");
+    assert!(error.starts_with("cluster.secret differs"), "{error}");
+
+    let newer = tempfile::tempdir().expect("dir");
+    std::fs::write(
+        newer.path().join("cluster.json"),
+        r#"{"layout": 7, "loomVersion": "9.0.0", "secretCheck": "x"}"#,
+    )
+    .expect("write");
+    let error = Cluster::open(&config(newer.path(), SECRET))
+        .await
+        .expect_err("newer");
+    assert!(
+        error.contains("loom 9.0.0 (layout 7)") && error.contains("upgrade"),
+        "{error}"
+    );
+
+    // A dataset entry from a newer loom is refused with its version, the session goes on.
+    let cluster = Cluster::open(&config(dir.path(), SECRET))
+        .await
+        .expect("open");
+    let (store, member) = join(&cluster, "alice").await;
+    store.add(rows(4)).expect("add");
+    member.settled().await;
+    let scope = cluster.scope("alice");
+    let entry = dir.path().join(&scope).join("refs/ds_crm_rows_1.json");
+    let text = std::fs::read_to_string(&entry).expect("entry");
+    std::fs::write(&entry, text.replace("\"layout\": 1", "\"layout\": 3")).expect("write");
+    let (other, other_member) = join(&cluster, "alice").await;
+    let error = other_member
+        .open(&other, "ds_crm_rows_1")
+        .await
+        .expect_err("newer entry");
+    assert!(
+        error.contains("cluster layout 3") && error.contains("upgrade"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_and_chosen_names_are_claimed_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    let cluster = Cluster::open(&config(dir.path(), SECRET))
+        .await
+        .expect("open");
+    let scope = cluster.scope("alice");
+    let claims = futures::future::join_all((0..6).map(|_| cluster.claim_block(&scope))).await;
+    let mut blocks: Vec<u32> = claims.into_iter().map(|c| c.expect("claim")).collect();
+    blocks.sort_unstable();
+    assert_eq!(blocks, [0, 1, 2, 3, 4, 5]);
+    let (_, member) = join(&cluster, "alice").await;
+    member.claim_name("ds_view_top").await.expect("first");
+    // The same session may name it again (materialize's replace); another may not.
+    member.claim_name("ds_view_top").await.expect("own claim");
+    let (_, other) = join(&cluster, "alice").await;
+    let error = other
+        .claim_name("ds_view_top")
+        .await
+        .expect_err("another session");
+    assert!(error.contains("already exists"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_cannot_be_written_is_named_and_local_datasets_keep_working() {
+    let dir = tempfile::tempdir().expect("dir");
+    let cluster = Cluster::open(&config(dir.path(), SECRET))
+        .await
+        .expect("open");
+    let (store, member) = join(&cluster, "alice").await;
+    // The scope's folder becomes a file: every write under it fails.
+    let scope = dir.path().join(cluster.scope("alice"));
+    std::fs::remove_dir_all(&scope).expect("remove");
+    std::fs::write(&scope, b"not a folder").expect("write");
+    let held = store.add(rows(7)).expect("add");
+    member.settled().await;
+    assert_eq!(
+        count(&store, &format!("SELECT count(*) FROM {}", held.reference)).await,
+        7
+    );
+    // The failed write was reported (a warning naming the store, once per kind).
+    assert!(!cluster.warned.lock().expect("lock").is_empty());
+
+    // A session that begins while the store cannot be written is not refused: its refs are
+    // numbered past every block the store hands out (none shadows a ref of the store), and its
+    // datasets stay with it.
+    let (store, member) = join(&cluster, "alice").await;
+    let held = store.add(rows(3)).expect("add");
+    member.settled().await;
+    let number: u64 = held
+        .reference
+        .rsplit('_')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("numbered");
+    assert!(
+        number > u64::from(MAX_BLOCKS) * u64::from(BLOCK),
+        "{}",
+        held.reference
+    );
+    assert_eq!(
+        count(&store, &format!("SELECT count(*) FROM {}", held.reference)).await,
+        3
+    );
+    // Once the store is back, what other sessions wrote opens again; this one's never went.
+    std::fs::remove_file(&scope).expect("remove");
+    let (other, other_member) = join(&cluster, "alice").await;
+    assert!(
+        !other_member
+            .open(&other, &held.reference)
+            .await
+            .expect("open")
+    );
+}
+
+#[test]
+fn ref_words_are_the_refs_a_statement_names() {
+    assert_eq!(
+        ref_words(
+            "SELECT * FROM ds_a_1 JOIN \"ds_b_2\" USING (id) -- ds_c_3\n WHERE x = 'ds_d_4' AND doc_5.y"
+        ),
+        ["ds_a_1", "ds_b_2", "doc_5"]
+    );
+    assert!(ref_words("SELECT ds_ FROM t").is_empty());
+}
