@@ -18,7 +18,8 @@ use std::process::{Command, Stdio};
 const SETUP_HINT: &str = "run `bash .ci/run` (everything CI runs) or `.ci/setup-interop` \
      (needs python3 with venv, node and npm; installs into .ci/venv, .ci/venv1, \
      .ci/venv-litellm, .ci/node/node_modules, .ci/inspector/node_modules and \
-     .ci/browser/node_modules, and Debian's chromium, prometheus and haproxy)";
+     .ci/browser/node_modules, and Debian's chromium, prometheus and haproxy), then \
+     `.ci/setup-data` (moto, the S3 server, into .ci/venv-data)";
 
 /// Files the suite needs besides the Python packages.
 const SERVERS: &[&str] = &[
@@ -47,6 +48,9 @@ const SERVERS: &[&str] = &[
     "/usr/bin/prometheus",
     // Debian's HAProxy, the balancer in front of several instances (test_cluster.py).
     "/usr/sbin/haproxy",
+    // moto, the S3 server of the cluster store's tests (test_cluster_store.py; .ci/setup-data
+    // installs it for the snapshot tests).
+    ".ci/venv-data/bin/moto_server",
 ];
 
 /// The interpreter with the Python SDK's 1.x line (tests/interop/requirements-1x.txt).

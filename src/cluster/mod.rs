@@ -244,7 +244,7 @@ impl Cluster {
         } else {
             tracing::debug!("cluster store: {message}");
         }
-        message
+        format!("cluster.store: {message}")
     }
 
     /// The folder of `credential`'s scope.
@@ -633,10 +633,7 @@ async fn claim_or_detach(cluster: &Cluster, scope: &str, store: &Store) -> bool 
             true
         }
         Err(error) => {
-            tracing::warn!(
-                "cluster store {}: {error}; this session's datasets stay on this instance",
-                cluster.url()
-            );
+            tracing::warn!("{error}; this session's datasets stay on this instance");
             let spare = u32::MAX / BLOCK - MAX_BLOCKS;
             let pick = crate::token::random_hex()
                 .and_then(|hex| u32::from_str_radix(&hex[..8.min(hex.len())], 16).ok())

@@ -46,9 +46,9 @@ def readme_haproxy_config() -> str:
 
 
 @contextmanager
-def haproxy(backends: list[str], tmp: Path) -> Iterator[str]:
-    """README's configuration with its bind address and its servers replaced by local ones; the
-    balancer's MCP URL."""
+def haproxy(backends: list[str], tmp: Path, balance: str | None = None) -> Iterator[str]:
+    """README's configuration with its bind address and its servers replaced by local ones (and
+    its `balance` algorithm by `balance`, when given); the balancer's MCP URL."""
     if not Path(HAPROXY_BIN).is_file():
         raise RuntimeError(f"{HAPROXY_BIN} is missing: install Debian's `haproxy` package (.ci/setup-interop does)")
     config = readme_haproxy_config()
@@ -58,6 +58,9 @@ def haproxy(backends: list[str], tmp: Path) -> Iterator[str]:
     servers = iter(backends)
     config, count = re.subn(r"(?m)^(\s*server \S+) \S+", lambda m: f"{m[1]} {next(servers)}", config)
     assert count == len(backends), config
+    if balance is not None:
+        config, swapped = re.subn(r"(?m)^(\s*balance) .+$", rf"\1 {balance}", config)
+        assert swapped == 1, config
     path = tmp / "haproxy.cfg"
     path.write_text(config)
     log = (tmp / "haproxy.stderr").open("wb")

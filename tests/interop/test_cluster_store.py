@@ -1,0 +1,336 @@
+"""Several `loom serve --http` instances sharing one store (`cluster`, SPEC §25), through the
+official Python SDK 2.x, the store both a directory and S3 on moto:
+
+    SDK 2.x --HTTP--> loom ×3 (each directly, or behind Debian's HAProxy) --stdio--> Python server
+                        \\____ one store: ROOT/scope=S/… (Parquet + entries) ____/
+
+What the issue's acceptance asks of datasets: a ref minted on one instance is answered by every
+instance (query, describe, listing), a join of datasets minted on two instances equals the
+server's own data joined, the instance that minted a dataset can die (SIGKILL) and the next query
+is still answered, another credential never sees a scope on any instance, a ref outlives its
+session (a new 2025 session, a new stdio process), refs are unique across instances; bad input:
+a secret that differs, a store written by a newer loom, a store that becomes unreachable (local
+datasets keep working, the error names the store), `loom check` naming `cluster.store` and
+`cluster.secret`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx2
+import pytest
+
+from conftest import LOOM_BIN, PATIENCE, PY, REPO_ROOT, connect_loom
+from test_cluster import TOKENS, audit_subjects, bearer, haproxy, web  # noqa: F401 (web: fixture)
+from test_http_serve import connect_http, serve_http
+
+pytestmark = pytest.mark.anyio
+
+INSTANCES = 3
+SECRET = "interop-cluster-secret-" + "5e" * 20
+DATA_PYTHON = REPO_ROOT / ".ci" / "venv-data" / "bin" / "python"
+MOTO = REPO_ROOT / "tests" / "engines" / "moto_server.py"
+MOTO_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+
+
+@dataclass
+class Store:
+    url: str
+    env: dict[str, str]
+    moto: subprocess.Popen | None = None
+    folder: Path | None = None
+
+    def cut_off(self) -> None:
+        """The store stops answering (S3: its server ends)."""
+        assert self.moto is not None, "only the S3 store can be cut off here"
+        self.moto.kill()
+        self.moto.wait()
+
+
+@contextmanager
+def store_of(kind: str, tmp: Path) -> Iterator[Store]:
+    if kind == "directory":
+        folder = tmp / "cluster-store"
+        yield Store(url=str(folder), env={}, folder=folder)
+        return
+    if not DATA_PYTHON.exists():
+        raise RuntimeError(f"{DATA_PYTHON} is missing: run .ci/setup-data (it installs moto, the S3 server these tests start)")
+    process = subprocess.Popen([str(DATA_PYTHON), str(MOTO)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline().split()[0])
+        endpoint = f"http://127.0.0.1:{port}"
+        assert httpx2.put(f"{endpoint}/loom-cluster", timeout=PATIENCE).status_code == 200
+        yield Store(url="s3://loom-cluster/team", env={**MOTO_KEYS, "AWS_ENDPOINT_URL": endpoint}, moto=process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+@dataclass
+class Cluster:
+    looms: list[Any]
+    audits: list[Path]
+    store: Store
+    web: Any
+
+    def url(self, n: int) -> str:
+        return self.looms[n].url
+
+
+def configure(web, tmp: Path, store: Store, n: int, secret: str = SECRET) -> None:
+    web.env.update({f"LOOM_CLUSTER_TOKEN_{i}": token for i, token in enumerate(TOKENS)})
+    web.env.update(store.env)
+    web.env["LOOM_CLUSTER_SECRET"] = secret
+    web.options["http"] = {"tokens": [f"${{LOOM_CLUSTER_TOKEN_{i}}}" for i in range(len(TOKENS))]}
+    web.options["audit"] = {"path": str(tmp / f"audit-{n}.jsonl")}
+    web.options["cluster"] = {"store": store.url, "secret": "${LOOM_CLUSTER_SECRET}"}
+
+
+@pytest.fixture(params=["directory", "s3"])
+def shared(request, web, tmp_path) -> Iterator[Cluster]:
+    web.use(PY)
+    with ExitStack() as stack:
+        store = stack.enter_context(store_of(request.param, tmp_path))
+        looms = []
+        for n in range(INSTANCES):
+            configure(web, tmp_path, store, n)
+            looms.append(stack.enter_context(serve_http(web)))
+        yield Cluster(looms=looms, audits=[tmp_path / f"audit-{n}.jsonl" for n in range(INSTANCES)], store=store, web=web)
+
+
+def number_of(ref: str) -> int:
+    return int(ref.rsplit("_", 1)[1])
+
+
+async def mint(url: str, token: str, count: int, mode: str = "2026-07-28") -> str:
+    async with connect_http(url, mode, headers=bearer(token)) as client:
+        envelope = await client.call_tool(f"{PY}_inventory", {"count": count})
+        assert not envelope.is_error, envelope
+        return envelope.structured_content["ref"]
+
+
+async def query(url: str, token: str, sql: str, mode: str = "2026-07-28") -> Any:
+    async with connect_http(url, mode, headers=bearer(token)) as client:
+        return await client.call_tool("loom_query", {"sql": sql})
+
+
+def inventory(count: int) -> list[dict[str, Any]]:
+    """What the Python server's `inventory` returns (its own data, computed as it does)."""
+    warehouses = ["north", "south", "east", "west"]  # python_server.WAREHOUSES
+    return [
+        {"sku": f"SKU-{i:05d}", "quantity": (i * 7) % 100, "warehouse": warehouses[i % len(warehouses)]}
+        for i in range(count)
+    ]
+
+
+async def test_a_dataset_minted_on_one_instance_is_answered_by_every_instance(shared):
+    token = TOKENS[0]
+    ref = await mint(shared.url(0), token, 2000)
+    # Every instance answers it, the one that minted it included; describe and the listing too.
+    for n in range(INSTANCES):
+        answer = await query(shared.url(n), token, f"SELECT count(*) AS n, sum(quantity) AS q FROM {ref}")
+        assert not answer.is_error, answer
+        expected = sum(row["quantity"] for row in inventory(2000))
+        assert answer.structured_content["rows"] == [{"n": 2000, "q": expected}]
+    async with connect_http(shared.url(2), "2026-07-28", headers=bearer(token)) as client:
+        described = await client.call_tool("loom_describe", {"ref": ref})
+        assert not described.is_error, described
+        assert described.structured_content["rows"] == 2000
+    # A fresh instance session lists it before it holds it: held elsewhere, in the store.
+    ref_b = await mint(shared.url(1), token, 300)
+    async with connect_http(shared.url(2), "legacy", headers=bearer(token)) as client:
+        listed = await client.call_tool("loom_list_datasets", {})
+        assert not listed.is_error, listed
+        found = {d["ref"]: d for d in listed.structured_content["datasets"]}
+        assert ref in found and ref_b in found, found
+        assert "clusterStore" not in listed.structured_content
+    # Refs are unique across instances: the second instance numbered from another block.
+    assert ref != ref_b and number_of(ref) // 1000 != number_of(ref_b) // 1000, (ref, ref_b)
+
+
+async def test_a_join_of_datasets_minted_on_two_instances_equals_the_data_joined(shared):
+    token = TOKENS[1]
+    left = await mint(shared.url(0), token, 1500)
+    right = await mint(shared.url(1), token, 900)
+    sql = (
+        f"SELECT l.warehouse, count(*) AS n, sum(l.quantity + r.quantity) AS q FROM {left} l "
+        f"JOIN {right} r ON l.sku = r.sku GROUP BY l.warehouse ORDER BY l.warehouse"
+    )
+    answer = await query(shared.url(2), token, sql)
+    assert not answer.is_error, answer
+    right_rows = {row["sku"]: row for row in inventory(900)}
+    expected: dict[str, dict[str, Any]] = {}
+    for row in inventory(1500):
+        other = right_rows.get(row["sku"])
+        if other is None:
+            continue
+        group = expected.setdefault(row["warehouse"], {"warehouse": row["warehouse"], "n": 0, "q": 0})
+        group["n"] += 1
+        group["q"] += row["quantity"] + other["quantity"]
+    assert answer.structured_content["rows"] == [expected[k] for k in sorted(expected)]
+
+
+async def test_another_credential_never_sees_a_scope_on_any_instance(shared):
+    ref = await mint(shared.url(0), TOKENS[2], 1200)
+    for n in range(INSTANCES):
+        refused = await query(shared.url(n), TOKENS[3], f"SELECT count(*) FROM {ref}")
+        assert refused.is_error, refused
+        async with connect_http(shared.url(n), "2026-07-28", headers=bearer(TOKENS[3])) as client:
+            listed = await client.call_tool("loom_list_datasets", {})
+            assert ref not in json.dumps(listed.structured_content)
+            described = await client.call_tool("loom_describe", {"ref": ref})
+            assert described.is_error
+    # Nothing in the store names the token.
+    if shared.store.folder is not None:
+        names = "\n".join(str(p) for p in shared.store.folder.rglob("*"))
+        assert all(token not in names for token in TOKENS)
+
+
+async def test_the_instance_that_minted_a_dataset_can_die(shared, tmp_path):
+    token = TOKENS[4]
+    ref = await mint(shared.url(0), token, 2000)
+    shared.looms[0].process.kill()
+    shared.looms[0].process.wait()
+    for n in (1, 2):
+        answer = await query(shared.url(n), token, f"SELECT count(*) AS n FROM {ref}")
+        assert not answer.is_error, answer
+        assert answer.structured_content["rows"] == [{"n": 2000}]
+
+
+async def test_round_robin_through_the_balancer_every_instance_answers(shared, tmp_path):
+    """README's HAProxy block with `balance roundrobin`: one client's requests land on every
+    instance, and each answers the dataset one of them minted."""
+    backends = [loom.url.removeprefix("http://").removesuffix("/mcp") for loom in shared.looms]
+    with haproxy(backends, tmp_path, balance="roundrobin") as url:
+        token = TOKENS[5]
+        before = [len(audit_subjects(path)) for path in shared.audits]
+        async with connect_http(url, "2026-07-28", headers=bearer(token)) as client:
+            envelope = await client.call_tool(f"{PY}_inventory", {"count": 2000})
+            ref = envelope.structured_content["ref"]
+            for _ in range(6):
+                answer = await client.call_tool("loom_query", {"sql": f"SELECT count(*) AS n FROM {ref}"})
+                assert not answer.is_error, answer
+                assert answer.structured_content["rows"] == [{"n": 2000}]
+        grown = [len(audit_subjects(path)) - count for path, count in zip(shared.audits, before)]
+        assert all(g > 0 for g in grown), grown
+
+
+async def test_a_ref_outlives_its_session(shared):
+    token = TOKENS[6]
+    ref = await mint(shared.url(0), token, 1000, mode="legacy")
+    # A new 2025 session (a new Mcp-Session-Id) on the same instance, and on another.
+    for n in (0, 1):
+        answer = await query(shared.url(n), token, f"SELECT count(*) AS n FROM {ref}", mode="legacy")
+        assert not answer.is_error, answer
+        assert answer.structured_content["rows"] == [{"n": 1000}]
+
+
+def loom_start_fails(web, tmp: Path, store: Store, secret: str) -> str:
+    """Start one more instance; it must exit; what it said."""
+    configure(web, tmp, store, 9, secret=secret)
+    config = web.write_config()
+    done = subprocess.run(
+        [str(LOOM_BIN), "serve", "--http", "127.0.0.1:0", "--config", str(config)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=PATIENCE,
+        env={**os.environ, **web.env},
+    )
+    assert done.returncode != 0, done.stderr
+    return done.stderr
+
+
+def loom_check(web, tmp: Path, store: Store, secret: str) -> subprocess.CompletedProcess:
+    configure(web, tmp, store, 9, secret=secret)
+    config = web.write_config()
+    return subprocess.run(
+        [str(LOOM_BIN), "check", "--config", str(config)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE,
+        env={**os.environ, **web.env},
+    )
+
+
+async def test_a_different_secret_or_a_newer_store_is_refused_by_name(shared, tmp_path):
+    other = "another-secret-of-enough-length-" + "ab" * 8
+    said = loom_start_fails(shared.web, tmp_path, shared.store, other)
+    assert "cluster.secret differs" in said, said
+    checked = loom_check(shared.web, tmp_path, shared.store, other)
+    assert checked.returncode == 2 and "cluster.secret differs" in checked.stderr, checked
+    checked = loom_check(shared.web, tmp_path, shared.store, SECRET)
+    assert checked.returncode == 0 and "set up with this secret" in checked.stdout, checked
+    assert SECRET not in checked.stdout + checked.stderr
+    if shared.store.folder is not None:
+        # A store set up by a newer loom: refused with its version.
+        path = shared.store.folder / "cluster.json"
+        data = json.loads(path.read_text())
+        path.write_text(json.dumps({**data, "layout": 7, "loomVersion": "9.1.0"}))
+        said = loom_start_fails(shared.web, tmp_path, shared.store, SECRET)
+        assert "loom 9.1.0 (layout 7)" in said and "upgrade" in said, said
+
+
+async def test_loom_check_names_what_the_cluster_block_lacks(web, tmp_path):
+    web.use(PY)
+    unreachable = Store(url="s3://loom-cluster/team", env={**MOTO_KEYS, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
+    checked = loom_check(web, tmp_path, unreachable, SECRET)
+    assert checked.returncode == 2, checked
+    assert "cluster.store" in checked.stderr and "cannot reach" in checked.stderr, checked.stderr
+    folder = Store(url=str(tmp_path / "fresh-store"), env={})
+    checked = loom_check(web, tmp_path, folder, "too-short")
+    assert checked.returncode == 2 and "cluster.secret" in checked.stderr and "at least 32" in checked.stderr, checked
+    checked = loom_check(web, tmp_path, folder, SECRET)
+    assert checked.returncode == 0 and "not set up yet" in checked.stdout, checked
+    # The check leaves nothing behind: the first instance sets the store up.
+    assert not (tmp_path / "fresh-store" / "cluster.json").exists()
+
+
+@pytest.mark.parametrize("shared", ["s3"], indirect=True)
+async def test_a_store_that_becomes_unreachable_is_named_and_local_datasets_keep_working(shared):
+    token = TOKENS[7]
+    elsewhere = await mint(shared.url(1), token, 500)
+    async with connect_http(shared.url(0), "2026-07-28", headers=bearer(token)) as client:
+        shared.store.cut_off()
+        envelope = await client.call_tool(f"{PY}_inventory", {"count": 2000})
+        assert not envelope.is_error, envelope
+        ref = envelope.structured_content["ref"]
+        local = await client.call_tool("loom_query", {"sql": f"SELECT count(*) AS n FROM {ref}"})
+        assert not local.is_error and local.structured_content["rows"] == [{"n": 2000}], local
+        remote = await client.call_tool("loom_query", {"sql": f"SELECT count(*) FROM {elsewhere}"})
+        assert remote.is_error, remote
+        assert "cluster.store" in remote.content[0].text and "cannot reach" in remote.content[0].text, remote
+        listed = await client.call_tool("loom_list_datasets", {})
+        assert not listed.is_error, listed
+        assert ref in json.dumps(listed.structured_content["datasets"])
+        assert "cannot reach" in listed.structured_content["clusterStore"], listed.structured_content
+    assert "cluster store" in shared.looms[0].stderr()
+
+
+async def test_a_new_stdio_process_opens_a_ref_an_earlier_one_was_given(web, tmp_path):
+    """langchain-mcp-adapters' default opens a new session — a new loom process — for every tool
+    call: with a store, the ref of one call is answered by the next process."""
+    web.use(PY)
+    web.options["cluster"] = {"store": str(tmp_path / "store"), "secret": "${LOOM_CLUSTER_SECRET}"}
+    web.env["LOOM_CLUSTER_SECRET"] = SECRET
+    async with connect_loom(web, mode="legacy") as client:
+        envelope = await client.call_tool(f"{PY}_inventory", {"count": 2000})
+        ref = envelope.structured_content["ref"]
+    for mode in ("2026-07-28", "legacy"):
+        async with connect_loom(web, mode=mode) as client:
+            answer = await client.call_tool("loom_query", {"sql": f"SELECT count(*) AS n FROM {ref}"})
+            assert not answer.is_error, answer
+            assert answer.structured_content["rows"] == [{"n": 2000}]
+            again = await client.call_tool(f"{PY}_inventory", {"count": 2000})
+            assert number_of(again.structured_content["ref"]) > 1000, again.structured_content["ref"]
