@@ -13,8 +13,8 @@
 //! hold the secret can compute for a credential, and that names no token. A session claims a
 //! block of ref numbers when it opens (one conditional create: `PutMode::Create`), so refs are
 //! unique within a scope across instances and sessions without a round trip per dataset. Every
-//! dataset a session mints is written before the answer that names it; another instance opens
-//! it on first use.
+//! dataset a session mints (tables, documents, blobs) is written before the answer that names
+//! it; another instance opens it on first use.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -72,6 +72,9 @@ pub struct Entry {
     pub file: String,
     /// Bytes of the Parquet file.
     pub file_bytes: usize,
+    /// A document's kind (`page`, `json`, `text`): how it is read and cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document_kind: Option<String>,
 }
 
 /// The shared store of a cluster, opened once per process.
@@ -350,6 +353,12 @@ impl Cluster {
             implicit: dataset.implicit,
             file,
             file_bytes,
+            document_kind: match &dataset.content {
+                crate::store::document::Content::Document(document) => {
+                    Some(document.kind.as_str().to_string())
+                }
+                _ => None,
+            },
         };
         let body = serde_json::to_vec_pretty(&entry).map_err(|e| e.to_string())?;
         self.location
@@ -471,10 +480,10 @@ impl Membership {
         })
     }
 
-    /// The store's listener: start writing `dataset` (tables only; documents and blobs stay
-    /// with the instance that made them). An answer naming it waits in [`Self::settled`].
+    /// The store's listener: start writing `dataset` (a table, a document or a blob). An answer
+    /// naming it waits in [`Self::settled`].
     pub fn dataset_created(self: &Arc<Self>, dataset: Arc<Dataset>) {
-        if !matches!(dataset.content, crate::store::document::Content::Table) || !self.publishing {
+        if !self.publishing {
             return;
         }
         if self
@@ -593,8 +602,16 @@ impl Membership {
             name: Some(reference.to_string()),
         };
         let holder = store.clone();
+        let kind = entry.kind;
+        let document_kind = entry.document_kind;
         let added = store
-            .on_engine(async move { holder.add(new).map(|_| ()) })
+            .on_engine(async move {
+                match kind.as_str() {
+                    "document" => restore_document(&holder, new, document_kind.as_deref()),
+                    "blob" => restore_blob(&holder, new),
+                    _ => holder.add(new).map(|_| ()),
+                }
+            })
             .await
             .and_then(|done| {
                 done.unwrap_or_else(|| Err("opening it took longer than queryTimeoutMs".into()))
@@ -620,6 +637,60 @@ impl Membership {
             .filter(|e| !held.contains(&e.reference))
             .collect())
     }
+}
+
+/// A document as its table holds it, one row per line: the original is its lines joined by
+/// `\n` (which belongs to no line), byte for byte.
+fn restore_document(store: &Store, new: NewDataset, kind: Option<&str>) -> Result<(), String> {
+    use arrow::array::{Array as _, AsArray as _};
+    let kind = kind
+        .and_then(crate::store::document::DocumentKind::parse)
+        .unwrap_or(crate::store::document::DocumentKind::Text);
+    let mut text = String::new();
+    let mut first = true;
+    for batch in &new.batches {
+        let column = batch
+            .column_by_name("text")
+            .ok_or("the document's table has no `text` column")?;
+        let lines = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8)
+            .map_err(|e| format!("the document's lines do not read: {e}"))?;
+        let lines = lines.as_string::<i32>();
+        for i in 0..lines.len() {
+            if !first {
+                text.push('\n');
+            }
+            first = false;
+            text.push_str(lines.value(i));
+        }
+    }
+    let reference = new.name.clone();
+    store
+        .add_document_as(kind, text, new.provenance, reference)
+        .map(|_| ())
+}
+
+/// A blob as its table holds it: one row of `(mime, bytes, data)`.
+fn restore_blob(store: &Store, new: NewDataset) -> Result<(), String> {
+    use arrow::array::AsArray as _;
+    let batch = new
+        .batches
+        .iter()
+        .find(|b| b.num_rows() > 0)
+        .ok_or("the blob's table has no row")?;
+    let mime = batch
+        .column_by_name("mime")
+        .and_then(|c| arrow::compute::cast(c, &arrow::datatypes::DataType::Utf8).ok())
+        .ok_or("the blob's table has no `mime` column")?;
+    let data = batch
+        .column_by_name("data")
+        .and_then(|c| arrow::compute::cast(c, &arrow::datatypes::DataType::Binary).ok())
+        .ok_or("the blob's table has no `data` column")?;
+    let mime = mime.as_string::<i32>().value(0).to_string();
+    let data = data.as_binary::<i32>().value(0).to_vec();
+    let reference = new.name.clone();
+    store
+        .add_blob_as(&mime, data, new.provenance, reference)
+        .map(|_| ())
 }
 
 /// Claim a block of ref numbers of `scope` for `store`'s session; `false` when the store could

@@ -109,6 +109,65 @@ async fn a_ref_minted_on_one_instance_is_answered_by_another() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documents_and_blobs_open_on_another_instance_byte_for_byte() {
+    use crate::store::document::{Content, DocumentKind};
+    let dir = tempfile::tempdir().expect("dir");
+    let cluster = Cluster::open(&config(dir.path(), SECRET))
+        .await
+        .expect("open");
+    let (store_a, member_a) = join(&cluster, "alice").await;
+    let provenance = || Provenance {
+        server: "web".into(),
+        tool: "fetch".into(),
+        args: serde_json::json!({"url": "https://example.com/"}),
+        created_at: "2026-12-06T00:00:00.000Z".into(),
+        source: "html".into(),
+    };
+    // Lines that end in \n, an empty line, a last line without one, a character past the BMP.
+    let original = "<h1>Title</h1>\n\nsecond line é 🦀\r\n  indented\nlast".to_string();
+    let doc = store_a
+        .add_document(DocumentKind::Page, original.clone(), provenance())
+        .expect("document");
+    let trailing = store_a
+        .add_document(DocumentKind::Json, "{\"a\": 1}\n".into(), provenance())
+        .expect("document");
+    let blob = store_a
+        .add_blob(
+            "image/png",
+            vec![0x89, b'P', b'N', b'G', 0, 255],
+            provenance(),
+        )
+        .expect("blob");
+    member_a.settled().await;
+
+    let (store_b, member_b) = join(&cluster, "alice").await;
+    for (reference, text, kind) in [
+        (&doc.reference, original.as_str(), DocumentKind::Page),
+        (&trailing.reference, "{\"a\": 1}\n", DocumentKind::Json),
+    ] {
+        assert!(member_b.open(&store_b, reference).await.expect("open"));
+        let opened = store_b.get(reference).expect("held");
+        let Content::Document(document) = &opened.content else {
+            panic!("{reference} opened as {}", opened.content.kind());
+        };
+        assert_eq!(document.text(), text);
+        assert_eq!(document.kind, kind);
+    }
+    assert!(
+        member_b
+            .open(&store_b, &blob.reference)
+            .await
+            .expect("open")
+    );
+    let opened = store_b.get(&blob.reference).expect("held");
+    let Content::Blob(found) = &opened.content else {
+        panic!("the blob opened as {}", opened.content.kind());
+    };
+    assert_eq!(found.mime, "image/png");
+    assert_eq!(found.bytes.as_slice(), [0x89, b'P', b'N', b'G', 0, 255]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_credential_never_sees_a_scope() {
     let dir = tempfile::tempdir().expect("dir");
     let cluster = Cluster::open(&config(dir.path(), SECRET))

@@ -36,6 +36,13 @@ impl DocumentKind {
             Self::Text => "text",
         }
     }
+
+    /// The kind [`Self::as_str`] named.
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Page, Self::Json, Self::Text]
+            .into_iter()
+            .find(|kind| kind.as_str() == name)
+    }
 }
 
 /// What a held entry is.

@@ -474,7 +474,23 @@ impl Store {
         text: String,
         provenance: Provenance,
     ) -> Result<Arc<Dataset>, String> {
+        self.add_document_as(kind, text, provenance, None)
+    }
+
+    /// [`Self::add_document`] under a ref given (one another instance minted: SPEC §25), or the
+    /// next `doc_<n>`.
+    pub fn add_document_as(
+        &self,
+        kind: document::DocumentKind,
+        text: String,
+        provenance: Provenance,
+        reference: Option<String>,
+    ) -> Result<Arc<Dataset>, String> {
         let (schema, batch, body) = document::document(kind, text)?;
+        let name = match reference {
+            Some(reference) => reference,
+            None => self.next_name("doc")?,
+        };
         let new = NewDataset {
             server: provenance.server.clone(),
             tool: provenance.tool.clone(),
@@ -485,7 +501,7 @@ impl Store {
             pinned: false,
             implicit: false,
             passed_through: false,
-            name: Some(self.next_name("doc")?),
+            name: Some(name),
         };
         self.add_content(new, document::Content::Document(body))
     }
@@ -497,7 +513,22 @@ impl Store {
         data: Vec<u8>,
         provenance: Provenance,
     ) -> Result<Arc<Dataset>, String> {
+        self.add_blob_as(mime, data, provenance, None)
+    }
+
+    /// [`Self::add_blob`] under a ref given, or the next `blob_<n>`.
+    pub fn add_blob_as(
+        &self,
+        mime: &str,
+        data: Vec<u8>,
+        provenance: Provenance,
+        reference: Option<String>,
+    ) -> Result<Arc<Dataset>, String> {
         let (schema, batch, body) = document::blob(mime, data)?;
+        let name = match reference {
+            Some(reference) => reference,
+            None => self.next_name("blob")?,
+        };
         let new = NewDataset {
             server: provenance.server.clone(),
             tool: provenance.tool.clone(),
@@ -508,7 +539,7 @@ impl Store {
             pinned: false,
             implicit: false,
             passed_through: false,
-            name: Some(self.next_name("blob")?),
+            name: Some(name),
         };
         self.add_content(new, document::Content::Blob(body))
     }

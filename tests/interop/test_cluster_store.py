@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ import pytest
 
 from conftest import LOOM_BIN, PATIENCE, PY, REPO_ROOT, connect_loom
 from test_cluster import TOKENS, audit_subjects, bearer, haproxy, web  # noqa: F401 (web: fixture)
-from test_http_serve import connect_http, serve_http
+from test_http_serve import _big_text_of, connect_http, serve_http
 
 pytestmark = pytest.mark.anyio
 
@@ -334,3 +335,31 @@ async def test_a_new_stdio_process_opens_a_ref_an_earlier_one_was_given(web, tmp
             assert answer.structured_content["rows"] == [{"n": 2000}]
             again = await client.call_tool(f"{PY}_inventory", {"count": 2000})
             assert number_of(again.structured_content["ref"]) > 1000, again.structured_content["ref"]
+
+
+async def test_a_reduced_page_s_original_is_read_on_another_instance(shared):
+    """The firewall's document (`doc_…`, the original of a reduced result) is in the store too:
+    `loom_read` on another instance gives it back whole, page by page, and SQL reads its lines."""
+    big_text_of = _big_text_of
+    token = TOKENS[0]
+    async with connect_http(shared.url(0), "2026-07-28", headers=bearer(token)) as client:
+        reduced = await client.call_tool(f"{PY}_big_text", {"size": 60_000})
+        assert not reduced.is_error, reduced
+        header = reduced.content[0].text.split("\n", 1)[0]
+        found = re.search(r'full original: loom_read\("(doc_\d+)"\)', header)
+        assert found, header
+        ref = found[1]
+    async with connect_http(shared.url(2), "2026-07-28", headers=bearer(token)) as client:
+        pages, offset = [], 0
+        while True:
+            page = await client.call_tool("loom_read", {"ref": ref, "offset": offset})
+            assert not page.is_error, page
+            pages.append(page.content[0].text)
+            position = page.structured_content
+            if "nextOffset" not in position:
+                break
+            offset = position["nextOffset"]
+        assert "".join(pages) == big_text_of(60_000)
+        lines = await client.call_tool("loom_query", {"sql": f"SELECT count(*) AS n FROM {ref}"})
+        assert not lines.is_error, lines
+        assert lines.structured_content["rows"] == [{"n": big_text_of(60_000).count("\n") + 1}]
