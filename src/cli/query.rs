@@ -243,7 +243,7 @@ async fn execute(url: &str, sessions: Sessions<'_>, action: Action<'_>) -> Resul
             writeln!(out, "session {session}").map_err(io)?;
             for d in store.list() {
                 let columns: Vec<String> = d
-                    .profile
+                    .profile()
                     .iter()
                     .map(|p| format!("{} {}", p.name, p.data_type))
                     .collect();

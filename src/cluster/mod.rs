@@ -418,6 +418,57 @@ impl Cluster {
             .map_err(|e| format!("the Parquet reader failed: {e}"))?
     }
 
+    /// Copy an exported file to `scope=S/exports/NAME`, streamed in parts (an export may be up
+    /// to `exportMaxBytes`); unless `overwrite`, a name the store has already is refused (checked
+    /// before the copy: two instances exporting one name at the same moment may both succeed,
+    /// the later copy kept). The object's URL.
+    pub async fn store_export(
+        &self,
+        scope: &str,
+        file: &std::path::Path,
+        overwrite: bool,
+    ) -> Result<String, String> {
+        use tokio::io::AsyncWriteExt as _;
+        let name = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| format!("the export {} has no file name", file.display()))?;
+        let path = self.path(scope, &["exports", name]);
+        if !overwrite {
+            match self.location.store.head(&path).await {
+                Ok(_) => {
+                    return Err(format!(
+                        "an export named `{name}` is in the cluster store already (made on another \
+                         instance or in an earlier session); pass \"overwrite\": true to replace it"
+                    ));
+                }
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(error) => return Err(self.report("cannot read", &error)),
+            }
+        }
+        let mut source = tokio::fs::File::open(file)
+            .await
+            .map_err(|e| format!("cannot read the export {}: {e}", file.display()))?;
+        let mut writer =
+            object_store::buffered::BufWriter::new(self.location.store.clone(), path.clone());
+        if let Err(error) = tokio::io::copy(&mut source, &mut writer).await {
+            let _ = writer.abort().await;
+            return Err(self.report("cannot write", &error));
+        }
+        writer
+            .shutdown()
+            .await
+            .map_err(|e| self.report("cannot write", &e))?;
+        Ok(format!(
+            "{}/{}",
+            self.location.url_base.trim_end_matches('/'),
+            path.as_ref()
+                .strip_prefix(self.location.root.as_ref())
+                .unwrap_or(path.as_ref())
+                .trim_start_matches('/')
+        ))
+    }
+
     /// Every entry of `scope`, oldest first (an entry that does not read is left out).
     pub async fn entries(&self, scope: &str) -> Result<Vec<Entry>, String> {
         use futures::StreamExt as _;
@@ -609,7 +660,7 @@ impl Membership {
                 match kind.as_str() {
                     "document" => restore_document(&holder, new, document_kind.as_deref()),
                     "blob" => restore_blob(&holder, new),
-                    _ => holder.add(new).map(|_| ()),
+                    _ => holder.add_unprofiled(new).map(|_| ()),
                 }
             })
             .await
@@ -624,6 +675,17 @@ impl Membership {
                 "cannot open `{reference}` from the cluster store: {error}"
             )),
         }
+    }
+
+    /// Copy an export of this session to the scope's `exports/` in the store.
+    pub async fn store_export(
+        &self,
+        file: &std::path::Path,
+        overwrite: bool,
+    ) -> Result<String, String> {
+        self.cluster
+            .store_export(&self.scope, file, overwrite)
+            .await
     }
 
     /// The scope's datasets in the store that `store` does not hold.

@@ -90,6 +90,9 @@ async fn a_ref_minted_on_one_instance_is_answered_by_another() {
     assert_eq!(count(&store_b, sql).await, 3);
     let opened = store_b.get("ds_crm_rows_1").expect("opened");
     assert_eq!(opened.rows, 10_000);
+    // Its statistics, computed when first asked for, are those of the dataset where it was made
+    // (the same values, the same join-hint hashes).
+    assert_eq!(opened.profile(), minted.profile());
     assert_eq!(opened.provenance.args, serde_json::json!({"limit": 10_000}));
     // Opened, not minted: it is not written again.
     assert_eq!(

@@ -123,7 +123,7 @@ fn schema_entries(
     columns: Range<usize>,
 ) -> Vec<Value> {
     dataset
-        .profile
+        .profile()
         .iter()
         .skip(columns.start)
         .take(columns.len())
@@ -274,13 +274,13 @@ fn dataset_json(view: &DatasetView<'_>, detail: Detail, with_path: bool) -> Map<
             0..detail.schema_columns,
         )),
     );
-    if detail.schema_columns < d.profile.len() {
+    if detail.schema_columns < d.profile().len() {
         entry.insert(
             "schemaCut".into(),
             json!(format!(
                 "{} of {} columns shown; loom_describe {{\"ref\": \"{}\"}} lists all",
                 detail.schema_columns,
-                d.profile.len(),
+                d.profile().len(),
                 d.reference
             )),
         );
@@ -367,7 +367,7 @@ pub fn build(
 ) -> Value {
     let columns = views
         .iter()
-        .map(|v| v.dataset.profile.len())
+        .map(|v| v.dataset.profile().len())
         .max()
         .unwrap_or(0);
     let mut detail = Detail {

@@ -9,7 +9,7 @@ pub(crate) fn example(dataset: &Dataset) -> String {
     let table = &dataset.reference;
     // A column whose name would not be shown whole is no example.
     let usable = |name: &str| name.chars().count() <= super::MAX_NAME_CHARS;
-    let group = dataset.profile.iter().find(|p| {
+    let group = dataset.profile().iter().find(|p| {
         p.data_type == "Utf8"
             && p.approx_distinct >= 2
             && p.approx_distinct <= 50
@@ -22,7 +22,7 @@ pub(crate) fn example(dataset: &Dataset) -> String {
         );
     }
     let numeric = dataset
-        .profile
+        .profile()
         .iter()
         .find(|p| matches!(p.data_type.as_str(), "Int64" | "Float64") && usable(&p.name));
     if let Some(column) = numeric {

@@ -129,6 +129,32 @@ pub struct Gateway {
     cluster: Arc<std::sync::OnceLock<Arc<crate::cluster::Membership>>>,
 }
 
+/// With a cluster, an export is also copied to the scope's `exports/` in the store (SPEC §25):
+/// the answer names it under `stored`, or says under `storeError` why it is only local.
+async fn store_export(
+    member: &crate::cluster::Membership,
+    mut result: rmcp::model::CallToolResult,
+    overwrite: bool,
+) -> rmcp::model::CallToolResult {
+    let Some(serde_json::Value::Object(written)) = result.structured_content.as_mut() else {
+        return result;
+    };
+    let Some(path) = written
+        .get("path")
+        .and_then(|p| p.as_str())
+        .map(std::path::PathBuf::from)
+    else {
+        return result;
+    };
+    match member.store_export(&path, overwrite).await {
+        Ok(url) => written.insert("stored".into(), url.into()),
+        Err(error) => written.insert("storeError".into(), error.into()),
+    };
+    let text = serde_json::Value::Object(written.clone()).to_string();
+    result.content = vec![rmcp::model::ContentBlock::text(text)];
+    result
+}
+
 impl Gateway {
     /// Start the hub (every enabled server) and one session over it that owns it: loom over
     /// stdio. Fails only when no server could start at all, or the engine fails its check.
@@ -555,6 +581,11 @@ impl Gateway {
                 Err(error) => return crate::tools::error_result(format!("{name}: {error}")),
             }
         }
+        let overwrite = arguments
+            .as_ref()
+            .and_then(|a| a.get("overwrite"))
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
         let arguments = arguments.clone();
         // The request's telemetry goes with the work to the engine's runtime (SPEC §24.1).
         let observed = crate::telemetry::current();
@@ -577,6 +608,10 @@ impl Gateway {
             member.settled().await;
         }
         match outcome {
+            Ok(Some(result)) if name == crate::tools::EXPORT => match &member {
+                Some(member) => store_export(member, result, overwrite).await,
+                None => result,
+            },
             Ok(Some(result)) => result,
             // Timed on this runtime: answered on time even when the engine's threads are busy
             // in work that cannot be interrupted at once.

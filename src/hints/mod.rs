@@ -230,24 +230,24 @@ fn score((containment, uniqueness, evidence): (f64, f64, f64), names: f64) -> f6
 /// names are only read for pairs that share values (without overlap a pair is never a hint),
 /// and texts are only written for the hints returned.
 pub fn hints_for(new: &Dataset, others: &[Arc<Dataset>]) -> Vec<JoinHint> {
-    let new_classes: Vec<Option<u8>> = new.profile.iter().map(join_class).collect();
+    let new_classes: Vec<Option<u8>> = new.profile().iter().map(join_class).collect();
     let new_table = tokens(&new.provenance.tool);
-    let mut new_tokens: Vec<Option<Vec<String>>> = vec![None; new.profile.len()];
+    let mut new_tokens: Vec<Option<Vec<String>>> = vec![None; new.profile().len()];
     let mut candidates: Vec<Candidate> = Vec::new();
     for (other_index, other) in others.iter().enumerate() {
         if other.reference == new.reference {
             continue;
         }
         let other_table = tokens(&other.provenance.tool);
-        let mut other_tokens: Vec<Option<Vec<String>>> = vec![None; other.profile.len()];
-        for (a_index, a) in new.profile.iter().enumerate() {
+        let mut other_tokens: Vec<Option<Vec<String>>> = vec![None; other.profile().len()];
+        for (a_index, a) in new.profile().iter().enumerate() {
             let Some(class) = new_classes[a_index] else {
                 continue;
             };
             if a.approx_distinct < 2 {
                 continue;
             }
-            for (b_index, b) in other.profile.iter().enumerate() {
+            for (b_index, b) in other.profile().iter().enumerate() {
                 if b.approx_distinct < 2 || join_class(b) != Some(class) {
                     continue;
                 }
@@ -283,14 +283,14 @@ pub fn hints_for(new: &Dataset, others: &[Arc<Dataset>]) -> Vec<JoinHint> {
         y.score
             .partial_cmp(&x.score)
             .unwrap_or(std::cmp::Ordering::Equal)
-            .then_with(|| new.profile[x.a].name.cmp(&new.profile[y.a].name))
+            .then_with(|| new.profile()[x.a].name.cmp(&new.profile()[y.a].name))
     });
     candidates.truncate(MAX_HINTS);
     candidates
         .into_iter()
         .map(|c| {
             let other = &others[c.other];
-            let (a, b) = (&new.profile[c.a], &other.profile[c.b]);
+            let (a, b) = (&new.profile()[c.a], &other.profile()[c.b]);
             JoinHint {
                 column: a.name.clone(),
                 reference: other.reference.clone(),

@@ -48,7 +48,9 @@ pub struct Dataset {
     pub bytes: usize,
     pub schema: SchemaRef,
     pub columns: Vec<ColumnInfo>,
-    pub profile: Vec<ColumnProfile>,
+    /// Column statistics (the envelope, describe, join hints): computed when the dataset is
+    /// taken in, or — for one opened from a cluster's store — the first time one is asked for.
+    profile: std::sync::OnceLock<Vec<ColumnProfile>>,
     pub provenance: Provenance,
     pub created: SystemTime,
     pub batches: Vec<RecordBatch>,
@@ -65,6 +67,12 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// Its columns' statistics (see the field).
+    pub fn profile(&self) -> &[ColumnProfile] {
+        self.profile
+            .get_or_init(|| profile_of(&self.content, &self.schema, &self.batches))
+    }
+
     pub fn pinned(&self) -> bool {
         self.pinned.load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -81,6 +89,18 @@ impl Dataset {
             .last_access
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+}
+
+/// The statistics of a table, or the plain counts of a document's or blob's columns.
+fn profile_of(
+    content: &document::Content,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+) -> Vec<ColumnProfile> {
+    match (content, batches.first()) {
+        (document::Content::Table, _) | (_, None) => profile::profile(schema, batches),
+        (_, Some(batch)) => document::plain_profile(schema, batch),
     }
 }
 
@@ -549,10 +569,26 @@ impl Store {
         self.lock().next_reference(prefix)
     }
 
+    /// [`Self::add`] with the statistics left until something asks for them: a dataset opened
+    /// from a cluster's store (SPEC §25) is queried at once, and its first query should not wait
+    /// for statistics the query does not use. Its join-hint hashes are counted at their most.
+    pub fn add_unprofiled(&self, new: NewDataset) -> Result<Arc<Dataset>, String> {
+        self.add_with(new, document::Content::Table, false)
+    }
+
     fn add_content(
         &self,
         new: NewDataset,
         content: document::Content,
+    ) -> Result<Arc<Dataset>, String> {
+        self.add_with(new, content, true)
+    }
+
+    fn add_with(
+        &self,
+        new: NewDataset,
+        content: document::Content,
+        profiled: bool,
     ) -> Result<Arc<Dataset>, String> {
         let NewDataset {
             server,
@@ -566,11 +602,11 @@ impl Store {
             passed_through,
             name,
         } = new;
-        let rows = batches.iter().map(RecordBatch::num_rows).sum();
-        let profile = match (&content, batches.first()) {
-            (document::Content::Table, _) | (_, None) => profile::profile(&schema, &batches),
-            (_, Some(batch)) => document::plain_profile(&schema, batch),
-        };
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        let profile = std::sync::OnceLock::new();
+        if profiled {
+            let _ = profile.set(profile_of(&content, &schema, &batches));
+        }
         let columns = if columns.is_empty() {
             ColumnInfo::of_schema(&schema, false)
         } else {
@@ -578,10 +614,17 @@ impl Store {
         };
         // What holding it costs: its Arrow arrays and the value hashes kept for join hints.
         let arrow_bytes: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();
-        let hash_bytes: usize = profile
-            .iter()
-            .map(|p| (p.distinct_hashes.capacity() + p.sketch.capacity()) * size_of::<u64>())
-            .sum();
+        let hash_bytes: usize = match profile.get() {
+            Some(profile) => profile
+                .iter()
+                .map(|p| (p.distinct_hashes.capacity() + p.sketch.capacity()) * size_of::<u64>())
+                .sum(),
+            None => {
+                schema.fields().len()
+                    * (rows.min(profile::DISTINCT_CAP) + profile::SKETCH_SIZE)
+                    * size_of::<u64>()
+            }
+        };
         let bytes = arrow_bytes.saturating_add(hash_bytes);
         let mut catalog = self.lock();
         // A dataset that cannot fit beside the pinned ones is refused, instead of evicting

@@ -181,10 +181,10 @@ fn min_and_max_compare_typed_values() {
             {"big": 123456789012345678901, "at": "2024-01-01T00:00:00Z"},
             {"big": -123456789012345678901, "at": "2024-01-01T00:00:01Z"}]"#,
     );
-    let big = &d.profile[0];
+    let big = &d.profile()[0];
     assert_eq!(big.min, Some(serde_json::json!("-123456789012345678901")));
     assert_eq!(big.max, Some(serde_json::json!("123456789012345678901")));
-    let at = &d.profile[1];
+    let at = &d.profile()[1];
     assert_eq!(at.min, Some(serde_json::json!("2024-01-01T00:00:00Z")));
     assert_eq!(at.max, Some(serde_json::json!("2024-01-01T00:00:01Z")));
 }

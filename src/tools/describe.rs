@@ -44,7 +44,7 @@ pub(crate) fn describe_page(
     limit: usize,
     max_bytes: usize,
 ) -> Value {
-    let total = d.profile.len();
+    let total = d.profile().len();
     let start = offset.min(total);
     let candidates = start..start.saturating_add(limit).min(total);
     let mut schema = schema_json(d, true, candidates.clone());
@@ -155,7 +155,7 @@ pub(crate) fn describe(store: &Store, arguments: &Option<Map<String, Value>>) ->
             ));
         }
     };
-    let total = dataset.profile.len();
+    let total = dataset.profile().len();
     let offset = usize::try_from(offset).unwrap_or(usize::MAX);
     if offset > 0 && offset >= total {
         let offsets = match total {

@@ -52,7 +52,7 @@ pub(crate) fn list_with(
                 "ref": d.reference,
                 "kind": d.content.kind(),
                 "rows": d.rows,
-                "columns": d.profile.len(),
+                "columns": d.schema.fields().len(),
                 "bytes": d.bytes,
                 "server": d.provenance.server,
                 "tool": d.provenance.tool,

@@ -248,7 +248,7 @@ fn known_datasets(store: &Store) -> String {
         .take(20)
         .map(|d| {
             let columns: Vec<String> = d
-                .profile
+                .profile()
                 .iter()
                 .take(12)
                 .map(|p| crate::common::text::cut(&p.name, envelope::MAX_NAME_CHARS))

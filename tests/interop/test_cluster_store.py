@@ -94,6 +94,7 @@ def configure(web, tmp: Path, store: Store, n: int, secret: str = SECRET) -> Non
     web.options["http"] = {"tokens": [f"${{LOOM_CLUSTER_TOKEN_{i}}}" for i in range(len(TOKENS))]}
     web.options["audit"] = {"path": str(tmp / f"audit-{n}.jsonl")}
     web.options["cluster"] = {"store": store.url, "secret": "${LOOM_CLUSTER_SECRET}"}
+    web.options["exportDir"] = str(tmp / f"exports-{n}")
 
 
 @pytest.fixture(params=["directory", "s3"])
@@ -363,3 +364,54 @@ async def test_a_reduced_page_s_original_is_read_on_another_instance(shared):
         lines = await client.call_tool("loom_query", {"sql": f"SELECT count(*) AS n FROM {ref}"})
         assert not lines.is_error, lines
         assert lines.structured_content["rows"] == [{"n": big_text_of(60_000).count("\n") + 1}]
+
+
+def stored_bytes(store: Store, url: str) -> bytes:
+    """An object of the store, read as a user would (the folder, or S3 over HTTP)."""
+    if store.folder is not None:
+        assert url.startswith("file://"), url
+        return Path(url.removeprefix("file://")).read_bytes()
+    assert url.startswith("s3://loom-cluster/"), url
+    bucket, _, key = url.removeprefix("s3://").partition("/")
+    # boto3 (in the venv that has moto) signs the request as any S3 client would.
+    script = (
+        "import boto3, sys; s3 = boto3.client('s3', endpoint_url=sys.argv[1]); "
+        "sys.stdout.buffer.write(s3.get_object(Bucket=sys.argv[2], Key=sys.argv[3])['Body'].read())"
+    )
+    done = subprocess.run(
+        [str(DATA_PYTHON), "-c", script, store.env["AWS_ENDPOINT_URL"], bucket, key],
+        capture_output=True,
+        timeout=PATIENCE,
+        env={**os.environ, **store.env},
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    return done.stdout
+
+
+async def test_an_export_is_copied_to_the_store_under_its_scope(shared):
+    token = TOKENS[1]
+    ref = await mint(shared.url(0), token, 1200)
+    async with connect_http(shared.url(1), "2026-07-28", headers=bearer(token)) as client:
+        exported = await client.call_tool("loom_export", {"ref": ref, "format": "csv", "filename": "stock.csv"})
+        assert not exported.is_error, exported
+        written = exported.structured_content
+        assert written["rows"] == 1200 and "storeError" not in written, written
+        assert "/scope=" in written["stored"] and written["stored"].endswith("/exports/stock.csv"), written
+        assert json.loads(exported.content[0].text) == written
+        assert stored_bytes(shared.store, written["stored"]) == Path(written["path"]).read_bytes()
+    # Another session (here, on another instance) does not replace it unasked.
+    async with connect_http(shared.url(2), "2026-07-28", headers=bearer(token)) as client:
+        again = await client.call_tool("loom_export", {"ref": ref, "format": "csv", "filename": "stock.csv"})
+        assert not again.is_error, again
+        assert "already" in again.structured_content["storeError"] and "overwrite" in again.structured_content["storeError"]
+        smaller = (await client.call_tool(f"{PY}_inventory", {"count": 300})).structured_content["ref"]
+        replaced = await client.call_tool("loom_export", {"ref": smaller, "format": "csv", "filename": "stock.csv", "overwrite": True})
+        assert replaced.structured_content["rows"] == 300, replaced
+        assert replaced.structured_content["stored"] == written["stored"], replaced
+        assert stored_bytes(shared.store, written["stored"]) == Path(replaced.structured_content["path"]).read_bytes()
+    # Another credential's exports are elsewhere.
+    async with connect_http(shared.url(2), "2026-07-28", headers=bearer(TOKENS[2])) as client:
+        other_ref = await client.call_tool(f"{PY}_inventory", {"count": 1500})
+        theirs = await client.call_tool("loom_export", {"ref": other_ref.structured_content["ref"], "format": "csv", "filename": "stock.csv"})
+        assert "storeError" not in theirs.structured_content, theirs
+        assert theirs.structured_content["stored"] != written["stored"]
