@@ -6,7 +6,7 @@
 //! ```text
 //! <root>/cluster.json                                   layout, loom version, a check of the secret
 //! <root>/scope=<S>/blocks/<b>                            a session's claim of refs b·1000+1 … b·1000+1000
-//! <root>/scope=<S>/server=<s>/tool=<t>/ref=<R>/<R>.parquet   the dataset (zstd, Arrow schema kept)
+//! <root>/scope=<S>/server=<s>/tool=<t>/ref=<R>/<R>.parquet   the dataset (LZ4, Arrow schema kept)
 //! <root>/scope=<S>/refs/<R>.json                         its entry, written after the file
 //! ```
 //! `S` is an HMAC of the credential under the cluster secret: a folder name only instances that
@@ -329,10 +329,11 @@ impl Cluster {
         let file = crate::snapshot::dataset_file(dataset);
         let schema = dataset.schema.clone();
         let batches = dataset.batches.clone();
-        let written =
-            tokio::task::spawn_blocking(move || crate::snapshot::parquet_file(&schema, &batches))
-                .await
-                .map_err(|e| format!("the Parquet writer failed: {e}"))??;
+        let written = tokio::task::spawn_blocking(move || {
+            crate::snapshot::parquet_file_fast(&schema, &batches)
+        })
+        .await
+        .map_err(|e| format!("the Parquet writer failed: {e}"))??;
         let file_bytes = written.bytes.len();
         let parts: Vec<&str> = file.split('/').collect();
         self.location

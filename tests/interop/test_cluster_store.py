@@ -415,3 +415,26 @@ async def test_an_export_is_copied_to_the_store_under_its_scope(shared):
         theirs = await client.call_tool("loom_export", {"ref": other_ref.structured_content["ref"], "format": "csv", "filename": "stock.csv"})
         assert "storeError" not in theirs.structured_content, theirs
         assert theirs.structured_content["stored"] != written["stored"]
+
+
+@pytest.mark.parametrize("shared", ["directory"], indirect=True)
+async def test_other_engines_read_the_store(shared):
+    """The store is the snapshot layout (SPEC §25): DuckDB and DataFusion (from .ci/venv-data)
+    read every dataset of a scope with Hive partitioning, the rows the client was told of."""
+    ref = await mint(shared.url(0), TOKENS[3], 1700)
+    other = await mint(shared.url(1), TOKENS[3], 400)
+    assert shared.store.folder is not None
+    pattern = f"{shared.store.folder}/scope=*/server=*/tool=*/ref=*/*.parquet"
+    script = (
+        "import sys, duckdb, datafusion\n"
+        "rows = duckdb.sql(f\"SELECT ref, count(*) FROM read_parquet('{sys.argv[1]}', hive_partitioning = true) GROUP BY ref ORDER BY ref\").fetchall()\n"
+        "print(dict(rows))\n"
+        "ctx = datafusion.SessionContext()\n"
+        "print(sum(ctx.read_parquet(path).count() for path in sys.argv[2:]))\n"
+    )
+    files = sorted(str(p) for p in shared.store.folder.glob("scope=*/server=*/tool=*/ref=*/*.parquet"))
+    done = subprocess.run([str(DATA_PYTHON), "-c", script, pattern, *files], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    by_ref, total = done.stdout.strip().splitlines()
+    assert json.loads(by_ref.replace("'", '"')) == {ref: 1700, other: 400}
+    assert int(total) == 2100
