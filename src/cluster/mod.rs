@@ -17,6 +17,7 @@
 //! it; another instance opens it on first use.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arrow::array::RecordBatch;
@@ -498,6 +499,9 @@ impl Cluster {
     }
 }
 
+/// A dataset's write to the store: whether it ended, and the write to wait for.
+type Write = (Arc<AtomicBool>, Shared<BoxFuture<'static, ()>>);
+
 /// One session's part in a cluster: its scope, its block, and the writes of its datasets that
 /// an answer may have to wait for.
 pub struct Membership {
@@ -505,7 +509,7 @@ pub struct Membership {
     /// The scope's folder.
     scope: String,
     /// Writes started and not yet awaited by an answer.
-    pending: Mutex<Vec<Shared<BoxFuture<'static, ()>>>>,
+    pending: Mutex<Vec<Write>>,
     /// Refs opened from the store: not written again.
     opened: Mutex<HashSet<String>>,
     /// Whether this session's datasets go to the store: not when no block of refs could be
@@ -548,15 +552,36 @@ impl Membership {
         }
         let cluster = self.cluster.clone();
         let scope = self.scope.clone();
+        // A numbered ref that reads like a view's (`ds_view_…` from a server named `view`) takes
+        // the name's claim too, so a view of another session never lands on the same ref.
+        let unclaimed = dataset.reference.starts_with("ds_view_")
+            && !self
+                .claimed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(&dataset.reference);
+        let done = Arc::new(AtomicBool::new(false));
+        let finished = done.clone();
         let write = self.runtime.spawn(async move {
-            if let Err(error) = cluster.publish(&scope, &dataset).await {
+            let claimed = match unclaimed {
+                false => Ok(true),
+                true => cluster.claim_name(&scope, &dataset.reference).await,
+            };
+            let written = match claimed {
+                Ok(true) => cluster.publish(&scope, &dataset).await,
+                Ok(false) => Err("another session of the scope holds that name".to_string()),
+                Err(error) => Err(error),
+            };
+            if let Err(error) = written {
                 tracing::debug!(dataset = %dataset.reference, "not in the cluster store: {error}");
             }
+            finished.store(true, Ordering::Release);
         });
         let write: BoxFuture<'static, ()> = Box::pin(write.map(|_| ()));
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        pending.retain(|w| w.peek().is_none());
-        pending.push(write.shared());
+        // Writes that ended leave the list here, whether or not an answer waited for them.
+        pending.retain(|(done, _)| !done.load(Ordering::Acquire));
+        pending.push((done, write.shared()));
     }
 
     /// Wait until every dataset minted so far is in the store (or failed to get there).
@@ -565,12 +590,18 @@ impl Membership {
             .pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+            .iter()
+            .map(|(_, write)| write.clone())
+            .collect();
         futures::future::join_all(waiting).await;
     }
 
     /// Claim a view's chosen name in the scope: an error if another instance or session has it.
     pub async fn claim_name(&self, reference: &str) -> Result<(), String> {
+        // A session that keeps its datasets to itself shares no names either.
+        if !self.publishing {
+            return Ok(());
+        }
         let mut mine = self
             .claimed
             .lock()
@@ -621,10 +652,25 @@ impl Membership {
             return Ok(true);
         }
         let scope = self.scope.clone();
-        let Some(entry) = self.cluster.entry(&scope, reference).await? else {
+        let cannot =
+            |error: String| format!("cannot open `{reference}` from the cluster store: {error}");
+        let Some(entry) = self
+            .cluster
+            .entry(&scope, reference)
+            .await
+            .map_err(cannot)?
+        else {
             return Ok(false);
         };
-        let (schema, batches) = self.cluster.batches(&scope, &entry).await?;
+        // A store whose names fold case (a directory on macOS) may answer another spelling.
+        if entry.reference != reference {
+            return Ok(false);
+        }
+        let (schema, batches) = self
+            .cluster
+            .batches(&scope, &entry)
+            .await
+            .map_err(|e| cannot(format!("{} ({e})", entry.file)))?;
         self.opened
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -821,21 +867,47 @@ pub async fn prepare(
     Ok(Ok(Vec::new()))
 }
 
-/// Words of `sql` outside string literals and comments that have the shape of a ref
-/// (`ds_…`, `doc_…`, `blob_…`), each once, in order; double-quoted names included.
+/// Words of `sql` outside string literals and comments that have the shape of a ref — `ds_…_N`,
+/// `ds_view_…`, `doc_N`, `blob_N` (so columns such as `doc_id` are not looked up) — each once,
+/// in order; double-quoted names included. A statement longer than the engine takes names
+/// nothing (the engine refuses it); at most [`MAX_WORDS`] are returned.
 pub fn ref_words(sql: &str) -> Vec<String> {
+    if sql.len() > crate::store::guard::MAX_SQL_BYTES {
+        return Vec::new();
+    }
     let text = crate::snapshot::catalog::without_literals(sql);
-    let mut seen = Vec::new();
+    let mut seen = HashSet::new();
+    let mut words = Vec::new();
     for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
         let word = word.to_ascii_lowercase();
-        let is_ref = ["ds_", "doc_", "blob_"]
-            .iter()
-            .any(|p| word.starts_with(p) && word.len() > p.len());
-        if is_ref && !seen.contains(&word) {
-            seen.push(word);
+        if has_ref_shape(&word) && seen.insert(word.clone()) {
+            words.push(word);
+            if words.len() == MAX_WORDS {
+                break;
+            }
         }
     }
-    seen
+    words
+}
+
+/// Words of one statement looked at, at most: the held ones are dropped after, then
+/// [`MAX_LOOKUPS`] of the rest are looked up.
+const MAX_WORDS: usize = 256;
+
+fn has_ref_shape(word: &str) -> bool {
+    let numbered = |rest: &str| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit());
+    if let Some(rest) = word.strip_prefix("doc_") {
+        return numbered(rest);
+    }
+    if let Some(rest) = word.strip_prefix("blob_") {
+        return numbered(rest);
+    }
+    if let Some(rest) = word.strip_prefix("ds_view_") {
+        return !rest.is_empty();
+    }
+    word.strip_prefix("ds_")
+        .and_then(|rest| rest.rsplit_once('_'))
+        .is_some_and(|(base, number)| !base.is_empty() && numbered(number))
 }
 
 #[cfg(test)]

@@ -272,6 +272,25 @@ async fn blocks_and_chosen_names_are_claimed_once() {
         .await
         .expect_err("another session");
     assert!(error.contains("already exists"), "{error}");
+
+    // A numbered ref that reads like a view's (a server named `view`) takes the claim too: a
+    // view of that name in another session is refused instead of replacing its data.
+    let (store, minting) = join(&cluster, "alice").await;
+    let mut new = rows(5);
+    new.server = "view".into();
+    new.tool = "rows".into();
+    let minted = store.add(new).expect("add");
+    minting.settled().await;
+    assert!(
+        minted.reference.starts_with("ds_view_rows_"),
+        "{}",
+        minted.reference
+    );
+    let error = other
+        .claim_name(&minted.reference)
+        .await
+        .expect_err("taken by the numbered ref");
+    assert!(error.contains("already exists"), "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -335,4 +354,16 @@ fn ref_words_are_the_refs_a_statement_names() {
         ["ds_a_1", "ds_b_2", "doc_5"]
     );
     assert!(ref_words("SELECT ds_ FROM t").is_empty());
+    // Columns and aliases that only begin like refs are not looked up in the store.
+    assert_eq!(
+        ref_words("SELECT doc_id, blob_url, ds_name, ds_a FROM ds_view_top t JOIN blob_7 b"),
+        ["ds_view_top", "blob_7"]
+    );
+    // Hostile statements: past the engine's limit nothing is looked at; below it the words
+    // are capped (and found in linear time).
+    let huge = "SELECT ds_x_1 ".repeat(10_000);
+    assert!(ref_words(&huge).is_empty());
+    let many: String = (0..5_000).map(|n| format!("ds_a_{n} ")).collect();
+    assert!(many.len() < 64 * 1024, "{}", many.len());
+    assert_eq!(ref_words(&many).len(), MAX_WORDS);
 }

@@ -193,18 +193,20 @@ impl Catalog {
         let numbers = self.numbers;
         let first = numbers.map_or(0, |b| b.first);
         loop {
-            let n = self.counters.entry(base.to_string()).or_insert(first);
-            *n += 1;
-            let n = *n;
-            if let Some(block) = numbers
-                && n > block.first.saturating_add(block.count)
-            {
-                return Err(format!(
-                    "this session has numbered {} refs `{base}_…` already, all its cluster block \
-                     holds (SPEC §25); start a new session for more",
-                    block.count
-                ));
-            }
+            let counter = self.counters.entry(base.to_string()).or_insert(first);
+            let last = numbers.map_or(u32::MAX, |b| b.first.saturating_add(b.count));
+            // Checked before the count moves: a refused ref never moves it (nor wraps it).
+            let Some(n) = counter.checked_add(1).filter(|n| *n <= last) else {
+                return Err(match numbers {
+                    Some(block) => format!(
+                        "this session has numbered {} refs `{base}_…` already, all its cluster \
+                         block holds (SPEC §25); start a new session for more",
+                        block.count
+                    ),
+                    None => format!("every number of `{base}_…` is taken"),
+                });
+            };
+            *counter = n;
             let candidate = format!("{base}_{n}");
             if !self.datasets.iter().any(|d| d.reference == candidate) {
                 return Ok(candidate);

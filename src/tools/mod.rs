@@ -247,11 +247,13 @@ fn known_datasets(store: &Store) -> String {
         .iter()
         .take(20)
         .map(|d| {
+            // From the schema: naming columns computes no statistics (SPEC §25).
             let columns: Vec<String> = d
-                .profile()
+                .schema
+                .fields()
                 .iter()
                 .take(12)
-                .map(|p| crate::common::text::cut(&p.name, envelope::MAX_NAME_CHARS))
+                .map(|f| crate::common::text::cut(f.name(), envelope::MAX_NAME_CHARS))
                 .collect();
             format!("{} ({})", d.reference, columns.join(", "))
         })
