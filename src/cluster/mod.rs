@@ -374,6 +374,26 @@ impl Cluster {
         Ok(())
     }
 
+    /// Delete `reference` from `scope`: its entry first (so no listing or lookup finds a file
+    /// half gone), then its file.
+    pub async fn unpublish(&self, scope: &str, reference: &str) -> Result<(), String> {
+        let Some(entry) = self.entry(scope, reference).await? else {
+            return Ok(());
+        };
+        let gone = |result: object_store::Result<()>| match result {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(error) => Err(self.report("cannot delete from", &error)),
+        };
+        gone(
+            self.location
+                .store
+                .delete(&self.path(scope, &["refs", &format!("{reference}.json")]))
+                .await,
+        )?;
+        let parts: Vec<&str> = entry.file.split('/').collect();
+        gone(self.location.store.delete(&self.path(scope, &parts)).await)
+    }
+
     /// The entry of `reference` in `scope`, if the store has one.
     pub async fn entry(&self, scope: &str, reference: &str) -> Result<Option<Entry>, String> {
         let path = self.path(scope, &["refs", &format!("{reference}.json")]);
@@ -582,6 +602,38 @@ impl Membership {
         // Writes that ended leave the list here, whether or not an answer waited for them.
         pending.retain(|(done, _)| !done.load(Ordering::Acquire));
         pending.push((done, write.shared()));
+    }
+
+    /// The store's removal listener: `reference` was taken back before an answer named it (an
+    /// intercept undone: its envelope was not smaller). Once the writes started so far are
+    /// done, what was written of it is deleted; an answer waits for that too.
+    pub fn dataset_removed(self: &Arc<Self>, reference: &str) {
+        if !self.publishing {
+            return;
+        }
+        let earlier: Vec<_> = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(_, write)| write.clone())
+            .collect();
+        let cluster = self.cluster.clone();
+        let scope = self.scope.clone();
+        let reference = reference.to_string();
+        let done = Arc::new(AtomicBool::new(false));
+        let finished = done.clone();
+        let unwrite = self.runtime.spawn(async move {
+            futures::future::join_all(earlier).await;
+            if let Err(error) = cluster.unpublish(&scope, &reference).await {
+                tracing::debug!(dataset = %reference, "left in the cluster store: {error}");
+            }
+            finished.store(true, Ordering::Release);
+        });
+        let unwrite: BoxFuture<'static, ()> = Box::pin(unwrite.map(|_| ()));
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|(done, _)| !done.load(Ordering::Acquire));
+        pending.push((done, unwrite.shared()));
     }
 
     /// Wait until every dataset minted so far is in the store (or failed to get there).

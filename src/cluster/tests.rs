@@ -57,6 +57,8 @@ async fn join(cluster: &Arc<Cluster>, credential: &str) -> (Arc<Store>, Arc<Memb
     let member = Membership::join(cluster.clone(), credential, &store).await;
     let listening = member.clone();
     store.listen(Box::new(move |d| listening.dataset_created(d)));
+    let removing = member.clone();
+    store.listen_for_removals(Box::new(move |r| removing.dataset_removed(r)));
     (store, member)
 }
 
@@ -109,6 +111,53 @@ async fn a_ref_minted_on_one_instance_is_answered_by_another() {
         ["ds_crm_rows_1001"]
     );
     assert_eq!(listed[0].rows, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dataset_taken_back_before_an_answer_named_it_leaves_the_store() {
+    let dir = tempfile::tempdir().expect("dir");
+    let cluster = Cluster::open(&config(dir.path(), SECRET))
+        .await
+        .expect("open");
+    let (store, member) = join(&cluster, "alice").await;
+    let kept = store.add(rows(4)).expect("add");
+    let undone = store.add(rows(9)).expect("add");
+    // As the intercept does when its envelope is not smaller: taken back at once.
+    store.remove(&undone.reference);
+    member.settled().await;
+    let (other, other_member) = join(&cluster, "alice").await;
+    let listed: Vec<String> = other_member
+        .others(&other)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|e| e.reference)
+        .collect();
+    assert_eq!(listed, std::slice::from_ref(&kept.reference));
+    assert!(
+        !other_member
+            .open(&other, &undone.reference)
+            .await
+            .expect("open")
+    );
+    let files: Vec<_> = walk(dir.path())
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains(&undone.reference))
+        .collect();
+    assert!(files.is_empty(), "{files:?}");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

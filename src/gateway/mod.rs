@@ -274,6 +274,9 @@ impl Gateway {
         let listening = member.clone();
         self.store
             .listen(Box::new(move |d| listening.dataset_created(d)));
+        let removing = member.clone();
+        self.store
+            .listen_for_removals(Box::new(move |r| removing.dataset_removed(r)));
         let _ = self.cluster.set(member);
     }
 

@@ -219,6 +219,10 @@ impl Catalog {
 /// here).
 pub type Listener = Box<dyn Fn(Arc<Dataset>) + Send + Sync>;
 
+/// Called with the ref of a dataset taken back before an answer named it (a cluster's store
+/// deletes what it wrote of it).
+pub type RemovalListener = Box<dyn Fn(&str) + Send + Sync>;
+
 /// The store.
 pub struct Store {
     ctx: SessionContext,
@@ -230,6 +234,8 @@ pub struct Store {
     share: Arc<tokio::sync::Semaphore>,
     catalog: Mutex<Catalog>,
     listeners: Mutex<Vec<Listener>>,
+    /// Told the ref of every dataset taken back before anyone was told of it ([`Self::remove`]).
+    removal_listeners: Mutex<Vec<RemovalListener>>,
     settings: StoreSettings,
     /// Private spill directory of a store with its own engine, removed when the store is
     /// dropped (a shared engine's is the [`SharedEngine`]'s).
@@ -438,6 +444,7 @@ impl Store {
             share: Arc::new(tokio::sync::Semaphore::new(permits)),
             catalog: Mutex::new(Catalog::default()),
             listeners: Mutex::new(Vec::new()),
+            removal_listeners: Mutex::new(Vec::new()),
             settings,
             spill: Mutex::new(None),
         }
@@ -451,9 +458,21 @@ impl Store {
             .push(listener);
     }
 
+    /// Tell `listener` the ref of every dataset [`Self::remove`] takes back from now on.
+    pub fn listen_for_removals(&self, listener: RemovalListener) {
+        self.removal_listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(listener);
+    }
+
     /// Tell no one about datasets any more.
     pub fn stop_listening(&self) {
         self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        self.removal_listeners
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
@@ -775,6 +794,15 @@ impl Store {
         let mut catalog = self.lock();
         catalog.datasets.retain(|d| d.reference != reference);
         let _ = self.ctx.deregister_table(reference);
+        drop(catalog);
+        for listener in self
+            .removal_listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            listener(reference);
+        }
     }
 
     pub fn get(&self, reference: &str) -> Option<Arc<Dataset>> {
