@@ -580,9 +580,7 @@ impl Membership {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .contains(&dataset.reference);
-        let done = Arc::new(AtomicBool::new(false));
-        let finished = done.clone();
-        let write = self.runtime.spawn(async move {
+        self.start(async move {
             let claimed = match unclaimed {
                 false => Ok(true),
                 true => cluster.claim_name(&scope, &dataset.reference).await,
@@ -595,13 +593,7 @@ impl Membership {
             if let Err(error) = written {
                 tracing::debug!(dataset = %dataset.reference, "not in the cluster store: {error}");
             }
-            finished.store(true, Ordering::Release);
         });
-        let write: BoxFuture<'static, ()> = Box::pin(write.map(|_| ()));
-        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        // Writes that ended leave the list here, whether or not an answer waited for them.
-        pending.retain(|(done, _)| !done.load(Ordering::Acquire));
-        pending.push((done, write.shared()));
     }
 
     /// The store's removal listener: `reference` was taken back before an answer named it (an
@@ -611,41 +603,46 @@ impl Membership {
         if !self.publishing {
             return;
         }
-        let earlier: Vec<_> = self
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(|(_, write)| write.clone())
-            .collect();
+        let earlier = self.waiting();
         let cluster = self.cluster.clone();
         let scope = self.scope.clone();
         let reference = reference.to_string();
-        let done = Arc::new(AtomicBool::new(false));
-        let finished = done.clone();
-        let unwrite = self.runtime.spawn(async move {
+        self.start(async move {
             futures::future::join_all(earlier).await;
             if let Err(error) = cluster.unpublish(&scope, &reference).await {
                 tracing::debug!(dataset = %reference, "left in the cluster store: {error}");
             }
-            finished.store(true, Ordering::Release);
         });
-        let unwrite: BoxFuture<'static, ()> = Box::pin(unwrite.map(|_| ()));
-        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        pending.retain(|(done, _)| !done.load(Ordering::Acquire));
-        pending.push((done, unwrite.shared()));
     }
 
-    /// Wait until every dataset minted so far is in the store (or failed to get there).
-    pub async fn settled(&self) {
-        let waiting: Vec<_> = self
-            .pending
+    /// Run `work` (a write to the store) on the session's runtime, for [`Self::settled`] to
+    /// wait for. Writes that ended leave the list here, whether or not an answer waited.
+    fn start(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        let done = Arc::new(AtomicBool::new(false));
+        let finished = done.clone();
+        let running = self.runtime.spawn(async move {
+            work.await;
+            finished.store(true, Ordering::Release);
+        });
+        let running: BoxFuture<'static, ()> = Box::pin(running.map(|_| ()));
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|(done, _)| !done.load(Ordering::Acquire));
+        pending.push((done, running.shared()));
+    }
+
+    /// The writes started and not known to have ended.
+    fn waiting(&self) -> Vec<Shared<BoxFuture<'static, ()>>> {
+        self.pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
             .map(|(_, write)| write.clone())
-            .collect();
-        futures::future::join_all(waiting).await;
+            .collect()
+    }
+
+    /// Wait until every dataset minted so far is in the store (or failed to get there).
+    pub async fn settled(&self) {
+        futures::future::join_all(self.waiting()).await;
     }
 
     /// Claim a view's chosen name in the scope: an error if another instance or session has it.
