@@ -45,6 +45,7 @@ fn bench(c: &mut Criterion) {
     let config = ClusterConfig {
         store: dir.path().display().to_string(),
         secret: SECRET.into(),
+        advertise: None,
     };
     let cluster = runtime.block_on(Cluster::open(&config)).expect("cluster");
     let text = common::user_rows(10_000).to_string();

@@ -232,6 +232,7 @@ async fn serve_http(config: crate::config::Config, addr: SocketAddr, stdio: bool
         "loom: serving MCP at http://{local}{}",
         crate::http::MCP_PATH
     );
+    register_instance(&hub, local).await;
     let running = tokio::spawn(server.clone().run(listener));
     let stdio_session = if stdio {
         match Gateway::session(hub.clone(), false).await {
@@ -266,6 +267,10 @@ async fn serve_http(config: crate::config::Config, addr: SocketAddr, stdio: bool
         }
     };
     server.stop();
+    if let Some(cluster) = hub.cluster() {
+        // Nobody forwards to this instance any more; its waiting calls end with it.
+        let _ = tokio::time::timeout(Duration::from_secs(1), cluster.unregister()).await;
+    }
     let _ = running.await;
     if let Some(gateway) = &stdio_session {
         gateway.write_report();
@@ -273,6 +278,40 @@ async fn serve_http(config: crate::config::Config, addr: SocketAddr, stdio: bool
     }
     hub.shutdown().await;
     code
+}
+
+/// In a cluster, say in the store where the other instances reach this one (SPEC §25): they
+/// forward to it the retries and task requests of what it holds. `cluster.advertise`, or the
+/// address listened on when that is not a wildcard.
+async fn register_instance(hub: &Hub, local: SocketAddr) {
+    let Some(cluster) = hub.cluster() else {
+        return;
+    };
+    let configured = hub
+        .config()
+        .cluster
+        .as_ref()
+        .and_then(|c| c.advertise.clone());
+    let url = match configured {
+        Some(url) => url,
+        None if !local.ip().is_unspecified() => {
+            format!("http://{local}{}", crate::http::MCP_PATH)
+        }
+        None => {
+            tracing::warn!(
+                "cluster.advertise is not set and loom listens on {local}: other instances \
+                 cannot forward to this one, so a call waiting here for its client's input is \
+                 made again from the start when its retry reaches another instance, and a task \
+                 created here is unknown there; set cluster.advertise to the URL they reach \
+                 this instance at"
+            );
+            return;
+        }
+    };
+    match cluster.register(&url).await {
+        Ok(()) => tracing::info!(%url, "this instance is reached at {url} by the cluster's others"),
+        Err(error) => tracing::warn!("cannot tell the cluster where this instance is: {error}"),
+    }
 }
 
 /// Descriptors the HTTP face asks for (the soft limit is raised toward it, never past the hard

@@ -32,6 +32,8 @@ use crate::snapshot::failure::{FailureKind, explain};
 use crate::snapshot::{Location, ManifestColumn, ManifestProvenance, child};
 use crate::store::{Dataset, NewDataset, Provenance, Store};
 
+pub mod handoff;
+
 /// The layout this version writes and the newest it reads.
 pub const LAYOUT: u32 = 1;
 
@@ -84,6 +86,12 @@ pub struct Cluster {
     secret: Vec<u8>,
     /// Kinds of failure already warned about (later ones are debug lines).
     warned: Mutex<HashSet<FailureKind>>,
+    /// This process among the instances ([`handoff`]).
+    instance: String,
+    /// The key sealed `requestState`s are encrypted with.
+    state_key: ring::aead::LessSafeKey,
+    /// Instance URLs read from the store.
+    urls: handoff::Urls,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -100,13 +108,21 @@ impl Cluster {
     pub async fn open(config: &crate::config::ClusterConfig) -> Result<Arc<Self>, String> {
         let location = crate::snapshot::open(&config.store)
             .map_err(|e| format!("cluster.store: cannot open {}: {e}", config.store))?;
-        let cluster = Arc::new(Self {
-            location,
-            secret: config.secret.as_bytes().to_vec(),
-            warned: Mutex::default(),
-        });
+        let cluster = Arc::new(Self::new(location, &config.secret)?);
         cluster.agree().await?;
         Ok(cluster)
+    }
+
+    fn new(location: Location, secret: &str) -> Result<Self, String> {
+        Ok(Self {
+            location,
+            secret: secret.as_bytes().to_vec(),
+            warned: Mutex::default(),
+            instance: handoff::new_instance_id(),
+            state_key: handoff::state_key(secret.as_bytes())
+                .ok_or("cluster.secret: no AES-256-GCM key could be derived from it")?,
+            urls: handoff::Urls::default(),
+        })
     }
 
     /// Where the store is (for messages).
@@ -124,11 +140,7 @@ impl Cluster {
     pub async fn inspect(config: &crate::config::ClusterConfig) -> Result<String, String> {
         let location = crate::snapshot::open(&config.store)
             .map_err(|e| format!("cluster.store: cannot open {}: {e}", config.store))?;
-        let cluster = Self {
-            location,
-            secret: config.secret.as_bytes().to_vec(),
-            warned: Mutex::default(),
-        };
+        let cluster = Self::new(location, &config.secret)?;
         cluster.probe().await?;
         let path = child(&cluster.location.root, &["cluster.json"]);
         match cluster.location.store.get(&path).await {
@@ -289,36 +301,31 @@ impl Cluster {
                 ));
             }
             let path = self.path(scope, &["blocks", &next.to_string()]);
-            let claimed = self
-                .location
-                .store
-                .put_opts(
-                    &path,
-                    PutPayload::from(crate::common::text::now_rfc3339().into_bytes()),
-                    PutOptions::from(PutMode::Create),
-                )
-                .await;
-            match claimed {
-                Ok(_) => return Ok(next),
-                Err(object_store::Error::AlreadyExists { .. }) => next += 1,
-                Err(error) => return Err(self.report("cannot write", &error)),
+            match self.create(&path).await? {
+                true => return Ok(next),
+                false => next += 1,
             }
         }
     }
 
     /// Claim a chosen ref (a view's name) in `scope`: `false` if it is taken.
     pub async fn claim_name(&self, scope: &str, reference: &str) -> Result<bool, String> {
-        let path = self.path(scope, &["names", reference]);
-        match self
+        self.create(&self.path(scope, &["names", reference])).await
+    }
+
+    /// Create the object at `path` (its text: the time), unless it exists: `false` then. What
+    /// claims are made of: one conditional create, whoever comes first.
+    async fn create(&self, path: &StorePath) -> Result<bool, String> {
+        let created = self
             .location
             .store
             .put_opts(
-                &path,
-                PutPayload::from_static(b""),
+                path,
+                PutPayload::from(crate::common::text::now_rfc3339().into_bytes()),
                 PutOptions::from(PutMode::Create),
             )
-            .await
-        {
+            .await;
+        match created {
             Ok(_) => Ok(true),
             Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
             Err(error) => Err(self.report("cannot write", &error)),
@@ -394,16 +401,24 @@ impl Cluster {
         gone(self.location.store.delete(&self.path(scope, &parts)).await)
     }
 
-    /// The entry of `reference` in `scope`, if the store has one.
-    pub async fn entry(&self, scope: &str, reference: &str) -> Result<Option<Entry>, String> {
-        let path = self.path(scope, &["refs", &format!("{reference}.json")]);
-        let bytes = match self.location.store.get(&path).await {
+    /// The bytes of the object at `path`; `None` when there is none.
+    async fn read(&self, path: &StorePath) -> Result<Option<bytes::Bytes>, String> {
+        match self.location.store.get(path).await {
             Ok(got) => got
                 .bytes()
                 .await
-                .map_err(|e| self.report("cannot read", &e))?,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(error) => return Err(self.report("cannot read", &error)),
+                .map(Some)
+                .map_err(|e| self.report("cannot read", &e)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(error) => Err(self.report("cannot read", &error)),
+        }
+    }
+
+    /// The entry of `reference` in `scope`, if the store has one.
+    pub async fn entry(&self, scope: &str, reference: &str) -> Result<Option<Entry>, String> {
+        let path = self.path(scope, &["refs", &format!("{reference}.json")]);
+        let Some(bytes) = self.read(&path).await? else {
+            return Ok(None);
         };
         let entry: Entry = serde_json::from_slice(&bytes)
             .map_err(|e| format!("the store's entry of `{reference}` does not read: {e}"))?;
@@ -638,6 +653,36 @@ impl Membership {
             .iter()
             .map(|(_, write)| write.clone())
             .collect()
+    }
+
+    /// The cluster the session is part of.
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+
+    /// The scope's folder (`scope=S`).
+    pub fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    /// A sealed `requestState` of this session's scope for a call `call` (SPEC §25).
+    pub fn seal_state(&self, call: &str, lifetime: std::time::Duration) -> Option<String> {
+        self.cluster.seal_state(&self.scope, call, lifetime)
+    }
+
+    /// Take up the sealed state `state` here: `Ok(false)` if an instance took it up before.
+    pub async fn claim_state(&self, state: &handoff::SealedState) -> Result<bool, String> {
+        self.cluster.claim_state(&self.scope, &state.key).await
+    }
+
+    /// Record that task `task` lives on this instance, before the answer that names it.
+    pub async fn record_task(&self, task: &str) {
+        if let Err(error) = self.cluster.record_task(&self.scope, task).await {
+            tracing::debug!(
+                task,
+                "the task's instance is not in the cluster store: {error}"
+            );
+        }
     }
 
     /// Wait until every dataset minted so far is in the store (or failed to get there).

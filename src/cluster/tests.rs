@@ -13,6 +13,7 @@ fn config(dir: &std::path::Path, secret: &str) -> ClusterConfig {
     ClusterConfig {
         store: dir.display().to_string(),
         secret: secret.to_string(),
+        advertise: None,
     }
 }
 
@@ -415,4 +416,101 @@ fn ref_words_are_the_refs_a_statement_names() {
     let many: String = (0..5_000).map(|n| format!("ds_a_{n} ")).collect();
     assert!(many.len() < 64 * 1024, "{}", many.len());
     assert_eq!(ref_words(&many).len(), MAX_WORDS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sealed_state_opens_on_every_instance_of_the_secret_and_nowhere_else() {
+    let dir = tempfile::tempdir().expect("dir");
+    let a = Cluster::open(&config(dir.path(), SECRET)).await.expect("a");
+    let b = Cluster::open(&config(dir.path(), SECRET)).await.expect("b");
+    assert_ne!(a.instance(), b.instance());
+    let call = handoff::call_digest(
+        "tools/call",
+        "py_survey",
+        Some(&serde_json::json!({"x": 1})),
+    );
+    let ten = std::time::Duration::from_secs(600);
+    let state = a.seal_state("scope=s", &call, ten).expect("sealed");
+    assert!(handoff::looks_sealed(&state));
+    let opened = b.open_state(&state).expect("b opens a's state");
+    assert_eq!(opened.instance, a.instance());
+    assert_eq!(
+        (opened.scope.as_str(), opened.call.as_str()),
+        ("scope=s", call.as_str())
+    );
+    assert!(!opened.expired());
+    // Two seals of one call differ (a key and a nonce of their own).
+    let other = a.seal_state("scope=s", &call, ten).expect("sealed");
+    assert_ne!(state, other);
+    assert_ne!(a.open_state(&other).expect("opens").key, opened.key);
+    // Any altered character, a cut, or another secret: nothing opens.
+    for at in [7, state.len() / 2, state.len() - 1] {
+        let mut bytes = state.clone().into_bytes();
+        bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
+        let altered = String::from_utf8(bytes).expect("ascii");
+        assert!(b.open_state(&altered).is_none(), "altered at {at} opened");
+    }
+    assert!(b.open_state(&state[..state.len() - 4]).is_none());
+    assert!(b.open_state("loom1.").is_none());
+    let elsewhere = tempfile::tempdir().expect("dir");
+    let stranger = Cluster::open(&config(
+        elsewhere.path(),
+        "another secret of thirty-two bytes!",
+    ))
+    .await
+    .expect("stranger");
+    assert!(stranger.open_state(&state).is_none());
+    // A lifetime of zero seconds is over once a second has passed.
+    let brief = a
+        .seal_state("scope=s", &call, std::time::Duration::ZERO)
+        .expect("sealed");
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert!(a.open_state(&brief).expect("opens").expired());
+}
+
+#[test]
+fn a_call_is_named_by_its_arguments_in_any_member_order() {
+    let one = serde_json::json!({"a": 1, "b": {"c": [1, {"d": 2, "e": 3}]}});
+    let two: serde_json::Value =
+        serde_json::from_str(r#"{"b": {"c": [1, {"e": 3, "d": 2}]}, "a": 1}"#).expect("json");
+    let digest = |v: &serde_json::Value| handoff::call_digest("tools/call", "t", Some(v));
+    assert_eq!(digest(&one), digest(&two));
+    assert_ne!(digest(&one), digest(&serde_json::json!({"a": 2})));
+    assert_ne!(
+        handoff::call_digest("tools/call", "t", None),
+        handoff::call_digest("prompts/get", "t", None)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_is_claimed_once_and_a_task_names_its_instance() {
+    let dir = tempfile::tempdir().expect("dir");
+    let a = Cluster::open(&config(dir.path(), SECRET)).await.expect("a");
+    let b = Cluster::open(&config(dir.path(), SECRET)).await.expect("b");
+    assert!(a.claim_state("scope=s", "k1").await.expect("claim"));
+    assert!(!b.claim_state("scope=s", "k1").await.expect("claim"));
+    assert!(b.claim_state("scope=t", "k1").await.expect("another scope"));
+    a.register("http://127.0.0.1:1/mcp")
+        .await
+        .expect("register");
+    assert_eq!(
+        b.instance_url(a.instance()).await.expect("read").as_deref(),
+        Some("http://127.0.0.1:1/mcp")
+    );
+    assert_eq!(b.instance_url("not-an-id").await.expect("read"), None);
+    a.record_task("scope=s", "ts-1").await.expect("record");
+    assert_eq!(
+        b.task_instance("scope=s", "ts-1")
+            .await
+            .expect("read")
+            .as_deref(),
+        Some(a.instance())
+    );
+    assert_eq!(
+        b.task_instance("scope=t", "ts-1").await.expect("read"),
+        None
+    );
+    a.unregister().await;
+    let c = Cluster::open(&config(dir.path(), SECRET)).await.expect("c");
+    assert_eq!(c.instance_url(a.instance()).await.expect("read"), None);
 }

@@ -102,6 +102,10 @@ pub struct ClusterConfig {
     pub store: String,
     /// At least 32 bytes, `${VAR}` expanded.
     pub secret: String,
+    /// The URL other instances reach this one's MCP endpoint at (`cluster.advertise`): where
+    /// they forward a retry or a task request of a call this instance holds. Without it, the
+    /// address `loom serve --http` listens on, when that is not a wildcard.
+    pub advertise: Option<String>,
 }
 
 /// Never the secret.

@@ -1628,6 +1628,26 @@ fn a_cluster_block_needs_a_store_and_a_secret_of_32_bytes() {
 }
 
 #[test]
+fn a_cluster_instance_may_say_where_the_others_reach_it() {
+    let secret = "${TOKEN}".repeat(7);
+    let config = ok(&with_root(&format!(
+        r#""cluster": {{"store": "/srv/loom", "secret": "{secret}", "advertise": "http://10.0.0.5:8808/mcp"}}"#
+    )));
+    let cluster = config.cluster.expect("cluster");
+    assert_eq!(cluster.advertise.as_deref(), Some("http://10.0.0.5:8808/mcp"));
+    for bad in ["10.0.0.5:8808", "ftp://host/mcp", "http://"] {
+        let all = problems(&with_root(&format!(
+            r#""cluster": {{"store": "/srv/loom", "secret": "{secret}", "advertise": "{bad}"}}"#
+        )));
+        assert_problem(
+            &all,
+            "cluster.advertise",
+            &["is not an http:// or https:// URL", "the other instances reach"],
+        );
+    }
+}
+
+#[test]
 fn a_cluster_secret_written_into_the_file_is_a_warning() {
     let literal = "0123456789abcdef0123456789abcdef";
     let config = ok(&with_root(&format!(

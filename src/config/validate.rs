@@ -98,7 +98,7 @@ const TOOLS_MODES: &str = "\"all\" (every tool listed), \"search\" (tools found 
 const REPORT_KEYS: &[&str] = &["enabled", "path", "markdownPath"];
 const TELEMETRY_KEYS: &[&str] = &["otlpEndpoint"];
 const AUDIT_KEYS: &[&str] = &["path", "maxBytes"];
-const CLUSTER_KEYS: &[&str] = &["store", "secret"];
+const CLUSTER_KEYS: &[&str] = &["store", "secret", "advertise"];
 /// Bytes a cluster secret has at least (SPEC §25): 256 bits, the key of HMAC-SHA-256.
 pub(crate) const MIN_CLUSTER_SECRET_BYTES: usize = 32;
 
@@ -1168,9 +1168,32 @@ impl Checker<'_> {
                 None
             }
         };
+        let advertise = fields.get("advertise").and_then(|v| {
+            self.non_empty_string(v, "cluster.advertise")
+                .and_then(|url| match reqwest::Url::parse(&url) {
+                    Ok(parsed)
+                        if matches!(parsed.scheme(), "http" | "https")
+                            && parsed.host_str().is_some() =>
+                    {
+                        Some(url)
+                    }
+                    _ => {
+                        self.report(
+                            "cluster.advertise",
+                            format!(
+                                "`{url}` is not an http:// or https:// URL; give the URL the other \
+                                 instances reach this one's MCP endpoint at (e.g. \
+                                 \"http://10.0.0.5:8080/mcp\", or \"${{LOOM_ADVERTISE}}\")"
+                            ),
+                        );
+                        None
+                    }
+                })
+        });
         Some(super::model::ClusterConfig {
             store: store?,
             secret: secret?,
+            advertise,
         })
     }
 

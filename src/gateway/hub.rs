@@ -221,6 +221,11 @@ impl Hub {
             .collect()
     }
 
+    /// The cluster store this process shares with other instances (SPEC §25), if configured.
+    pub fn cluster(&self) -> Option<&Arc<crate::cluster::Cluster>> {
+        self.cluster.as_ref()
+    }
+
     pub fn config(&self) -> &Config {
         &self.config
     }

@@ -309,6 +309,16 @@ impl Gateway {
         self.built_from.load(std::sync::atomic::Ordering::Acquire) != view_version(&self.servers())
     }
 
+    /// What the eras and extensions keep for this session.
+    pub(crate) fn protocol_state(&self) -> &protocol::ProtocolState {
+        &self.protocol
+    }
+
+    /// This session's part in a cluster (SPEC §25), once it joined.
+    pub(crate) fn cluster_member(&self) -> Option<&Arc<crate::cluster::Membership>> {
+        self.cluster.get()
+    }
+
     /// Whose session this is, once the face said.
     pub(crate) fn credential(&self) -> Option<String> {
         self.credential.read().ok().and_then(|c| c.clone())

@@ -15,6 +15,7 @@
 #![allow(clippy::result_large_err)]
 
 mod auth;
+mod handoff;
 mod metrics;
 mod session;
 mod stateless;
@@ -106,6 +107,18 @@ fn plain(status: StatusCode, text: impl Into<String>) -> Response<Body> {
     response
 }
 
+/// The client requests are forwarded to other instances with: no redirects (the credential
+/// goes to the instance named and nowhere else), a short connect timeout (an instance that
+/// is gone is found out quickly), no timeout on the answer (a call may run long).
+fn forwarder() -> reqwest::Client {
+    crate::common::tls::install_crypto_provider();
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(3))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap_or_default()
+}
+
 /// A JSON-RPC error answer (for messages that cannot reach a session).
 fn rpc_error(status: StatusCode, id: Option<&str>, code: i64, message: &str) -> Response<Body> {
     let body = serde_json::json!({
@@ -146,6 +159,8 @@ pub(crate) struct Server {
     /// Connections closed at once for that bound.
     refused_connections: std::sync::atomic::AtomicU64,
     shutdown: CancellationToken,
+    /// Sends a request on to the instance of a cluster that holds what it concerns (§25).
+    forwarder: reqwest::Client,
 }
 
 /// The open connections of each peer address, oldest first.
@@ -251,6 +266,7 @@ impl Server {
             connections_opened: std::sync::atomic::AtomicU64::new(0),
             refused_connections: std::sync::atomic::AtomicU64::new(0),
             shutdown: CancellationToken::new(),
+            forwarder: forwarder(),
         })
     }
 
@@ -835,6 +851,45 @@ impl Server {
         {
             return rpc_error(StatusCode::BAD_REQUEST, message.id.as_deref(), -32020, &why);
         }
+        // In a cluster, a retry or task request of what another instance holds goes there.
+        let mut note = None;
+        let mut body = body;
+        if let (Some(cluster), Some(member), Some(method)) = (
+            self.hub.cluster(),
+            session.gateway().cluster_member(),
+            message.method.as_deref(),
+        ) {
+            let protocol = session.gateway().protocol_state();
+            let holds_state = |state: &str| protocol.holds_request_state(state);
+            let holds_task = |task: &str| protocol.holds_task(task);
+            let local = handoff::Local {
+                cluster,
+                scope: member.scope(),
+                holds_state: &holds_state,
+                holds_task: &holds_task,
+            };
+            match handoff::place(
+                local,
+                &self.forwarder,
+                method,
+                headers,
+                &body,
+                message.id.as_deref(),
+            )
+            .await
+            {
+                handoff::Placement::Here => {}
+                handoff::Placement::Again {
+                    body: new,
+                    note: why,
+                } => {
+                    body = new;
+                    note = Some(why);
+                }
+                handoff::Placement::Answered(response) => return response,
+            }
+        }
+        let text = String::from_utf8_lossy(&body);
         let n = self
             .stateless_requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -862,6 +917,7 @@ impl Server {
         let rewrite = stateless::Rewrite {
             id: id_text,
             token: client_token,
+            note,
         };
         session
             .post(

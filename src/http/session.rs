@@ -237,6 +237,10 @@ impl Session {
         &self.id
     }
 
+    pub(crate) fn gateway(&self) -> &Arc<Gateway> {
+        &self.gateway
+    }
+
     pub(crate) fn credential(&self) -> &str {
         &self.credential
     }
@@ -593,6 +597,10 @@ impl Session {
             if let Some(waiting) = routes.pending.remove(id) {
                 routes.order.retain(|o| o != id);
                 routes.progress.retain(|_, owner| owner != id);
+                let mut line = line;
+                if let Some(note) = waiting.rewrite.as_ref().and_then(|r| r.note.as_deref()) {
+                    line = super::handoff::noted(line, note);
+                }
                 let line = given_back(
                     line,
                     waiting

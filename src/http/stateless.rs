@@ -30,6 +30,9 @@ pub(crate) struct Rewrite {
     pub id: String,
     /// The client's progress token, as it wrote it.
     pub token: Option<String>,
+    /// Why the call was made again from the start (a cluster's instance gone, SPEC §25): put
+    /// under the result's `_meta`.
+    pub note: Option<String>,
 }
 
 /// An object's members, their values as text borrowed from it (member order does not matter

@@ -20,17 +20,22 @@ import json
 import os
 import re
 import subprocess
-from contextlib import ExitStack, contextmanager
+import sys
+import time
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import httpx2
+import mcp_types as types
 import pytest
+from mcp import MCPError
 
 from conftest import LOOM_BIN, PATIENCE, PY, REPO_ROOT, connect_loom
 from test_cluster import TOKENS, audit_subjects, bearer, haproxy, web  # noqa: F401 (web: fixture)
 from test_http_serve import _big_text_of, connect_http, serve_http
+from test_protocol_2026 import Callbacks
 
 pytestmark = pytest.mark.anyio
 
@@ -438,3 +443,193 @@ async def test_other_engines_read_the_store(shared):
     by_ref, total = done.stdout.strip().splitlines()
     assert json.loads(by_ref.replace("'", '"')) == {ref: 1700, other: 400}
     assert int(total) == 2100
+
+
+# --- Calls that wait for input, and tasks, across instances (SPEC §25) ----------------------------
+
+SURVEY = f"{PY}_survey"  # asks a name (elicitation), a model's word (sampling), the roots, in turn
+
+
+def answers_to(asked: types.InputRequiredResult) -> dict[str, Any]:
+    """The answers a person (and their model and roots) give to whatever `asked` asks."""
+    out: dict[str, Any] = {}
+    for key, request in (asked.input_requests or {}).items():
+        if isinstance(request, types.ElicitRequest):
+            out[key] = types.ElicitResult(action="accept", content={"name": "Ada"})
+        elif isinstance(request, types.CreateMessageRequest):
+            out[key] = types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="lyrical"), model="m")
+        else:
+            out[key] = types.ListRootsResult(roots=[types.Root(uri="file:///srv/project")])
+    return out
+
+
+@asynccontextmanager
+async def asking_client(url: str, token: str):
+    """A 2026-07-28 client that can be asked anything (it declares elicitation, sampling, roots)."""
+    async with connect_http(url, "2026-07-28", headers=bearer(token), **Callbacks().kwargs()) as client:
+        yield client.session
+
+
+async def retry(url: str, token: str, asked: types.InputRequiredResult) -> Any:
+    async with asking_client(url, token) as session:
+        return await session.call_tool(SURVEY, {"topic": "rivers"}, request_state=asked.request_state, input_responses=answers_to(asked), allow_input_required=True)
+
+
+async def refused(url: str, token: str, state: str, answers: dict[str, Any]) -> str:
+    async with asking_client(url, token) as session:
+        with pytest.raises(MCPError) as caught:
+            await session.call_tool(SURVEY, {"topic": "rivers"}, request_state=state, input_responses=answers, allow_input_required=True)
+    assert caught.value.code == -32602, caught.value.error
+    return caught.value.error.message
+
+
+async def test_each_retry_of_a_waiting_call_may_land_on_another_instance(shared):
+    """The server's call stays open on the instance that started it; the client's retries, each on
+    another instance, are forwarded there: the answers reach the server and the call finishes as
+    it does on one instance."""
+    token = TOKENS[1]
+    async with asking_client(shared.url(0), token) as session:
+        asked = await session.call_tool(SURVEY, {"topic": "rivers"}, allow_input_required=True)
+    assert isinstance(asked, types.InputRequiredResult), asked
+    first = asked
+    rounds = 0
+    for n in (1, 2, 1, 2):
+        result = await retry(shared.url(n), token, asked)
+        rounds += 1
+        if not isinstance(result, types.InputRequiredResult):
+            break
+        asked = result
+    assert isinstance(result, types.CallToolResult) and not result.is_error, result
+    assert [b.text for b in result.content if b.type == "text"] == ["Ada|lyrical|file:///srv/project"], result
+    assert rounds == 3, rounds
+    assert "io.loom/retried" not in (result.meta or {})
+    # One retry per state in the whole cluster: the first state again, on any instance, is refused.
+    for n in (0, 2):
+        assert "unknown or expired" in await refused(shared.url(n), token, first.request_state, answers_to(first))
+
+
+async def test_a_forged_or_tampered_or_foreign_request_state_is_refused(shared):
+    token = TOKENS[2]
+    async with asking_client(shared.url(0), token) as session:
+        asked = await session.call_tool(SURVEY, {"topic": "rivers"}, allow_input_required=True)
+    assert isinstance(asked, types.InputRequiredResult), asked
+    state = asked.request_state
+    assert state.startswith("loom1."), state
+    flipped = state[:-3] + ("A" if state[-3] != "A" else "B") + state[-2:]
+    answers = answers_to(asked)
+    for bad in (flipped, "loom1." + "A" * 80, "f" * 32):
+        for n in (0, 1):
+            assert "unknown or expired" in await refused(shared.url(n), token, bad, answers)
+    # Another credential presenting it, on the instance that holds it and on another.
+    for n in (0, 1):
+        assert "unknown or expired" in await refused(shared.url(n), TOKENS[3], state, answers)
+    # Another call (other arguments) with it, on another instance.
+    async with asking_client(shared.url(1), token) as session:
+        with pytest.raises(MCPError) as caught:
+            await session.call_tool(SURVEY, {"topic": "seas"}, request_state=state, input_responses=answers, allow_input_required=True)
+    assert caught.value.code == -32602
+    # None of that used it up: the real retry still goes on.
+    result = await retry(shared.url(2), token, asked)
+    assert isinstance(result, types.InputRequiredResult), result
+
+
+async def test_when_the_instance_holding_a_waiting_call_dies_the_retry_starts_over_and_says_so(shared):
+    token = TOKENS[5]
+    async with asking_client(shared.url(0), token) as session:
+        asked = await session.call_tool(SURVEY, {"topic": "rivers"}, allow_input_required=True)
+    assert isinstance(asked, types.InputRequiredResult), asked
+    shared.looms[0].process.kill()
+    shared.looms[0].process.wait()
+    again = await retry(shared.url(1), token, asked)
+    # Made again from the start: the server asks its first question again, and loom says why.
+    assert isinstance(again, types.InputRequiredResult), again
+    assert "made the call again from the start" in (again.meta or {}).get("io.loom/retried", ""), again
+    assert [type(r) for r in again.input_requests.values()] == [type(r) for r in asked.input_requests.values()]
+    # Once: the same state on the third instance is refused.
+    assert "unknown or expired" in await refused(shared.url(2), token, asked.request_state, answers_to(asked))
+    result = again
+    for n in (2, 1, 2):
+        result = await retry(shared.url(n), token, result)
+        if not isinstance(result, types.InputRequiredResult):
+            break
+    assert isinstance(result, types.CallToolResult), result
+    assert [b.text for b in result.content if b.type == "text"] == ["Ada|lyrical|file:///srv/project"], result
+
+
+TASKS_ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "raw-tasks", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+}
+
+
+def rpc(url: str, token: str, method: str, params: dict[str, Any], name: str | None = None) -> dict[str, Any]:
+    """One 2026-07-28 request of a client that declares the tasks extension (no SDK has it yet)."""
+    headers = {**bearer(token), "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method, "Accept": "application/json", "Content-Type": "application/json"}
+    if name is not None:
+        headers["Mcp-Name"] = name
+    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {**params, "_meta": TASKS_ENVELOPE}}
+    answer = httpx2.post(url, json=body, headers=headers, timeout=PATIENCE)
+    message = answer.json()
+    # 2026-07-28's statuses: 200 for results, 400 for an invalid request (-32602 among them).
+    assert answer.status_code == (400 if message.get("error", {}).get("code") == -32602 else 200), answer.text
+    assert message["id"] == 7, message
+    return message
+
+
+@pytest.fixture
+def tasked(web, tmp_path) -> Iterator[Cluster]:
+    """The cluster of `shared` (directory store) with servers/task_server.py as `tasks`."""
+    from test_tasks import TASK_SERVER
+
+    web.servers["tasks"] = {"command": sys.executable, "args": [str(TASK_SERVER)], "env": {}}
+    web.use(PY, "tasks")
+    with ExitStack() as stack:
+        store = stack.enter_context(store_of("directory", tmp_path))
+        looms = []
+        for n in range(INSTANCES):
+            configure(web, tmp_path, store, n)
+            looms.append(stack.enter_context(serve_http(web)))
+        yield Cluster(looms=looms, audits=[], store=store, web=web)
+
+
+def task_of(message: dict[str, Any]) -> dict[str, Any]:
+    assert "result" in message, message
+    return message["result"]
+
+
+async def test_a_task_created_on_one_instance_is_read_and_cancelled_on_the_others(tasked):
+    token = TOKENS[0]
+    created = task_of(rpc(tasked.url(0), token, "tools/call", {"name": "tasks_table_report", "arguments": {"rows": 3000}}, name="tasks_table_report"))
+    assert created["resultType"] == "task", created
+    task = created["taskId"]
+    deadline = time.monotonic() + PATIENCE
+    while True:
+        got = task_of(rpc(tasked.url(1 + int(time.monotonic() * 10) % 2), token, "tasks/get", {"taskId": task}, name=task))
+        if got["status"] != "working":
+            break
+        assert time.monotonic() < deadline, got
+        time.sleep(0.1)
+    assert got["status"] == "completed", got
+    envelope = got["result"]["structuredContent"]
+    assert envelope["kind"] == "loom_dataset_ref" and envelope["rows"] == 3000, envelope
+    # The envelope's ref is answered by every instance.
+    for n in range(INSTANCES):
+        answer = await query(tasked.url(n), token, f"SELECT count(*) AS n FROM {envelope['ref']}")
+        assert answer.structured_content["rows"] == [{"n": 3000}], answer
+
+    held = task_of(rpc(tasked.url(2), token, "tools/call", {"name": "tasks_held_report", "arguments": {}}, name="tasks_held_report"))["taskId"]
+    assert task_of(rpc(tasked.url(0), token, "tasks/get", {"taskId": held}, name=held))["status"] == "working"
+    rpc(tasked.url(1), token, "tasks/cancel", {"taskId": held}, name=held)
+    assert task_of(rpc(tasked.url(0), token, "tasks/get", {"taskId": held}, name=held))["status"] == "cancelled"
+    # Another credential does not find it on any instance.
+    for n in range(INSTANCES):
+        refused = rpc(tasked.url(n), TOKENS[1], "tasks/get", {"taskId": held}, name=held)
+        assert refused["error"]["code"] == -32602 and "unknown task" in refused["error"]["message"], refused
+
+    # The instance holding a task dies: the others say the task ended with it.
+    lost = task_of(rpc(tasked.url(0), token, "tools/call", {"name": "tasks_held_report", "arguments": {}}, name="tasks_held_report"))["taskId"]
+    tasked.looms[0].process.kill()
+    tasked.looms[0].process.wait()
+    gone = rpc(tasked.url(1), token, "tasks/get", {"taskId": lost}, name=lost)
+    assert gone["error"]["code"] == -32602 and "does not answer any more" in gone["error"]["message"], gone

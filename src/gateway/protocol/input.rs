@@ -79,6 +79,13 @@ enum Pending {
     },
 }
 
+impl Call {
+    /// What a sealed `requestState` names the call by (src/cluster/handoff.rs).
+    pub(in crate::gateway) fn digest(&self) -> String {
+        crate::cluster::handoff::call_digest(self.method, &self.target, self.arguments.as_ref())
+    }
+}
+
 impl Pending {
     fn cancel(&mut self, reason: &'static str) {
         match self {
@@ -133,6 +140,11 @@ impl Suspended {
 
     pub(crate) fn keys(&self) -> Arc<Keys> {
         self.keys.clone()
+    }
+
+    /// Whether a call waits under `state`.
+    pub(crate) fn holds(&self, state: &str) -> bool {
+        self.lock().contains_key(state)
     }
 
     /// Calls waiting now (for tests: nothing may leak).
@@ -236,9 +248,9 @@ pub(in crate::gateway) const URL_ELICITATION_REQUIRED: rmcp::model::ErrorCode =
 /// A `requestState` loom does not hold (any more).
 fn unknown_state() -> McpError {
     McpError::invalid_params(
-        "loom: the `requestState` is unknown or expired (each one answers one round, within \
-         600 s, in the session that got it); call again without `requestState` and \
-         `inputResponses` to start over",
+        "loom: the `requestState` is unknown or expired (each one answers one retry, within \
+         600 s, in the session that got it — in a cluster, on any instance, for the same \
+         credential); call again without `requestState` and `inputResponses` to start over",
         None,
     )
 }
@@ -456,6 +468,27 @@ impl Gateway {
                     .insert(state.to_string(), waiting);
             }
             return Err(error);
+        }
+        // A sealed state answers one retry in the whole cluster: taken up here, it is claimed in
+        // the store first (another instance may have retried it from the start when this one
+        // did not answer). A store that fails does not hold the call up: this instance's table
+        // already gave it out once.
+        if let Some(member) = self.cluster.get()
+            && let Some(sealed) = member.cluster().open_state(state)
+        {
+            match member.claim_state(&sealed).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    let mut waiting = waiting;
+                    waiting
+                        .pending
+                        .cancel("its requestState was taken up on another instance");
+                    return Err(unknown_state());
+                }
+                Err(error) => {
+                    tracing::warn!("a requestState is taken up without its claim: {error}");
+                }
+            }
         }
         let Waiting { pending, asked, .. } = waiting;
         let accepted = responses.is_some_and(|answers| {
@@ -689,7 +722,12 @@ impl Gateway {
                     .send(Err(McpError::internal_error(why.clone(), None)));
             }
         };
-        let Some(state) = crate::token::random_hex() else {
+        // In a cluster the state is sealed: any instance can tell where the call waits (§25).
+        let state = match self.cluster.get() {
+            Some(member) => member.seal_state(&call.digest(), INPUT_WAIT),
+            None => crate::token::random_hex(),
+        };
+        let Some(state) = state else {
             refuse(
                 asked,
                 "loom: no randomness for a requestState; the question cannot reach the client"

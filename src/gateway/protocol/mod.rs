@@ -39,6 +39,17 @@ impl ProtocolState {
         self.suspended.len()
     }
 
+    /// Whether a call waits here under `state` (a cluster's HTTP face asks before it forwards
+    /// a retry to the instance the state names, SPEC §25).
+    pub(crate) fn holds_request_state(&self, state: &str) -> bool {
+        self.suspended.holds(state)
+    }
+
+    /// Whether a task of the tasks extension has id `task` here (SPEC §25).
+    pub(crate) fn holds_task(&self, task: &str) -> bool {
+        self.bridged.get(task).is_some()
+    }
+
     /// The route of `target` in the call suspended under `state`, if one is.
     pub(crate) fn waiting_route(&self, state: &str, target: &str) -> Option<Route> {
         self.suspended.route_of(state, target)

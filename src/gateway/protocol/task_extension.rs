@@ -156,7 +156,7 @@ impl BridgedTasks {
     }
 
     /// The task `id`, unless it has expired (then it is forgotten now).
-    fn get(&self, id: &str) -> Option<Arc<Bridged>> {
+    pub(super) fn get(&self, id: &str) -> Option<Arc<Bridged>> {
         let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let task = guard.tasks.get(id).cloned()?;
         if task.expires > tokio::time::Instant::now() {
@@ -313,6 +313,11 @@ impl Gateway {
             Err(error) => {
                 *lock(&bridged.outcome) = Some(Err(error));
             }
+        }
+        // In a cluster, the store says which instance holds the task before its id is given
+        // out: another instance forwards the client's tasks/* requests here (SPEC §25).
+        if let Some(member) = self.cluster.get() {
+            member.record_task(&id).await;
         }
         self.protocol.bridged.insert(id, bridged);
         let mut flat = as_extension_task(task);
