@@ -68,7 +68,8 @@ struct InstanceFile {
     started_at: String,
 }
 
-/// Which instance a task of the tasks extension was created on (`scope=S/tasks/<d>.json`).
+/// Which instance holds a task of the tasks extension (`scope=S/tasks/<d>.json`), or a login
+/// waiting for its browser (`callbacks/<d>.json`).
 #[derive(Debug, Serialize, Deserialize)]
 struct TaskFile {
     instance: String,
@@ -157,23 +158,43 @@ impl Cluster {
             call: call.to_string(),
             expires: now_secs().saturating_add(lifetime.as_secs()),
         };
-        let mut sealed = serde_json::to_vec(&state).ok()?;
-        let mut nonce = [0u8; NONCE_BYTES];
-        SystemRandom::new().fill(&mut nonce).ok()?;
-        self.state_key
-            .seal_in_place_append_tag(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(SEALED_PREFIX.as_bytes()),
-                &mut sealed,
-            )
-            .ok()?;
-        let mut bytes = nonce.to_vec();
-        bytes.extend_from_slice(&sealed);
+        let bytes = self.seal_bytes(SEALED_PREFIX, serde_json::to_vec(&state).ok()?)?;
         use base64::Engine as _;
         Some(format!(
             "{SEALED_PREFIX}{}",
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
         ))
+    }
+
+    /// `plain` encrypted and authenticated under the cluster's key, for `context` (the same
+    /// bytes sealed for another context do not open): a random nonce, then the ciphertext.
+    fn seal_bytes(&self, context: &str, mut plain: Vec<u8>) -> Option<Vec<u8>> {
+        let mut nonce = [0u8; NONCE_BYTES];
+        SystemRandom::new().fill(&mut nonce).ok()?;
+        self.state_key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(context.as_bytes()),
+                &mut plain,
+            )
+            .ok()?;
+        let mut bytes = nonce.to_vec();
+        bytes.extend_from_slice(&plain);
+        Some(bytes)
+    }
+
+    /// What [`Self::seal_bytes`] sealed for `context`, if nobody altered it.
+    fn open_bytes(&self, context: &str, mut bytes: Vec<u8>) -> Option<Vec<u8>> {
+        if bytes.len() <= NONCE_BYTES {
+            return None;
+        }
+        let mut sealed = bytes.split_off(NONCE_BYTES);
+        let nonce = Nonce::try_assume_unique_for_key(&bytes).ok()?;
+        let plain = self
+            .state_key
+            .open_in_place(nonce, Aad::from(context.as_bytes()), &mut sealed)
+            .ok()?;
+        Some(plain.to_vec())
     }
 
     /// What a sealed state says, if this cluster's secret sealed it unaltered. Expired states
@@ -184,19 +205,10 @@ impl Cluster {
             return None;
         }
         let encoded = text.strip_prefix(SEALED_PREFIX)?;
-        let mut bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(encoded)
             .ok()?;
-        if bytes.len() <= NONCE_BYTES {
-            return None;
-        }
-        let mut sealed = bytes.split_off(NONCE_BYTES);
-        let nonce = Nonce::try_assume_unique_for_key(&bytes).ok()?;
-        let plain = self
-            .state_key
-            .open_in_place(nonce, Aad::from(SEALED_PREFIX.as_bytes()), &mut sealed)
-            .ok()?;
-        serde_json::from_slice(plain).ok()
+        serde_json::from_slice(&self.open_bytes(SEALED_PREFIX, bytes)?).ok()
     }
 
     /// Take up the state keyed `key` of `scope`: `Ok(false)` if some instance took it up before.
@@ -271,21 +283,55 @@ impl Cluster {
 
     /// Record that task `task` of `scope` lives on this instance.
     pub async fn record_task(&self, scope: &str, task: &str) -> Result<(), String> {
+        self.record_here(&self.task_path(scope, task)).await
+    }
+
+    /// The instance task `task` of `scope` was created on, if the store knows it.
+    pub async fn task_instance(&self, scope: &str, task: &str) -> Result<Option<String>, String> {
+        self.recorded(&self.task_path(scope, task)).await
+    }
+
+    /// A task id is the server's, any text: its object is named by a digest of it.
+    fn task_path(&self, scope: &str, task: &str) -> object_store::path::Path {
+        let digest = crate::token::digest_hex("loom/task", task.as_bytes());
+        self.path(scope, &["tasks", &format!("{}.json", &digest[..32])])
+    }
+
+    /// Record that the login that sent OAuth `state` waits for its browser on this instance
+    /// (the browser may come back to any instance, SPEC §25).
+    pub async fn record_login(&self, state: &str) -> Result<(), String> {
+        self.record_here(&self.login_path(state)).await
+    }
+
+    /// The instance whose login sent `state`, if the store knows it.
+    pub async fn login_instance(&self, state: &str) -> Result<Option<String>, String> {
+        self.recorded(&self.login_path(state)).await
+    }
+
+    /// A redirect carries no credential: its login is named by a digest of its state alone.
+    fn login_path(&self, state: &str) -> object_store::path::Path {
+        let digest = crate::token::keyed_hex(&self.secret, "loom/login-state", state.as_bytes());
+        child(
+            &self.location.root,
+            &["callbacks", &format!("{}.json", &digest[..32])],
+        )
+    }
+
+    async fn record_here(&self, path: &object_store::path::Path) -> Result<(), String> {
         let body = serde_json::to_vec(&TaskFile {
             instance: self.instance.clone(),
         })
         .map_err(|e| e.to_string())?;
         self.location
             .store
-            .put(&self.task_path(scope, task), PutPayload::from(body))
+            .put(path, PutPayload::from(body))
             .await
             .map_err(|e| self.report("cannot write", &e))?;
         Ok(())
     }
 
-    /// The instance task `task` of `scope` was created on, if the store knows it.
-    pub async fn task_instance(&self, scope: &str, task: &str) -> Result<Option<String>, String> {
-        let Some(bytes) = self.read(&self.task_path(scope, task)).await? else {
+    async fn recorded(&self, path: &object_store::path::Path) -> Result<Option<String>, String> {
+        let Some(bytes) = self.read(path).await? else {
             return Ok(None);
         };
         Ok(serde_json::from_slice::<TaskFile>(&bytes)
@@ -293,10 +339,126 @@ impl Cluster {
             .map(|file| file.instance))
     }
 
-    /// A task id is the server's, any text: its object is named by a digest of it.
-    fn task_path(&self, scope: &str, task: &str) -> object_store::path::Path {
-        let digest = crate::token::digest_hex("loom/task", task.as_bytes());
-        self.path(scope, &["tasks", &format!("{}.json", &digest[..32])])
+    /// Whether the object at `path` was written longer than `age` ago (false when unknown).
+    async fn older_than(&self, path: &object_store::path::Path, age: std::time::Duration) -> bool {
+        let Ok(meta) = self.location.store.head(path).await else {
+            return false;
+        };
+        let written: std::time::SystemTime = meta.last_modified.into();
+        written.elapsed().is_ok_and(|elapsed| elapsed > age)
+    }
+
+    /// Where a subject's login file is shared.
+    fn shared_login_path(&self, name: &str) -> Option<object_store::path::Path> {
+        // loom's own file names only (`HOST-DIGEST.json`): nothing that could leave the folder.
+        let plain = name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+        (plain && !name.starts_with('.'))
+            .then(|| child(&self.location.root, &["logins", &format!("{name}.sealed")]))
+    }
+}
+
+/// The subjects' logins of the HTTP face, shared through the cluster's store (SPEC §25),
+/// sealed under the cluster's key: the store's readers learn nothing of the tokens.
+pub struct SharedLoginStore(pub std::sync::Arc<Cluster>);
+
+/// What sealed login files are sealed for.
+const LOGIN_CONTEXT: &str = "loom/login-file";
+
+#[async_trait::async_trait]
+impl crate::downstream::oauth::store::SharedLogins for SharedLoginStore {
+    async fn fetch(&self, name: &str) -> Option<String> {
+        let path = self.0.shared_login_path(name)?;
+        let bytes = match self.0.read(&path).await {
+            Ok(bytes) => bytes?,
+            Err(error) => {
+                tracing::debug!("a shared login cannot be read: {error}");
+                return None;
+            }
+        };
+        let plain = self.0.open_bytes(LOGIN_CONTEXT, bytes.to_vec())?;
+        String::from_utf8(plain).ok()
+    }
+
+    async fn put(&self, name: &str, text: String) {
+        let Some(path) = self.0.shared_login_path(name) else {
+            return;
+        };
+        let Some(sealed) = self.0.seal_bytes(LOGIN_CONTEXT, text.into_bytes()) else {
+            return;
+        };
+        if let Err(error) = self
+            .0
+            .location
+            .store
+            .put(&path, PutPayload::from(sealed))
+            .await
+        {
+            let message = self.0.report("cannot write", &error);
+            tracing::debug!("a login is not shared with the other instances: {message}");
+        }
+    }
+
+    async fn delete(&self, name: &str) {
+        if let Some(path) = self.0.shared_login_path(name) {
+            let _ = self.0.location.store.delete(&path).await;
+        }
+    }
+
+    async fn lock(&self, name: &str) -> Option<Box<dyn Send>> {
+        let path = self.0.shared_login_path(&format!("{name}.lock"))?;
+        let deadline = tokio::time::Instant::now() + LOGIN_LOCK_WAIT;
+        loop {
+            match self.0.create(&path).await {
+                Ok(true) => {
+                    return Some(Box::new(LoginLock {
+                        cluster: self.0.clone(),
+                        path,
+                    }));
+                }
+                Ok(false) => {
+                    // Held: by a refresh under way, or by an instance that died holding it
+                    // (taken over once it is older than a refresh can take).
+                    if self.0.older_than(&path, LOGIN_LOCK_STALE).await {
+                        let _ = self.0.location.store.delete(&path).await;
+                        continue;
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!("a shared login's refresh goes on unlocked: {error}");
+                    return None;
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// How long a refresh waits for another instance's refresh of the same login.
+const LOGIN_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A lock older than this is an instance's that died holding it.
+const LOGIN_LOCK_STALE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A shared login held for a refresh: the lock object is deleted when it is dropped.
+struct LoginLock {
+    cluster: std::sync::Arc<Cluster>,
+    path: object_store::path::Path,
+}
+
+impl Drop for LoginLock {
+    fn drop(&mut self) {
+        let cluster = self.cluster.clone();
+        let path = std::mem::take(&mut self.path);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = cluster.location.store.delete(&path).await;
+            });
+        }
     }
 }
 

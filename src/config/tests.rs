@@ -1634,7 +1634,10 @@ fn a_cluster_instance_may_say_where_the_others_reach_it() {
         r#""cluster": {{"store": "/srv/loom", "secret": "{secret}", "advertise": "http://10.0.0.5:8808/mcp"}}"#
     )));
     let cluster = config.cluster.expect("cluster");
-    assert_eq!(cluster.advertise.as_deref(), Some("http://10.0.0.5:8808/mcp"));
+    assert_eq!(
+        cluster.advertise.as_deref(),
+        Some("http://10.0.0.5:8808/mcp")
+    );
     for bad in ["10.0.0.5:8808", "ftp://host/mcp", "http://"] {
         let all = problems(&with_root(&format!(
             r#""cluster": {{"store": "/srv/loom", "secret": "{secret}", "advertise": "{bad}"}}"#
@@ -1642,7 +1645,10 @@ fn a_cluster_instance_may_say_where_the_others_reach_it() {
         assert_problem(
             &all,
             "cluster.advertise",
-            &["is not an http:// or https:// URL", "the other instances reach"],
+            &[
+                "is not an http:// or https:// URL",
+                "the other instances reach",
+            ],
         );
     }
 }

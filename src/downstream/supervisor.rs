@@ -316,12 +316,19 @@ impl Downstream {
             return std::future::pending().await;
         };
         let before = login.stored_version();
+        let mut polls = 0u64;
         loop {
             tokio::select! {
                 () = tokio::time::sleep(LOGIN_POLL) => {}
                 () = login.kept() => return,
             }
             if login.stored_version() != before {
+                return;
+            }
+            // A subject's login may come from another instance of a cluster (SPEC §25): its
+            // store is asked every other poll.
+            polls += 1;
+            if polls.is_multiple_of(2) && login.pull_shared().await {
                 return;
             }
         }

@@ -250,7 +250,10 @@ impl GatewayService {
                     gateway.wait_while_starting(&params.name).await;
                     // A connection came up (or went to wait for a login) since the catalog was
                     // built: listed as it is now (the rebuild loop then finds nothing to tell).
-                    if gateway.catalog_is_stale() {
+                    // A login another instance of a cluster made for this subject (§25).
+                    let adopted = gateway.login_needed_for(&params.name).is_some()
+                        && gateway.adopt_shared_login(&params.name).await;
+                    if adopted || gateway.catalog_is_stale() {
                         gateway.rebuild();
                         exposed = gateway.exposed();
                         route = resolve(&exposed);

@@ -93,6 +93,23 @@ impl Hub {
         // and XDG_STATE_HOME there are none, and a server that asks for one says so.
         let logins = crate::downstream::oauth::store::default_root(|name| std::env::var(name).ok())
             .map(crate::downstream::oauth::store::TokenStore::new);
+        // Sharing what clients were told about, or not starting: an instance that cannot reach
+        // the store (or holds another secret) would answer refs it cannot see.
+        let cluster = match &config.cluster {
+            Some(cluster) => Some(
+                crate::cluster::Cluster::open(cluster)
+                    .await
+                    .map_err(StartError::Cluster)?,
+            ),
+            None => None,
+        };
+        // The subjects' logins too: a login made on one instance serves every instance.
+        let logins = match (&cluster, logins) {
+            (Some(cluster), Some(logins)) if per_subject => Some(logins.sharing(Arc::new(
+                crate::cluster::handoff::SharedLoginStore(cluster.clone()),
+            ))),
+            (_, logins) => logins,
+        };
         let servers: Vec<Arc<Downstream>> = config
             .servers
             .iter()
@@ -112,16 +129,6 @@ impl Hub {
         }
         let engine = crate::store::SharedEngine::start(&super::store_settings(&config))
             .map_err(StartError::Engine)?;
-        // Sharing what clients were told about, or not starting: an instance that cannot reach
-        // the store (or holds another secret) would answer refs it cannot see.
-        let cluster = match &config.cluster {
-            Some(cluster) => Some(
-                crate::cluster::Cluster::open(cluster)
-                    .await
-                    .map_err(StartError::Cluster)?,
-            ),
-            None => None,
-        };
         // Never worse than without it: an endpoint loom cannot set up leaves the stage off.
         let summarizer = config.llm.clone().and_then(|llm| {
             crate::llm::Summarizer::new(llm)

@@ -149,6 +149,20 @@ impl Gateway {
         })?;
         let page = pending.url.clone();
         login.set_offered_page(&page);
+        // In a cluster the browser may come back to another instance: the store says this
+        // one waits for it (SPEC §25).
+        if let (Some(cluster), Some(_)) = (self.hub.cluster(), &offer.callback_url)
+            && let Some(state) = reqwest::Url::parse(&page).ok().and_then(|url| {
+                url.query()
+                    .and_then(|q| crate::downstream::oauth::redirects::query_value(q, "state"))
+            })
+            && let Err(error) = cluster.record_login(&state).await
+        {
+            tracing::warn!(
+                server = name,
+                "the login's redirect can only come back to this instance: {error}"
+            );
+        }
         let (done_tx, done) = tokio::sync::oneshot::channel();
         let finishing = OfferGuard(claim.0.take());
         let finished_login = login.clone();
@@ -179,6 +193,30 @@ impl Gateway {
         self.offer_login(&params.name, &context.peer)
             .await
             .map(ServerResult::CallToolResult)
+    }
+
+    /// Whether the server `tool` is named after, waiting for this session's login, just got
+    /// one another instance of a cluster made (SPEC §25): taken from the store, its connection
+    /// waited for — so the call goes on instead of offering a second login.
+    pub(crate) async fn adopt_shared_login(&self, tool: &str) -> bool {
+        let Some(server) = self.server_named_in(tool) else {
+            return false;
+        };
+        let Some(login) = &server.login else {
+            return false;
+        };
+        if self.hub.cluster().is_none() || !login.pull_shared().await {
+            return false;
+        }
+        let Some(index) = self
+            .servers()
+            .iter()
+            .position(|reached| Arc::ptr_eq(reached, &server))
+        else {
+            return false;
+        };
+        self.wait_until_live(index).await;
+        true
     }
 
     /// Whether server `index` lost its login during a call (its login says one is needed):

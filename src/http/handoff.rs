@@ -237,7 +237,40 @@ async fn forward(
     body: &Bytes,
     cluster: &Cluster,
 ) -> Option<Response<Body>> {
-    let mut request = client.post(url).body(body.clone());
+    relay(client.post(url).body(body.clone()), url, headers, cluster).await
+}
+
+/// A browser back from a subject's login (`GET /oauth/callback?QUERY`) whose login does not
+/// wait here: sent on to the instance whose login sent its `state` (the browser may come back
+/// to any instance behind the balancer). `None` when no other instance has it.
+pub(super) async fn forward_redirect(
+    cluster: &Cluster,
+    client: &reqwest::Client,
+    query: &str,
+    headers: &HeaderMap,
+) -> Option<Response<Body>> {
+    if headers.contains_key(FORWARDED_HEADER) {
+        return None;
+    }
+    let state = crate::downstream::oauth::redirects::query_value(query, "state")?;
+    let instance = cluster.login_instance(&state).await.ok()??;
+    if instance == cluster.instance() {
+        return None;
+    }
+    let mcp = cluster.instance_url(&instance).await.ok()??;
+    let mut url = reqwest::Url::parse(&mcp).ok()?;
+    url.set_path(crate::downstream::oauth::redirects::CALLBACK_PATH);
+    url.set_query(Some(query));
+    relay(client.get(url.as_str()), url.as_str(), headers, cluster).await
+}
+
+/// Send `request` with the client's headers and relay the answer as it streams.
+async fn relay(
+    mut request: reqwest::RequestBuilder,
+    url: &str,
+    headers: &HeaderMap,
+    cluster: &Cluster,
+) -> Option<Response<Body>> {
     for (name, value) in headers {
         if !hop_by_hop(name) && name.as_str() != FORWARDED_HEADER {
             request = request.header(name, value);

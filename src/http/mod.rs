@@ -272,12 +272,22 @@ impl Server {
 
     /// A subject's browser back from a remote server's authorization page: handed to the login
     /// that sent its `state`; the person reads the outcome in their client.
-    fn login_redirected(&self, query: &str) -> Response<Body> {
+    async fn login_redirected(&self, query: &str, headers: &http::HeaderMap) -> Response<Body> {
         use crate::downstream::oauth::login::{PAGE_DONE, PAGE_LOST, PAGE_REFUSED};
-        use crate::downstream::oauth::redirects::query_value;
+        use crate::downstream::oauth::redirects::{Undelivered, query_value};
         let (status, page) = match self.hub.login_redirected(query) {
             Ok(()) if query_value(query, "error").is_some() => (StatusCode::OK, PAGE_REFUSED),
             Ok(()) => (StatusCode::OK, PAGE_DONE),
+            Err(Undelivered::Unknown) => {
+                // In a cluster the login may wait on another instance (SPEC §25).
+                if let Some(cluster) = self.hub.cluster()
+                    && let Some(answer) =
+                        handoff::forward_redirect(cluster, &self.forwarder, query, headers).await
+                {
+                    return answer;
+                }
+                (StatusCode::BAD_REQUEST, PAGE_LOST)
+            }
             Err(_) => (StatusCode::BAD_REQUEST, PAGE_LOST),
         };
         uncached(status, "text/html; charset=utf-8", page.to_owned())
@@ -451,7 +461,8 @@ impl Server {
                     .insert(ALLOW, http::HeaderValue::from_static("GET"));
                 return response;
             }
-            return self.login_redirected(request.uri().query().unwrap_or(""));
+            let query = request.uri().query().unwrap_or("");
+            return self.login_redirected(query, request.headers()).await;
         }
         if request.uri().path() != MCP_PATH {
             return plain(

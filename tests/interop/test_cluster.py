@@ -3,10 +3,13 @@ block ("Several instances behind one URL"), through the official Python SDK 2.x:
 
     SDK 2.x (2026-07-28 and legacy) --HTTP--> haproxy --HTTP--> loom ×3 --stdio--> Python server
 
-What README promises today: each credential stays on one instance (its datasets are answered
-there, in both eras), different credentials spread over the instances, a 2025 session sticks to
-the instance that opened it, HAProxy's health checks use `GET /healthz`, and when an instance dies
-its credentials move to the others (what they held there is gone, and loom says so).
+These instances have no `cluster` store, so, as README says, the balancer keeps each credential
+on one instance (README's block with `balance hdr(Authorization)`): each credential stays on one
+instance (its datasets are answered there, in both eras), different credentials spread over the
+instances, a 2025 session sticks to the instance that opened it, HAProxy's health checks use
+`GET /healthz`, and when an instance dies its credentials move to the others (what they held
+there is gone, and loom says so). With a store, README's block as written (round-robin) is
+tested in test_cluster_store.py.
 """
 
 from __future__ import annotations
@@ -112,7 +115,8 @@ def web(setup: Setup) -> DataSetup:
 
 @pytest.fixture
 def cluster(web, tmp_path):
-    """Three instances (one config each: its own audit log) and README's HAProxy in front."""
+    """Three instances (one config each: its own audit log) and README's HAProxy in front,
+    balancing on the credential as README says to without a store."""
     web.use(PY)
     web.env.update({f"LOOM_CLUSTER_TOKEN_{i}": token for i, token in enumerate(TOKENS)})
     with ExitStack() as stack:
@@ -122,7 +126,7 @@ def cluster(web, tmp_path):
             web.options["audit"] = {"path": str(tmp_path / f"audit-{n}.jsonl")}
             looms.append(stack.enter_context(serve_http(web)))
         backends = [loom.url.removeprefix("http://").removesuffix("/mcp") for loom in looms]
-        url = stack.enter_context(haproxy(backends, tmp_path))
+        url = stack.enter_context(haproxy(backends, tmp_path, balance="hdr(Authorization)"))
         yield url, looms, [tmp_path / f"audit-{n}.jsonl" for n in range(INSTANCES)]
 
 

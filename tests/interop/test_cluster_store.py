@@ -43,6 +43,7 @@ INSTANCES = 3
 SECRET = "interop-cluster-secret-" + "5e" * 20
 DATA_PYTHON = REPO_ROOT / ".ci" / "venv-data" / "bin" / "python"
 MOTO = REPO_ROOT / "tests" / "engines" / "moto_server.py"
+SURVEY = f"{PY}_survey"  # asks a name (elicitation), a model's word (sampling), the roots, in turn
 MOTO_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
 
 
@@ -214,21 +215,35 @@ async def test_the_instance_that_minted_a_dataset_can_die(shared, tmp_path):
 
 
 async def test_round_robin_through_the_balancer_every_instance_answers(shared, tmp_path):
-    """README's HAProxy block with `balance roundrobin`: one client's requests land on every
-    instance, and each answers the dataset one of them minted."""
+    """README's HAProxy block as written (round-robin, 2025 sessions stuck on their header): one
+    2026-07-28 client's requests land on every instance, each answers the dataset one of them
+    minted, and an elicitation round trip — the SDK's own retries, each on the next instance —
+    ends as it does on one loom; a 2025 session stays on one instance."""
     backends = [loom.url.removeprefix("http://").removesuffix("/mcp") for loom in shared.looms]
-    with haproxy(backends, tmp_path, balance="roundrobin") as url:
+    with haproxy(backends, tmp_path) as url:
         token = TOKENS[5]
         before = [len(audit_subjects(path)) for path in shared.audits]
-        async with connect_http(url, "2026-07-28", headers=bearer(token)) as client:
+        asked = Callbacks()
+        async with connect_http(url, "2026-07-28", headers=bearer(token), **asked.kwargs()) as client:
             envelope = await client.call_tool(f"{PY}_inventory", {"count": 2000})
             ref = envelope.structured_content["ref"]
             for _ in range(6):
                 answer = await client.call_tool("loom_query", {"sql": f"SELECT count(*) AS n FROM {ref}"})
                 assert not answer.is_error, answer
                 assert answer.structured_content["rows"] == [{"n": 2000}]
+            surveyed = await client.call_tool(SURVEY, {"topic": "rivers"})
+        assert [b.text for b in surveyed.content if b.type == "text"] == ["Ada|lyrical|file:///srv/project"], surveyed
+        assert (len(asked.elicited), len(asked.sampled), asked.rooted) == (1, 1, 1)
         grown = [len(audit_subjects(path)) - count for path, count in zip(shared.audits, before)]
         assert all(g > 0 for g in grown), grown
+        # A 2025 session: every request of it on the instance that opened it.
+        before = [len(audit_subjects(path)) for path in shared.audits]
+        async with connect_http(url, "legacy", headers=bearer(token)) as client:
+            for _ in range(6):
+                answer = await client.call_tool("loom_query", {"sql": f"SELECT count(*) AS n FROM {ref}"})
+                assert answer.structured_content["rows"] == [{"n": 2000}], answer
+        grown = [len(audit_subjects(path)) - count for path, count in zip(shared.audits, before)]
+        assert sorted(grown)[:2] == [0, 0] and max(grown) >= 6, grown
 
 
 async def test_a_ref_outlives_its_session(shared):
@@ -447,7 +462,6 @@ async def test_other_engines_read_the_store(shared):
 
 # --- Calls that wait for input, and tasks, across instances (SPEC §25) ----------------------------
 
-SURVEY = f"{PY}_survey"  # asks a name (elicitation), a model's word (sampling), the roots, in turn
 
 
 def answers_to(asked: types.InputRequiredResult) -> dict[str, Any]:

@@ -414,9 +414,17 @@ PYTHON_SERVER = Path(__file__).resolve().parent / "servers" / "python_server.py"
 
 
 @contextmanager
-def loom_http(rig: Rig, auth: dict[str, Any], name: str = "face", more: list[dict[str, Any]] | None = None, settings: dict[str, Any] | None = None) -> Iterator[str]:
+def loom_http(
+    rig: Rig,
+    auth: dict[str, Any],
+    name: str = "face",
+    more: list[dict[str, Any]] | None = None,
+    settings: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[str]:
     """`loom serve --http 127.0.0.1:0` with `http.auth`, in front of servers/python_server.py
-    (`py`) and the server entries `more`; its /mcp URL until the block ends."""
+    (`py`) and the server entries `more` (`settings`: more top-level keys; `env`: over the
+    rig's); its /mcp URL until the block ends."""
     import re
     import time
 
@@ -437,7 +445,7 @@ def loom_http(rig: Rig, auth: dict[str, Any], name: str = "face", more: list[dic
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=out,
-            env={**os.environ, **rig.env(), "LOOM_LOG": "info"},
+            env={**os.environ, **rig.env(), "LOOM_LOG": "info", **(env or {})},
         )
     try:
         deadline = time.monotonic() + PATIENCE

@@ -199,6 +199,14 @@ impl ServerLogin {
         self.needed.store(true, Ordering::Release);
     }
 
+    /// Take a subject's login another instance of a cluster made or refreshed (SPEC §25):
+    /// true when the file here changed.
+    pub async fn pull_shared(&self) -> bool {
+        self.store
+            .pull_shared(&self.url, self.subject.as_deref())
+            .await
+    }
+
     /// Changes when the stored login changes (written, replaced, removed): its file's size and
     /// modification time.
     pub fn stored_version(&self) -> Option<(u64, std::time::SystemTime)> {

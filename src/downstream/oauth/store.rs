@@ -41,9 +41,39 @@ impl From<StoreError> for AuthError {
 }
 
 /// The logins folder.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TokenStore {
     root: PathBuf,
+    /// Where the subjects' logins are shared with other instances (a cluster's store, SPEC
+    /// §25); the files here stay the working copy.
+    shared: Option<std::sync::Arc<dyn SharedLogins>>,
+}
+
+impl std::fmt::Debug for TokenStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenStore")
+            .field("root", &self.root)
+            .field("shared", &self.shared.is_some())
+            .finish()
+    }
+}
+
+/// Logins of the HTTP face's subjects shared between loom instances (SPEC §25): a login made on
+/// one instance — its browser came back there — serves the subject on every instance. Named by
+/// the login file's name; the text is the file's. Failures are the implementation's to report:
+/// the local file stays the working copy.
+#[async_trait::async_trait]
+pub trait SharedLogins: Send + Sync {
+    /// The login file `name` as the last instance wrote it, if there is one.
+    async fn fetch(&self, name: &str) -> Option<String>;
+    /// Keep `text` as login file `name`.
+    async fn put(&self, name: &str, text: String);
+    /// Forget login file `name`.
+    async fn delete(&self, name: &str);
+    /// Hold login `name` for one refresh across the instances (a server that rotates refresh
+    /// tokens revokes the login when two use one); released when the guard is dropped. `None`
+    /// when it could not be had in time (the refresh goes on without it).
+    async fn lock(&self, name: &str) -> Option<Box<dyn Send>>;
 }
 
 /// One login as written to its file.
@@ -70,7 +100,64 @@ pub struct Registration {
 
 impl TokenStore {
     pub fn new(root: PathBuf) -> Self {
-        TokenStore { root }
+        TokenStore { root, shared: None }
+    }
+
+    /// The same folder, its subjects' logins shared through `shared`.
+    pub fn sharing(self, shared: std::sync::Arc<dyn SharedLogins>) -> Self {
+        TokenStore {
+            shared: Some(shared),
+            ..self
+        }
+    }
+
+    /// The name a subject's login is shared under: its file's name. `None` for the machine's
+    /// logins (each machine logs in for itself) and without sharing.
+    fn shared_name(&self, url: &str, subject: Option<&str>) -> Option<(String, &dyn SharedLogins)> {
+        subject?;
+        let shared = self.shared.as_deref()?;
+        let path = self.login_path(url, subject);
+        let name = path.file_name()?.to_str()?.to_owned();
+        Some((name, shared))
+    }
+
+    /// Take the shared copy of a subject's login when it differs from the file here (another
+    /// instance logged in or refreshed): true when the file changed.
+    pub async fn pull_shared(&self, url: &str, subject: Option<&str>) -> bool {
+        let Some((name, shared)) = self.shared_name(url, subject) else {
+            return false;
+        };
+        let Some(text) = shared.fetch(&name).await else {
+            return false;
+        };
+        let Ok(theirs) = serde_json::from_str::<LoginFile>(&text) else {
+            return false;
+        };
+        // Only a login of this very server and subject (the name is a digest of both).
+        if theirs.url != url || theirs.subject.as_deref() != subject {
+            return false;
+        }
+        let same = self
+            .load_file(url, subject)
+            .ok()
+            .flatten()
+            .is_some_and(|mine| {
+                serde_json::to_value(&mine.credentials).ok()
+                    == serde_json::to_value(&theirs.credentials).ok()
+            });
+        !same && self.write_file(&theirs).is_ok()
+    }
+
+    /// Share the file of a subject's login as it is now (or that it is gone).
+    async fn push_shared(&self, url: &str, subject: Option<&str>) {
+        let Some((name, shared)) = self.shared_name(url, subject) else {
+            return;
+        };
+        match read_private(&self.login_path(url, subject)) {
+            Ok(Some(text)) => shared.put(&name, text).await,
+            Ok(None) => shared.delete(&name).await,
+            Err(_) => {}
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -233,17 +320,27 @@ pub struct LoginStore {
 #[async_trait::async_trait]
 impl CredentialStore for LoginStore {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
-        Ok(self.store.load(&self.url, self.subject.as_deref())?)
+        let subject = self.subject.as_deref();
+        // In a cluster the shared copy is the newest (another instance may have logged in or
+        // refreshed since): taken first. rmcp loads under the refresh guard before a refresh.
+        self.store.pull_shared(&self.url, subject).await;
+        Ok(self.store.load(&self.url, subject)?)
     }
 
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
-        Ok(self
-            .store
-            .save(&self.url, self.subject.as_deref(), credentials)?)
+        self.store
+            .save(&self.url, self.subject.as_deref(), credentials)?;
+        self.store
+            .push_shared(&self.url, self.subject.as_deref())
+            .await;
+        Ok(())
     }
 
     async fn clear(&self) -> Result<(), AuthError> {
         self.store.remove(&self.url, self.subject.as_deref())?;
+        self.store
+            .push_shared(&self.url, self.subject.as_deref())
+            .await;
         Ok(())
     }
 
@@ -254,16 +351,27 @@ impl CredentialStore for LoginStore {
         &self,
         credentials: &StoredCredentials,
     ) -> Result<(), AuthError> {
-        let current = self.store.load(&self.url, self.subject.as_deref())?;
         let same = |stored: &StoredCredentials| {
             serde_json::to_value(&stored.token_response).ok()
                 == serde_json::to_value(&credentials.token_response).ok()
         };
+        // In a cluster another instance may have refreshed first (a server that rotates refresh
+        // tokens refuses the old one): its tokens are taken, not dropped.
+        if self
+            .store
+            .pull_shared(&self.url, self.subject.as_deref())
+            .await
+        {
+            return Ok(());
+        }
+        let current = self.store.load(&self.url, self.subject.as_deref())?;
         if !current.as_ref().is_some_and(same) {
             return Ok(());
         }
         let kept = StoredCredentials::new(credentials.client_id.clone(), None, Vec::new(), None)
             .with_issuer(credentials.issuer.clone());
+        // Not shared: the refusal may be a race with another instance's refresh, whose tokens
+        // must not be overwritten; every instance finds out a revoked login for itself.
         Ok(self.store.save(&self.url, self.subject.as_deref(), kept)?)
     }
 
@@ -282,9 +390,14 @@ impl CredentialStore for LoginStore {
             .await
             .map_err(|e| AuthError::CredentialStoreError(format!("the refresh lock: {e}")))?
             .map_err(|e| AuthError::CredentialStoreError(e.0))?;
-        Ok(Some(rmcp::transport::auth::CredentialRefreshGuard::new(
-            file,
-        )))
+        // And across the instances of a cluster, for a subject's shared login.
+        let shared = match self.store.shared_name(&self.url, self.subject.as_deref()) {
+            Some((name, shared)) => shared.lock(&name).await,
+            None => None,
+        };
+        Ok(Some(rmcp::transport::auth::CredentialRefreshGuard::new((
+            file, shared,
+        ))))
     }
 }
 
@@ -467,6 +580,86 @@ mod tests {
         );
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
+    }
+
+    /// A store instances share, in memory.
+    #[derive(Default)]
+    struct Shared(std::sync::Mutex<std::collections::HashMap<String, String>>);
+
+    #[async_trait::async_trait]
+    impl SharedLogins for Shared {
+        async fn fetch(&self, name: &str) -> Option<String> {
+            self.0.lock().ok()?.get(name).cloned()
+        }
+        async fn put(&self, name: &str, text: String) {
+            if let Ok(mut files) = self.0.lock() {
+                files.insert(name.to_owned(), text);
+            }
+        }
+        async fn delete(&self, name: &str) {
+            if let Ok(mut files) = self.0.lock() {
+                files.remove(name);
+            }
+        }
+        async fn lock(&self, _: &str) -> Option<Box<dyn Send>> {
+            None
+        }
+    }
+
+    #[tokio::test]
+    async fn a_subject_s_login_made_on_one_instance_serves_another_the_machine_s_stays() {
+        let shared = std::sync::Arc::new(Shared::default());
+        let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let a = TokenStore::new(one.path().join("oauth")).sharing(shared.clone());
+        let b = TokenStore::new(two.path().join("oauth")).sharing(shared.clone());
+        let url = "https://mcp.example/mcp";
+        a.credential_store(url, Some("bob"))
+            .save(credentials("c1"))
+            .await
+            .unwrap();
+        // B has no file of its own: it takes A's, and keeps it as its own file.
+        let loaded = b.credential_store(url, Some("bob")).load().await.unwrap();
+        assert_eq!(loaded.map(|c| c.client_id), Some("c1".to_owned()));
+        assert!(b.login_path(url, Some("bob")).exists());
+        // Another subject, and the machine's login, are not shared.
+        assert!(
+            b.credential_store(url, Some("carol"))
+                .load()
+                .await
+                .unwrap()
+                .is_none()
+        );
+        a.credential_store(url, None)
+            .save(credentials("m"))
+            .await
+            .unwrap();
+        assert!(
+            b.credential_store(url, None)
+                .load()
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(shared.0.lock().unwrap().len(), 1);
+        // A refresh on B reaches A on its next load; nothing changes when nothing is new.
+        b.credential_store(url, Some("bob"))
+            .save(credentials("c2"))
+            .await
+            .unwrap();
+        assert!(!b.pull_shared(url, Some("bob")).await);
+        let again = a.credential_store(url, Some("bob")).load().await.unwrap();
+        assert_eq!(again.map(|c| c.client_id), Some("c2".to_owned()));
+        // A refusal taken for another instance's refresh: B's newer login is taken, not dropped.
+        a.save(url, Some("bob"), credentials("c1")).unwrap();
+        a.credential_store(url, Some("bob"))
+            .on_refresh_token_rejected(&credentials("c1"))
+            .await
+            .unwrap();
+        let kept = a.load(url, Some("bob")).unwrap();
+        assert_eq!(kept.map(|c| c.client_id), Some("c2".to_owned()));
+        // A logout on one instance is a logout everywhere.
+        a.credential_store(url, Some("bob")).clear().await.unwrap();
+        assert!(shared.0.lock().unwrap().is_empty());
     }
 
     fn credentials(client: &str) -> StoredCredentials {
