@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 const SETUP_HINT: &str = "run `bash .ci/run` (everything CI runs) or `.ci/setup-interop` \
      (needs python3 with venv, node and npm; installs into .ci/venv, .ci/venv1, \
      .ci/venv-litellm, .ci/node/node_modules, .ci/inspector/node_modules and \
-     .ci/browser/node_modules, and Debian's chromium, prometheus and haproxy), then \
+     .ci/browser/node_modules, and Debian's chromium, prometheus, haproxy and postgresql), then \
      `.ci/setup-data` (moto, the S3 server, into .ci/venv-data)";
 
 /// Files the suite needs besides the Python packages.
@@ -51,6 +51,10 @@ const SERVERS: &[&str] = &[
     // moto, the S3 server of the cluster store's tests (test_cluster_store.py; .ci/setup-data
     // installs it for the snapshot tests).
     ".ci/venv-data/bin/moto_server",
+    // The reference MCP server for PostgreSQL and Debian's PostgreSQL server it queries, a
+    // cluster of the test's own (test_cluster_store.py, tests/interop/postgres.py).
+    ".ci/node/node_modules/@modelcontextprotocol/server-postgres/dist/index.js",
+    "/usr/lib/postgresql/15/bin/initdb",
 ];
 
 /// The interpreter with the Python SDK's 1.x line (tests/interop/requirements-1x.txt).

@@ -11,7 +11,11 @@ is still answered, another credential never sees a scope on any instance, a ref 
 session (a new 2025 session, a new stdio process), refs are unique across instances; bad input:
 a secret that differs, a store written by a newer loom, a store that becomes unreachable (local
 datasets keep working, the error names the store), `loom check` naming `cluster.store` and
-`cluster.secret`.
+`cluster.secret`. Then what stays on one instance and is reached from the others: a call
+waiting for input (its retries on other instances, a replayed, forged or tampered
+`requestState`, the holding instance killed), a task of the tasks extension; README's HAProxy
+block as written (round-robin); and a PostgreSQL-backed server (npm server-postgres over a
+database of the test's own): a join of results minted on two instances equals the database's.
 """
 
 from __future__ import annotations
@@ -647,3 +651,64 @@ async def test_a_task_created_on_one_instance_is_read_and_cancelled_on_the_other
     tasked.looms[0].process.wait()
     gone = rpc(tasked.url(1), token, "tasks/get", {"taskId": lost}, name=lost)
     assert gone["error"]["code"] == -32602 and "does not answer any more" in gone["error"]["message"], gone
+
+
+# --- A PostgreSQL-backed server behind the instances ------------------------------------------
+
+SHOP = """
+CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL, region text NOT NULL);
+INSERT INTO customers SELECT i, 'customer ' || i, (ARRAY['north','south','east','west'])[1 + i % 4] FROM generate_series(1, 400) AS i;
+CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL REFERENCES customers, cents int NOT NULL);
+INSERT INTO orders SELECT i, 1 + (i * 7) % 400, 100 + (i * 37) % 9000 FROM generate_series(1, 3000) AS i;
+"""
+
+
+@pytest.fixture
+def with_postgres(web, tmp_path) -> Iterator[tuple[Cluster, Any]]:
+    """Three instances over a directory store, in front of the npm server-postgres (`pg`, the
+    reference MCP server for PostgreSQL) on a database of the test's own."""
+    from conftest import MCP_PACKAGES, node_server
+    from postgres import database
+
+    with ExitStack() as stack:
+        db = stack.enter_context(database("shop", SHOP))
+        web.servers["pg"] = node_server(MCP_PACKAGES / "server-postgres" / "dist" / "index.js", db.url)
+        web.use(PY, "pg")
+        store = stack.enter_context(store_of("directory", tmp_path))
+        looms = []
+        for n in range(INSTANCES):
+            configure(web, tmp_path, store, n)
+            looms.append(stack.enter_context(serve_http(web)))
+        yield Cluster(looms=looms, audits=[], store=store, web=web), db
+
+
+async def test_a_join_of_database_results_minted_on_two_instances_equals_the_database_s_answer(with_postgres):
+    shared, db = with_postgres
+    token = TOKENS[7]
+
+    async def minted(n: int, sql: str) -> dict[str, Any]:
+        async with connect_http(shared.url(n), "2026-07-28", headers=bearer(token)) as client:
+            envelope = await client.call_tool("pg_query", {"sql": sql})
+        assert envelope.structured_content and envelope.structured_content.get("kind") == "loom_dataset_ref", envelope
+        return envelope.structured_content
+
+    customers = await minted(0, "SELECT id, name, region FROM customers ORDER BY id")
+    orders = await minted(1, "SELECT id, customer_id, cents FROM orders ORDER BY id")
+    assert (customers["rows"], orders["rows"]) == (400, 3000)
+    assert number_of(customers["ref"]) < 1000 < number_of(orders["ref"]), (customers["ref"], orders["ref"])
+    joined = (
+        "SELECT c.region, count(*) AS orders, sum(o.cents) AS cents FROM {orders} o JOIN {customers} c "
+        "ON o.customer_id = c.id GROUP BY c.region ORDER BY c.region"
+    )
+    theirs = db.psql(joined.format(orders="orders", customers="customers"))
+    expected = [{"region": region, "orders": int(n), "cents": int(cents)} for region, n, cents in theirs]
+    assert len(expected) == 4, expected
+    for n in range(INSTANCES):
+        answer = await query(shared.url(n), token, joined.format(orders=orders["ref"], customers=customers["ref"]))
+        assert not answer.is_error, answer
+        assert answer.structured_content["rows"] == expected, (n, answer.structured_content)
+    # The server's own error passes through as it came (bad SQL), on any instance.
+    async with connect_http(shared.url(2), "2026-07-28", headers=bearer(token)) as client:
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("pg_query", {"sql": "SELEC 1"})
+    assert "syntax error" in caught.value.error.message, caught.value.error
