@@ -46,6 +46,15 @@ const MAX_BLOCKS: u32 = 4_000_000;
 /// Refs a statement may name that loom looks up in the store, at most.
 const MAX_LOOKUPS: usize = 16;
 
+/// Datasets held elsewhere opened for one envelope's join hints, at most.
+const MAX_JOIN_OPENS: usize = 3;
+
+/// The newest entries of a scope looked at for join hints.
+const JOIN_LOOKUP_ENTRIES: usize = 32;
+
+/// How long an envelope waits for datasets held elsewhere to be opened for its join hints.
+const JOIN_LOOKUP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// `cluster.json`: what every instance of the store must agree on.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -507,6 +516,45 @@ impl Cluster {
     }
 
     /// Every entry of `scope`, oldest first (an entry that does not read is left out).
+    /// The `limit` newest entries of `scope` (by when their entry was written), newest first;
+    /// entries in `known` are not read again (an entry never changes once written).
+    pub async fn recent_entries(
+        &self,
+        scope: &str,
+        limit: usize,
+        known: &std::collections::HashMap<String, Entry>,
+    ) -> Result<Vec<Entry>, String> {
+        use futures::StreamExt as _;
+        let prefix = self.path(scope, &["refs"]);
+        let mut listing = self.location.store.list(Some(&prefix));
+        let mut found = Vec::new();
+        while let Some(item) = listing.next().await {
+            let item = item.map_err(|e| self.report("cannot list", &e))?;
+            found.push((item.last_modified, item.location));
+        }
+        found.sort_by_key(|(written, _)| std::cmp::Reverse(*written));
+        found.truncate(limit);
+        let mut entries = Vec::with_capacity(found.len());
+        for (_, path) in found {
+            let reference = path
+                .filename()
+                .and_then(|name| name.strip_suffix(".json"))
+                .unwrap_or_default()
+                .to_string();
+            if let Some(entry) = known.get(&reference) {
+                entries.push(entry.clone());
+                continue;
+            }
+            let Some(bytes) = self.read(&path).await? else {
+                continue;
+            };
+            if let Ok(entry) = serde_json::from_slice::<Entry>(&bytes) {
+                entries.push(entry);
+            }
+        }
+        Ok(entries)
+    }
+
     pub async fn entries(&self, scope: &str) -> Result<Vec<Entry>, String> {
         use futures::StreamExt as _;
         let prefix = self.path(scope, &["refs"]);
@@ -552,6 +600,8 @@ pub struct Membership {
     publishing: bool,
     /// Chosen names this session claimed (a view whose query failed may be made again).
     claimed: Mutex<HashSet<String>>,
+    /// Entries of the scope read for join hints (an entry never changes once written).
+    entries_seen: Mutex<std::collections::HashMap<String, Entry>>,
     runtime: tokio::runtime::Handle,
 }
 
@@ -567,6 +617,7 @@ impl Membership {
             pending: Mutex::default(),
             opened: Mutex::default(),
             claimed: Mutex::default(),
+            entries_seen: Mutex::default(),
             runtime: tokio::runtime::Handle::current(),
         })
     }
@@ -815,6 +866,100 @@ impl Membership {
             Err(error) => Err(format!(
                 "cannot open `{reference}` from the cluster store: {error}"
             )),
+        }
+    }
+
+    /// The store's hook for join hints (SPEC §25): before a new envelope's hints are chosen,
+    /// datasets of the scope held by no one here whose columns' names may join a new column
+    /// are opened (the newest first, at most [`MAX_JOIN_OPENS`], within [`JOIN_LOOKUP_WAIT`]).
+    pub fn join_source(self: &Arc<Self>) -> crate::store::JoinSource {
+        let member = Arc::downgrade(self);
+        Box::new(move |store, new| {
+            let Some(member) = member.upgrade() else {
+                return;
+            };
+            let columns: Vec<(String, String)> = new
+                .iter()
+                .flat_map(|d| {
+                    d.schema
+                        .fields()
+                        .iter()
+                        .map(|f| (f.name().clone(), d.provenance.tool.clone()))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            let minted: HashSet<String> = new.iter().map(|d| d.reference.clone()).collect();
+            let store = store.clone();
+            let (done, finished) = std::sync::mpsc::sync_channel(1);
+            let runtime = member.runtime.clone();
+            // Run on the session's runtime (the caller is a blocking thread): waited for a
+            // bounded time; past it, the hints are chosen from what is held.
+            runtime.spawn(async move {
+                member.open_joinable(&store, &columns, &minted).await;
+                let _ = done.send(());
+            });
+            let _ = finished.recv_timeout(JOIN_LOOKUP_WAIT);
+        })
+    }
+
+    async fn open_joinable(
+        &self,
+        store: &Arc<Store>,
+        columns: &[(String, String)],
+        minted: &HashSet<String>,
+    ) {
+        if columns.is_empty() {
+            return;
+        }
+        let known = self
+            .entries_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let entries = match self
+            .cluster
+            .recent_entries(&self.scope, JOIN_LOOKUP_ENTRIES, &known)
+            .await
+        {
+            Ok(entries) => entries,
+            Err(error) => {
+                tracing::debug!("join hints name only held datasets: {error}");
+                return;
+            }
+        };
+        {
+            let mut seen = self
+                .entries_seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if seen.len() > 4 * JOIN_LOOKUP_ENTRIES {
+                seen.clear();
+            }
+            for entry in &entries {
+                seen.insert(entry.reference.clone(), entry.clone());
+            }
+        }
+        let held: HashSet<String> = store.references().into_iter().collect();
+        let mut opened = 0;
+        for entry in entries {
+            if opened >= MAX_JOIN_OPENS {
+                break;
+            }
+            if entry.kind != "dataset"
+                || held.contains(&entry.reference)
+                || minted.contains(&entry.reference)
+            {
+                continue;
+            }
+            let joins = entry.schema.iter().any(|theirs| {
+                columns.iter().any(|(mine, tool)| {
+                    crate::hints::name_affinity(mine, &theirs.name, &entry.provenance.tool) > 0.0
+                        || crate::hints::name_affinity(&theirs.name, mine, tool) > 0.0
+                })
+            });
+            if joins && self.open(store, &entry.reference).await.is_ok() {
+                opened += 1;
+            }
         }
     }
 

@@ -514,3 +514,47 @@ async fn a_state_is_claimed_once_and_a_task_names_its_instance() {
     let c = Cluster::open(&config(dir.path(), SECRET)).await.expect("c");
     assert_eq!(c.instance_url(a.instance()).await.expect("read"), None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_dataset_s_join_candidates_include_those_held_elsewhere_whose_names_may_join() {
+    let dir = tempfile::tempdir().expect("dir");
+    let a = Cluster::open(&config(dir.path(), SECRET)).await.expect("a");
+    let b = Cluster::open(&config(dir.path(), SECRET)).await.expect("b");
+    let (store_a, member_a) = join(&a, "alice").await;
+    let (store_b, member_b) = join(&b, "alice").await;
+    store_b.join_from(member_b.join_source());
+    store_a.add(rows(100)).expect("add");
+    member_a.settled().await;
+    // A dataset of another credential with the same columns is never a candidate.
+    let (store_c, member_c) = join(&a, "carol").await;
+    store_c.add(rows(7)).expect("add");
+    member_c.settled().await;
+    let new = store_b.add(rows(10)).expect("add");
+    let blocking = store_b.clone();
+    let candidates = tokio::task::spawn_blocking(move || {
+        let new = blocking.get(&new.reference).expect("held");
+        blocking
+            .join_candidates(&[new.as_ref()])
+            .into_iter()
+            .map(|d| d.reference.clone())
+            .collect::<Vec<_>>()
+    })
+    .await
+    .expect("candidates");
+    assert!(
+        candidates.contains(&"ds_crm_rows_1".to_string()),
+        "{candidates:?}"
+    );
+    assert_eq!(candidates.len(), 2, "{candidates:?}");
+    assert_eq!(store_b.get("ds_crm_rows_1").expect("opened").rows, 100);
+    let hints = crate::hints::hints_for(
+        &store_b.get("ds_crm_rows_1001").expect("new"),
+        &store_b.list(),
+    );
+    assert!(
+        hints
+            .iter()
+            .any(|h| h.reference == "ds_crm_rows_1" && h.column == "name"),
+        "{hints:?}"
+    );
+}

@@ -277,6 +277,7 @@ impl Gateway {
         let removing = member.clone();
         self.store
             .listen_for_removals(Box::new(move |r| removing.dataset_removed(r)));
+        self.store.join_from(member.join_source());
         let _ = self.cluster.set(member);
     }
 

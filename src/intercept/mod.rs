@@ -390,7 +390,7 @@ fn replace(
         })
         .collect();
     let new: Vec<&crate::store::Dataset> = added.iter().map(|d| d.as_ref()).collect();
-    let hints = crate::hints::hints_for_all(&new, &store.list());
+    let hints = crate::hints::hints_for_all(&new, &store.join_candidates(&new));
     let envelope = envelope::build(&views, &hints, &context, original_tokens);
     let text = envelope.to_string();
     if text.len() >= raw.get().len() {

@@ -223,6 +223,11 @@ pub type Listener = Box<dyn Fn(Arc<Dataset>) + Send + Sync>;
 /// deletes what it wrote of it).
 pub type RemovalListener = Box<dyn Fn(&str) + Send + Sync>;
 
+/// Opens into the store datasets held elsewhere that the new datasets (found in one result) may
+/// join, before their join hints are chosen (a cluster's store, SPEC §25). Called from the
+/// result path's blocking threads, never from async code; bounded in time by its maker.
+pub type JoinSource = Box<dyn Fn(&Arc<Store>, &[&Dataset]) + Send + Sync>;
+
 /// The store.
 pub struct Store {
     ctx: SessionContext,
@@ -236,6 +241,8 @@ pub struct Store {
     listeners: Mutex<Vec<Listener>>,
     /// Told the ref of every dataset taken back before anyone was told of it ([`Self::remove`]).
     removal_listeners: Mutex<Vec<RemovalListener>>,
+    /// Where datasets held elsewhere come from for join hints ([`JoinSource`]).
+    join_source: Mutex<Option<Arc<JoinSource>>>,
     settings: StoreSettings,
     /// Private spill directory of a store with its own engine, removed when the store is
     /// dropped (a shared engine's is the [`SharedEngine`]'s).
@@ -445,6 +452,7 @@ impl Store {
             catalog: Mutex::new(Catalog::default()),
             listeners: Mutex::new(Vec::new()),
             removal_listeners: Mutex::new(Vec::new()),
+            join_source: Mutex::new(None),
             settings,
             spill: Mutex::new(None),
         }
@@ -466,6 +474,28 @@ impl Store {
             .push(listener);
     }
 
+    /// Where datasets held elsewhere come from for join hints, from now on.
+    pub fn join_from(&self, source: JoinSource) {
+        *self
+            .join_source
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(source));
+    }
+
+    /// Every dataset held, after opening those held elsewhere that `new` may join (from a
+    /// blocking thread only: see [`JoinSource`]).
+    pub fn join_candidates(self: &Arc<Self>, new: &[&Dataset]) -> Vec<Arc<Dataset>> {
+        let source = self
+            .join_source
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(source) = source {
+            source(self, new);
+        }
+        self.list()
+    }
+
     /// Tell no one about datasets any more.
     pub fn stop_listening(&self) {
         self.listeners
@@ -476,6 +506,10 @@ impl Store {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
+        self.join_source
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
     }
 
     /// Number refs within `first + 1 ..= first + count` from now on: a cluster's block, so that

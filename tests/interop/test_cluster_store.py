@@ -191,6 +191,24 @@ async def test_a_join_of_datasets_minted_on_two_instances_equals_the_data_joined
     assert answer.structured_content["rows"] == [expected[k] for k in sorted(expected)]
 
 
+async def test_a_new_envelope_s_join_hints_name_a_dataset_minted_on_another_instance(shared):
+    token = TOKENS[3]
+    first = await mint(shared.url(0), token, 2000)
+    async with connect_http(shared.url(1), "2026-07-28", headers=bearer(token)) as client:
+        envelope = (await client.call_tool(f"{PY}_inventory", {"count": 500})).structured_content
+        hints = [h for h in envelope.get("joinHints", []) if h["ref"] == first and h["column"] == "sku"]
+        assert hints and hints[0]["otherColumn"] == "sku", envelope.get("joinHints")
+        assert hints[0]["containment"] == 1.0, hints
+        # Its example joins, on this instance, the two datasets.
+        example = hints[0]["example"].removesuffix(" LIMIT 10")
+        joined = await client.call_tool("loom_query", {"sql": f"SELECT count(*) AS n FROM ({example})"})
+        assert not joined.is_error and joined.structured_content["rows"] == [{"n": 500}], joined
+    # Another credential's envelope never names it.
+    async with connect_http(shared.url(1), "2026-07-28", headers=bearer(TOKENS[4])) as client:
+        theirs = (await client.call_tool(f"{PY}_inventory", {"count": 500})).structured_content
+        assert all(h["ref"] != first for h in theirs.get("joinHints", [])), theirs.get("joinHints")
+
+
 async def test_another_credential_never_sees_a_scope_on_any_instance(shared):
     ref = await mint(shared.url(0), TOKENS[2], 1200)
     for n in range(INSTANCES):
