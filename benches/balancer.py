@@ -1,7 +1,8 @@
 """The balancer's hop (issue 40): 2026-07-28 `tools/call fx_echo` POSTs to one `loom serve --http`
 directly, through README's HAProxy configuration to that same one instance, and through it to
 three instances; 1, 10 and 100 closed-loop callers, each on its own keep-alive connection with a
-bearer token of its own (so HAProxy's hash spreads callers over the three).
+bearer token of its own (README's block balances round-robin: HAProxy spreads the requests over
+the three; figures before 2026-12-07 were taken with its earlier `balance hdr(Authorization)`).
 
     python3 benches/balancer.py [CALLS_PER_CALLER]      (release build: cargo build --release
                                                          --features fixture --bins; Debian's haproxy)
