@@ -7,9 +7,14 @@
 //!   it names its instance, scope, call and expiry, so any instance can read where it goes and
 //!   nobody without the secret can forge or alter one;
 //! - a task's id is the server's own: its instance is recorded in the store under the scope
-//!   (`tasks/<digest>.json`) before the answer that names it;
-//! - every instance that serves HTTP writes `instances/<id>.json` with the URL the others reach
-//!   it at.
+//!   (`tasks/<digest>.sealed`) before the answer that names it; a subject's login waiting for its
+//!   browser likewise (`callbacks/<hmac of its state>.sealed`);
+//! - every instance that serves HTTP writes `instances/<id>.sealed` with the URL the others
+//!   reach it at, and a request forwarded there carries a header sealed for that instance.
+//!
+//! Every record is sealed (AES-256-GCM under the cluster's key): only an instance of the secret
+//! can say where a client's credentials are forwarded. Subjects' logins are shared sealed too
+//! ([`SharedLoginStore`]).
 //!
 //! A state answers one retry in the whole cluster: whoever takes it up (its instance, or another
 //! one when its instance is gone) first creates `scope=S/states/<key>` — a create that fails if
@@ -223,11 +228,13 @@ impl Cluster {
             loom_version: env!("CARGO_PKG_VERSION").to_string(),
             started_at: crate::common::text::now_rfc3339(),
         };
-        let body = serde_json::to_vec_pretty(&file).map_err(|e| e.to_string())?;
-        let path = child(
-            &self.location.root,
-            &["instances", &format!("{}.json", self.instance)],
-        );
+        let body = serde_json::to_vec(&file).map_err(|e| e.to_string())?;
+        // Sealed: only an instance of the secret can say where an instance is (the others
+        // forward clients' credentials there).
+        let body = self
+            .seal_bytes(INSTANCE_CONTEXT, body)
+            .ok_or("no randomness to seal this instance's entry")?;
+        let path = self.instance_path(&self.instance);
         self.location
             .store
             .put(&path, PutPayload::from(body))
@@ -239,11 +246,18 @@ impl Cluster {
 
     /// Forget this instance's entry (a clean shutdown): nobody forwards to it any more.
     pub async fn unregister(&self) {
-        let path = child(
+        let _ = self
+            .location
+            .store
+            .delete(&self.instance_path(&self.instance))
+            .await;
+    }
+
+    fn instance_path(&self, instance: &str) -> object_store::path::Path {
+        child(
             &self.location.root,
-            &["instances", &format!("{}.json", self.instance)],
-        );
-        let _ = self.location.store.delete(&path).await;
+            &["instances", &format!("{instance}.sealed")],
+        )
     }
 
     fn remember(&self, instance: &str, url: &str) {
@@ -268,15 +282,18 @@ impl Cluster {
         if !is_instance_id(instance) {
             return Ok(None);
         }
-        let path = child(
-            &self.location.root,
-            &["instances", &format!("{instance}.json")],
-        );
-        let Some(bytes) = self.read(&path).await? else {
+        let Some(bytes) = self.read(&self.instance_path(instance)).await? else {
             return Ok(None);
         };
-        let file: InstanceFile = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("the store's entry of instance {instance} does not read: {e}"))?;
+        let file: InstanceFile = self
+            .open_bytes(INSTANCE_CONTEXT, bytes.to_vec())
+            .and_then(|plain| serde_json::from_slice(&plain).ok())
+            .ok_or_else(|| {
+                format!(
+                    "the store's entry of instance {instance} was not sealed with this cluster's \
+                     secret"
+                )
+            })?;
         self.remember(instance, &file.url);
         Ok(Some(file.url))
     }
@@ -294,7 +311,7 @@ impl Cluster {
     /// A task id is the server's, any text: its object is named by a digest of it.
     fn task_path(&self, scope: &str, task: &str) -> object_store::path::Path {
         let digest = crate::token::digest_hex("loom/task", task.as_bytes());
-        self.path(scope, &["tasks", &format!("{}.json", &digest[..32])])
+        self.path(scope, &["tasks", &format!("{}.sealed", &digest[..32])])
     }
 
     /// Record that the login that sent OAuth `state` waits for its browser on this instance
@@ -313,7 +330,7 @@ impl Cluster {
         let digest = crate::token::keyed_hex(&self.secret, "loom/login-state", state.as_bytes());
         child(
             &self.location.root,
-            &["callbacks", &format!("{}.json", &digest[..32])],
+            &["callbacks", &format!("{}.sealed", &digest[..32])],
         )
     }
 
@@ -322,6 +339,9 @@ impl Cluster {
             instance: self.instance.clone(),
         })
         .map_err(|e| e.to_string())?;
+        let body = self
+            .seal_bytes(RECORD_CONTEXT, body)
+            .ok_or("no randomness to seal a record")?;
         self.location
             .store
             .put(path, PutPayload::from(body))
@@ -334,8 +354,9 @@ impl Cluster {
         let Some(bytes) = self.read(path).await? else {
             return Ok(None);
         };
-        Ok(serde_json::from_slice::<TaskFile>(&bytes)
-            .ok()
+        Ok(self
+            .open_bytes(RECORD_CONTEXT, bytes.to_vec())
+            .and_then(|plain| serde_json::from_slice::<TaskFile>(&plain).ok())
             .map(|file| file.instance))
     }
 
@@ -348,14 +369,47 @@ impl Cluster {
         written.elapsed().is_ok_and(|elapsed| elapsed > age)
     }
 
-    /// Where a subject's login file is shared.
-    fn shared_login_path(&self, name: &str) -> Option<object_store::path::Path> {
-        // loom's own file names only (`HOST-DIGEST.json`): nothing that could leave the folder.
-        let plain = name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
-        (plain && !name.starts_with('.'))
-            .then(|| child(&self.location.root, &["logins", &format!("{name}.sealed")]))
+    /// Where a subject's login file is shared (`suffix`: `sealed`, or `lock` for its refresh
+    /// lock), named by an HMAC of the file's name: the store's readers cannot test whether a
+    /// subject has a login to a server.
+    fn shared_login_path(&self, name: &str, suffix: &str) -> object_store::path::Path {
+        let digest = crate::token::keyed_hex(&self.secret, "loom/login-file", name.as_bytes());
+        child(
+            &self.location.root,
+            &["logins", &format!("{}.{suffix}", &digest[..32])],
+        )
+    }
+
+    /// The value of the `Loom-Forwarded` header of a request forwarded to instance `to`: sealed,
+    /// so the instance that gets it can tell it was meant for it (and not for a process that
+    /// was at its address before).
+    pub fn forwarding_token(&self, to: &str) -> Option<String> {
+        let plain = serde_json::to_vec(&Forwarded {
+            to: to.to_string(),
+            expires: now_secs().saturating_add(FORWARDED_LIFETIME),
+        })
+        .ok()?;
+        use base64::Engine as _;
+        Some(
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .encode(self.seal_bytes(FORWARDED_CONTEXT, plain)?),
+        )
+    }
+
+    /// Whether a `Loom-Forwarded` header is one an instance of this cluster sent to this one.
+    pub fn forwarded_here(&self, token: &str) -> bool {
+        use base64::Engine as _;
+        if token.len() > MAX_SEALED_CHARS {
+            return false;
+        }
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token)
+            .ok()
+            .and_then(|bytes| self.open_bytes(FORWARDED_CONTEXT, bytes))
+            .and_then(|plain| serde_json::from_slice::<Forwarded>(&plain).ok())
+            .is_some_and(|forwarded| {
+                forwarded.to == self.instance && now_secs() <= forwarded.expires
+            })
     }
 }
 
@@ -365,11 +419,26 @@ pub struct SharedLoginStore(pub std::sync::Arc<Cluster>);
 
 /// What sealed login files are sealed for.
 const LOGIN_CONTEXT: &str = "loom/login-file";
+/// What an instance's entry is sealed for.
+const INSTANCE_CONTEXT: &str = "loom/instance";
+/// What a task's or a login's record is sealed for.
+const RECORD_CONTEXT: &str = "loom/record";
+/// What a forwarded request's header is sealed for.
+const FORWARDED_CONTEXT: &str = "loom/forwarded";
+/// Seconds a forwarded request's header is good for (it is sent at once).
+const FORWARDED_LIFETIME: u64 = 60;
+
+/// A forwarded request's header: the instance it is meant for.
+#[derive(Serialize, Deserialize)]
+struct Forwarded {
+    to: String,
+    expires: u64,
+}
 
 #[async_trait::async_trait]
 impl crate::downstream::oauth::store::SharedLogins for SharedLoginStore {
     async fn fetch(&self, name: &str) -> Option<String> {
-        let path = self.0.shared_login_path(name)?;
+        let path = self.0.shared_login_path(name, "sealed");
         let bytes = match self.0.read(&path).await {
             Ok(bytes) => bytes?,
             Err(error) => {
@@ -382,9 +451,7 @@ impl crate::downstream::oauth::store::SharedLogins for SharedLoginStore {
     }
 
     async fn put(&self, name: &str, text: String) {
-        let Some(path) = self.0.shared_login_path(name) else {
-            return;
-        };
+        let path = self.0.shared_login_path(name, "sealed");
         let Some(sealed) = self.0.seal_bytes(LOGIN_CONTEXT, text.into_bytes()) else {
             return;
         };
@@ -401,13 +468,12 @@ impl crate::downstream::oauth::store::SharedLogins for SharedLoginStore {
     }
 
     async fn delete(&self, name: &str) {
-        if let Some(path) = self.0.shared_login_path(name) {
-            let _ = self.0.location.store.delete(&path).await;
-        }
+        let path = self.0.shared_login_path(name, "sealed");
+        let _ = self.0.location.store.delete(&path).await;
     }
 
     async fn lock(&self, name: &str) -> Option<Box<dyn Send>> {
-        let path = self.0.shared_login_path(&format!("{name}.lock"))?;
+        let path = self.0.shared_login_path(name, "lock");
         let deadline = tokio::time::Instant::now() + LOGIN_LOCK_WAIT;
         loop {
             match self.0.create(&path).await {

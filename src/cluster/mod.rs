@@ -55,6 +55,15 @@ const JOIN_LOOKUP_ENTRIES: usize = 32;
 /// How long an envelope waits for datasets held elsewhere to be opened for its join hints.
 const JOIN_LOOKUP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How long a lookup for join hints may go on after its envelope stopped waiting.
+const JOIN_OPEN_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long a listing of the scope's newest entries serves join hints.
+const JOIN_LISTING_AGE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Datasets held elsewhere larger than this (their Parquet file) are not opened for hints.
+const MAX_JOIN_OPEN_BYTES: usize = 64 * 1024 * 1024;
+
 /// `cluster.json`: what every instance of the store must agree on.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -515,7 +524,6 @@ impl Cluster {
         ))
     }
 
-    /// Every entry of `scope`, oldest first (an entry that does not read is left out).
     /// The `limit` newest entries of `scope` (by when their entry was written), newest first;
     /// entries in `known` are not read again (an entry never changes once written).
     pub async fn recent_entries(
@@ -555,6 +563,7 @@ impl Cluster {
         Ok(entries)
     }
 
+    /// Every entry of `scope`, oldest first (an entry that does not read is left out).
     pub async fn entries(&self, scope: &str) -> Result<Vec<Entry>, String> {
         use futures::StreamExt as _;
         let prefix = self.path(scope, &["refs"]);
@@ -600,8 +609,10 @@ pub struct Membership {
     publishing: bool,
     /// Chosen names this session claimed (a view whose query failed may be made again).
     claimed: Mutex<HashSet<String>>,
-    /// Entries of the scope read for join hints (an entry never changes once written).
-    entries_seen: Mutex<std::collections::HashMap<String, Entry>>,
+    /// The scope's newest entries as last listed for join hints, and when.
+    recent: Mutex<Option<(std::time::Instant, Vec<Entry>)>>,
+    /// A lookup for join hints is under way.
+    joining: AtomicBool,
     runtime: tokio::runtime::Handle,
 }
 
@@ -617,7 +628,8 @@ impl Membership {
             pending: Mutex::default(),
             opened: Mutex::default(),
             claimed: Mutex::default(),
-            entries_seen: Mutex::default(),
+            recent: Mutex::default(),
+            joining: AtomicBool::new(false),
             runtime: tokio::runtime::Handle::current(),
         })
     }
@@ -889,13 +901,20 @@ impl Membership {
                 })
                 .collect();
             let minted: HashSet<String> = new.iter().map(|d| d.reference.clone()).collect();
+            // One lookup of a session at a time: envelopes that come together share it.
+            if member.joining.swap(true, Ordering::AcqRel) {
+                return;
+            }
             let store = store.clone();
             let (done, finished) = std::sync::mpsc::sync_channel(1);
             let runtime = member.runtime.clone();
             // Run on the session's runtime (the caller is a blocking thread): waited for a
-            // bounded time; past it, the hints are chosen from what is held.
+            // bounded time; past it, the hints are chosen from what is held, and the opening
+            // goes on within its own bound.
             runtime.spawn(async move {
-                member.open_joinable(&store, &columns, &minted).await;
+                let work = member.open_joinable(&store, &columns, &minted);
+                let _ = tokio::time::timeout(JOIN_OPEN_LIMIT, work).await;
+                member.joining.store(false, Ordering::Release);
                 let _ = done.send(());
             });
             let _ = finished.recv_timeout(JOIN_LOOKUP_WAIT);
@@ -911,34 +930,9 @@ impl Membership {
         if columns.is_empty() {
             return;
         }
-        let known = self
-            .entries_seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let entries = match self
-            .cluster
-            .recent_entries(&self.scope, JOIN_LOOKUP_ENTRIES, &known)
-            .await
-        {
-            Ok(entries) => entries,
-            Err(error) => {
-                tracing::debug!("join hints name only held datasets: {error}");
-                return;
-            }
+        let Some(entries) = self.recent_entries().await else {
+            return;
         };
-        {
-            let mut seen = self
-                .entries_seen
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if seen.len() > 4 * JOIN_LOOKUP_ENTRIES {
-                seen.clear();
-            }
-            for entry in &entries {
-                seen.insert(entry.reference.clone(), entry.clone());
-            }
-        }
         let held: HashSet<String> = store.references().into_iter().collect();
         let mut opened = 0;
         for entry in entries {
@@ -946,6 +940,7 @@ impl Membership {
                 break;
             }
             if entry.kind != "dataset"
+                || entry.file_bytes > MAX_JOIN_OPEN_BYTES
                 || held.contains(&entry.reference)
                 || minted.contains(&entry.reference)
             {
@@ -959,6 +954,48 @@ impl Membership {
             });
             if joins && self.open(store, &entry.reference).await.is_ok() {
                 opened += 1;
+            }
+        }
+    }
+
+    /// The scope's newest entries, listed at most every [`JOIN_LISTING_AGE`] (an entry never
+    /// changes once written: each is read once per session). `None` when the store fails.
+    async fn recent_entries(&self) -> Option<Vec<Entry>> {
+        let listed = self
+            .recent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some((at, entries)) = listed
+            && at.elapsed() < JOIN_LISTING_AGE
+        {
+            return Some(entries);
+        }
+        let known: std::collections::HashMap<String, Entry> = self
+            .recent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|(_, entries)| {
+                entries
+                    .iter()
+                    .map(|e| (e.reference.clone(), e.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        match self
+            .cluster
+            .recent_entries(&self.scope, JOIN_LOOKUP_ENTRIES, &known)
+            .await
+        {
+            Ok(entries) => {
+                *self.recent.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some((std::time::Instant::now(), entries.clone()));
+                Some(entries)
+            }
+            Err(error) => {
+                tracing::debug!("join hints name only held datasets: {error}");
+                None
             }
         }
     }

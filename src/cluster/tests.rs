@@ -558,3 +558,43 @@ async fn a_new_dataset_s_join_candidates_include_those_held_elsewhere_whose_name
         "{hints:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarded_headers_and_records_are_sealed_for_their_instance() {
+    let dir = tempfile::tempdir().expect("dir");
+    let a = Cluster::open(&config(dir.path(), SECRET)).await.expect("a");
+    let b = Cluster::open(&config(dir.path(), SECRET)).await.expect("b");
+    let token = a.forwarding_token(b.instance()).expect("token");
+    assert!(b.forwarded_here(&token));
+    // Meant for b: not for a (a process now at b's old address), nor altered, nor made up.
+    assert!(!a.forwarded_here(&token));
+    let mut altered = token.clone().into_bytes();
+    altered[5] = if altered[5] == b'A' { b'B' } else { b'A' };
+    assert!(!b.forwarded_here(&String::from_utf8(altered).expect("ascii")));
+    assert!(!b.forwarded_here(b.instance()));
+    // Records name their instance sealed: a record written without the secret is not read.
+    a.record_task("scope=s", "t-1").await.expect("record");
+    let tasks = dir.path().join("scope=s").join("tasks");
+    let file = std::fs::read_dir(&tasks)
+        .expect("tasks")
+        .next()
+        .expect("one")
+        .expect("entry")
+        .path();
+    let sealed = std::fs::read(&file).expect("read");
+    assert!(!String::from_utf8_lossy(&sealed).contains(a.instance()));
+    std::fs::write(&file, format!("{{\"instance\":\"{}\"}}", b.instance())).expect("forge");
+    assert_eq!(b.task_instance("scope=s", "t-1").await.expect("read"), None);
+    // An instance entry written without the secret is refused by name.
+    a.register("http://127.0.0.1:1/mcp")
+        .await
+        .expect("register");
+    let entry = dir
+        .path()
+        .join("instances")
+        .join(format!("{}.sealed", a.instance()));
+    std::fs::write(&entry, br#"{"url":"http://evil.example/mcp"}"#).expect("forge");
+    let c = Cluster::open(&config(dir.path(), SECRET)).await.expect("c");
+    let refused = c.instance_url(a.instance()).await.expect_err("forged");
+    assert!(refused.contains("not sealed"), "{refused}");
+}

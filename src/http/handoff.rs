@@ -76,7 +76,15 @@ pub(super) async fn place(
     let Some(held) = held_of(method, body) else {
         return Placement::Here;
     };
-    let forwarded = headers.contains_key(FORWARDED_HEADER);
+    // Forwarded by an instance of this cluster to this one (sealed for it), or not: a header
+    // that is not, or one meant for an instance that was at this address before, is 421.
+    let forwarded = match headers.get(FORWARDED_HEADER) {
+        None => false,
+        Some(token) => match token.to_str() {
+            Ok(token) if local.cluster.forwarded_here(token) => true,
+            _ => return Placement::Answered(misdirected()),
+        },
+    };
     match held {
         Held::State(state) => {
             if !looks_sealed(&state) || (local.holds_state)(&state) {
@@ -97,9 +105,23 @@ pub(super) async fn place(
                 // Sent here for an instance that was at this address before (restarted).
                 return Placement::Answered(misdirected());
             }
-            let url = local.cluster.instance_url(&sealed.instance).await;
-            if let Ok(Some(url)) = &url
-                && let Some(answer) = forward(client, url, headers, body, local.cluster).await
+            let url = match local.cluster.instance_url(&sealed.instance).await {
+                Ok(url) => url,
+                // Whether its instance lives is unknown: not made again while it may.
+                Err(error) => {
+                    return Placement::Answered(refused(
+                        id,
+                        &format!(
+                            "loom: the call waiting under this `requestState` is on another \
+                             loom instance, and the cluster store cannot say where ({error}); \
+                             retry in a moment"
+                        ),
+                    ));
+                }
+            };
+            if let Some(url) = &url
+                && let Some(answer) =
+                    forward(client, url, &sealed.instance, headers, body, local.cluster).await
             {
                 return Placement::Answered(answer);
             }
@@ -127,7 +149,8 @@ pub(super) async fn place(
                 return Placement::Answered(misdirected());
             }
             if let Ok(Some(url)) = local.cluster.instance_url(&instance).await
-                && let Some(answer) = forward(client, &url, headers, body, local.cluster).await
+                && let Some(answer) =
+                    forward(client, &url, &instance, headers, body, local.cluster).await
             {
                 return Placement::Answered(answer);
             }
@@ -164,9 +187,10 @@ async fn again(
     .and_then(Value::as_str)
     .unwrap_or_default()
     .to_string();
+    // As the handler reads a call: `"arguments": null` is no arguments.
     let arguments = match method {
         "resources/read" => None,
-        _ => params.get("arguments"),
+        _ => params.get("arguments").filter(|a| !a.is_null()),
     };
     if call_digest(method, &target, arguments) != sealed.call {
         return Placement::Answered(refused(
@@ -233,11 +257,19 @@ fn hop_by_hop(name: &http::HeaderName) -> bool {
 async fn forward(
     client: &reqwest::Client,
     url: &str,
+    to: &str,
     headers: &HeaderMap,
     body: &Bytes,
     cluster: &Cluster,
 ) -> Option<Response<Body>> {
-    relay(client.post(url).body(body.clone()), url, headers, cluster).await
+    relay(
+        client.post(url).body(body.clone()),
+        url,
+        to,
+        headers,
+        cluster,
+    )
+    .await
 }
 
 /// A browser back from a subject's login (`GET /oauth/callback?QUERY`) whose login does not
@@ -253,6 +285,14 @@ pub(super) async fn forward_redirect(
         return None;
     }
     let state = crate::downstream::oauth::redirects::query_value(query, "state")?;
+    // Anyone may send a browser here: only a state of the shape logins send is looked up.
+    let shaped = (16..=256).contains(&state.len())
+        && state
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'));
+    if !shaped {
+        return None;
+    }
     let instance = cluster.login_instance(&state).await.ok()??;
     if instance == cluster.instance() {
         return None;
@@ -261,13 +301,21 @@ pub(super) async fn forward_redirect(
     let mut url = reqwest::Url::parse(&mcp).ok()?;
     url.set_path(crate::downstream::oauth::redirects::CALLBACK_PATH);
     url.set_query(Some(query));
-    relay(client.get(url.as_str()), url.as_str(), headers, cluster).await
+    relay(
+        client.get(url.as_str()),
+        url.as_str(),
+        &instance,
+        headers,
+        cluster,
+    )
+    .await
 }
 
 /// Send `request` with the client's headers and relay the answer as it streams.
 async fn relay(
     mut request: reqwest::RequestBuilder,
     url: &str,
+    to: &str,
     headers: &HeaderMap,
     cluster: &Cluster,
 ) -> Option<Response<Body>> {
@@ -276,7 +324,7 @@ async fn relay(
             request = request.header(name, value);
         }
     }
-    request = request.header(FORWARDED_HEADER, cluster.instance());
+    request = request.header(FORWARDED_HEADER, cluster.forwarding_token(to)?);
     let answer = match request.send().await {
         Ok(answer) => answer,
         Err(error) => {
@@ -285,6 +333,11 @@ async fn relay(
         }
     };
     if answer.status() == StatusCode::MISDIRECTED_REQUEST {
+        tracing::warn!(
+            %url,
+            "the loom at {url} is not the instance that holds this request's state (it restarted, \
+             or cluster.advertise names another host, such as the balancer)"
+        );
         return None;
     }
     let mut response = Response::builder().status(answer.status());

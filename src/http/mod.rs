@@ -110,13 +110,18 @@ fn plain(status: StatusCode, text: impl Into<String>) -> Response<Body> {
 /// The client requests are forwarded to other instances with: no redirects (the credential
 /// goes to the instance named and nowhere else), a short connect timeout (an instance that
 /// is gone is found out quickly), no timeout on the answer (a call may run long).
-fn forwarder() -> reqwest::Client {
+fn forwarder() -> Option<reqwest::Client> {
     crate::common::tls::install_crypto_provider();
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(3))
         .redirect(reqwest::redirect::Policy::none())
+        // Straight to the instance: a proxy of the environment would see clients' credentials.
+        .no_proxy()
         .build()
-        .unwrap_or_default()
+        .map_err(|error| {
+            tracing::error!("requests cannot be forwarded to other instances: {error}");
+        })
+        .ok()
 }
 
 /// A JSON-RPC error answer (for messages that cannot reach a session).
@@ -160,7 +165,7 @@ pub(crate) struct Server {
     refused_connections: std::sync::atomic::AtomicU64,
     shutdown: CancellationToken,
     /// Sends a request on to the instance of a cluster that holds what it concerns (§25).
-    forwarder: reqwest::Client,
+    forwarder: Option<reqwest::Client>,
 }
 
 /// The open connections of each peer address, oldest first.
@@ -280,9 +285,9 @@ impl Server {
             Ok(()) => (StatusCode::OK, PAGE_DONE),
             Err(Undelivered::Unknown) => {
                 // In a cluster the login may wait on another instance (SPEC §25).
-                if let Some(cluster) = self.hub.cluster()
+                if let (Some(cluster), Some(forwarder)) = (self.hub.cluster(), &self.forwarder)
                     && let Some(answer) =
-                        handoff::forward_redirect(cluster, &self.forwarder, query, headers).await
+                        handoff::forward_redirect(cluster, forwarder, query, headers).await
                 {
                     return answer;
                 }
@@ -865,10 +870,11 @@ impl Server {
         // In a cluster, a retry or task request of what another instance holds goes there.
         let mut note = None;
         let mut body = body;
-        if let (Some(cluster), Some(member), Some(method)) = (
+        if let (Some(cluster), Some(member), Some(method), Some(forwarder)) = (
             self.hub.cluster(),
             session.gateway().cluster_member(),
             message.method.as_deref(),
+            &self.forwarder,
         ) {
             let protocol = session.gateway().protocol_state();
             let holds_state = |state: &str| protocol.holds_request_state(state);
@@ -881,7 +887,7 @@ impl Server {
             };
             match handoff::place(
                 local,
-                &self.forwarder,
+                forwarder,
                 method,
                 headers,
                 &body,

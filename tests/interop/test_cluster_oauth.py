@@ -124,6 +124,19 @@ async def test_a_login_started_on_one_instance_comes_back_to_another_and_serves_
             async with as_subject(url, carol) as client:
                 assert f"{SERVER}_whoami" not in await tool_names(client)
 
+        # An OAuth subject is a scope of the cluster: bob's dataset minted on A is answered on
+        # C (a new token of his, the same subject), never for carol.
+        async with as_subject(urls[0], bob, "2026-07-28") as client:
+            envelope = (await client.call_tool("py_inventory", {"count": 1500})).structured_content
+        ref = envelope["ref"]
+        bob_again = await anyio.to_thread.run_sync(lambda: token_for(rig, AUDIENCE, "bob"))
+        async with as_subject(urls[2], bob_again, "2026-07-28") as client:
+            counted = await client.call_tool("loom_query", {"sql": f"SELECT count(*) AS n FROM {ref}"})
+        assert counted.structured_content["rows"] == [{"n": 1500}], counted
+        async with as_subject(urls[2], carol, "2026-07-28") as client:
+            theirs = await client.call_tool("loom_query", {"sql": f"SELECT count(*) AS n FROM {ref}"})
+        assert theirs.is_error, theirs
+
     # Each instance wrote bob's login into its own folder; the store holds it sealed only.
     for name in ("a", "b", "c"):
         files = [p for p in (rig.tmp / f"state-{name}").rglob("*.json") if "clients" not in p.parts]

@@ -564,6 +564,12 @@ async def test_a_forged_or_tampered_or_foreign_request_state_is_refused(shared):
         with pytest.raises(MCPError) as caught:
             await session.call_tool(SURVEY, {"topic": "seas"}, request_state=state, input_responses=answers, allow_input_required=True)
     assert caught.value.code == -32602
+    # A client that sends loom's own forwarding header itself is not taken for an instance.
+    envelope = {**TASKS_ENVELOPE, "io.modelcontextprotocol/clientCapabilities": {}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": SURVEY, "arguments": {"topic": "rivers"}, "requestState": state, "_meta": envelope}}
+    headers = {**bearer(token), "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": SURVEY, "Accept": "application/json", "Loom-Forwarded": "from-a-friend"}
+    posed = httpx2.post(shared.url(1), json=body, headers=headers, timeout=PATIENCE)
+    assert posed.status_code == 421, posed.text
     # None of that used it up: the real retry still goes on.
     result = await retry(shared.url(2), token, asked)
     assert isinstance(result, types.InputRequiredResult), result

@@ -121,8 +121,9 @@ impl TokenStore {
         Some((name, shared))
     }
 
-    /// Take the shared copy of a subject's login when it differs from the file here (another
-    /// instance logged in or refreshed): true when the file changed.
+    /// Take the shared copy of a subject's login when it is newer than the file here (another
+    /// instance logged in or refreshed): true when the file changed. When the file here is the
+    /// newer one (a share that failed), it is shared again instead.
     pub async fn pull_shared(&self, url: &str, subject: Option<&str>) -> bool {
         let Some((name, shared)) = self.shared_name(url, subject) else {
             return false;
@@ -137,15 +138,52 @@ impl TokenStore {
         if theirs.url != url || theirs.subject.as_deref() != subject {
             return false;
         }
-        let same = self
-            .load_file(url, subject)
-            .ok()
-            .flatten()
-            .is_some_and(|mine| {
-                serde_json::to_value(&mine.credentials).ok()
-                    == serde_json::to_value(&theirs.credentials).ok()
-            });
-        !same && self.write_file(&theirs).is_ok()
+        let mine = self.load_file(url, subject).ok().flatten();
+        let received = |file: &LoginFile| {
+            file.credentials
+                .token_response
+                .as_ref()
+                .and(file.credentials.token_received_at)
+        };
+        match &mine {
+            Some(mine)
+                if serde_json::to_value(&mine.credentials).ok()
+                    == serde_json::to_value(&theirs.credentials).ok() =>
+            {
+                false
+            }
+            // Tokens received later here than there: this copy is the one to share.
+            Some(mine) if received(mine) > received(&theirs) => {
+                self.push_shared(url, subject).await;
+                false
+            }
+            _ => self.write_file(&theirs).is_ok(),
+        }
+    }
+
+    /// Forget the shared copy of a subject's login if it holds `refused`'s tokens (a refresh
+    /// token the authorization server refused: revoked, it must not come back from the store).
+    async fn forget_shared_if(
+        &self,
+        url: &str,
+        subject: Option<&str>,
+        refused: &StoredCredentials,
+    ) {
+        let Some((name, shared)) = self.shared_name(url, subject) else {
+            return;
+        };
+        let Some(theirs) = shared
+            .fetch(&name)
+            .await
+            .and_then(|text| serde_json::from_str::<LoginFile>(&text).ok())
+        else {
+            return;
+        };
+        if serde_json::to_value(&theirs.credentials.token_response).ok()
+            == serde_json::to_value(&refused.token_response).ok()
+        {
+            shared.delete(&name).await;
+        }
     }
 
     /// Share the file of a subject's login as it is now (or that it is gone).
@@ -306,6 +344,7 @@ impl TokenStore {
             store: self.clone(),
             url: url.to_owned(),
             subject: subject.map(str::to_owned),
+            guarded: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -315,16 +354,26 @@ pub struct LoginStore {
     store: TokenStore,
     url: String,
     subject: Option<String>,
+    /// A refresh guard was just taken: the next load is the refresh's own, and takes the
+    /// shared copy first (rmcp loads on every request it prepares; those read the file only).
+    guarded: std::sync::atomic::AtomicBool,
 }
 
 #[async_trait::async_trait]
 impl CredentialStore for LoginStore {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
         let subject = self.subject.as_deref();
-        // In a cluster the shared copy is the newest (another instance may have logged in or
-        // refreshed since): taken first. rmcp loads under the refresh guard before a refresh.
-        self.store.pull_shared(&self.url, subject).await;
-        Ok(self.store.load(&self.url, subject)?)
+        let local = self.store.load(&self.url, subject)?;
+        // In a cluster: a login made on another instance when there is none here, and before a
+        // refresh the newest tokens (another instance may have refreshed since; a server that
+        // rotates refresh tokens revokes a login whose old one is used).
+        let refreshing = self
+            .guarded
+            .swap(false, std::sync::atomic::Ordering::AcqRel);
+        if (local.is_none() || refreshing) && self.store.pull_shared(&self.url, subject).await {
+            return Ok(self.store.load(&self.url, subject)?);
+        }
+        Ok(local)
     }
 
     async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
@@ -355,24 +404,24 @@ impl CredentialStore for LoginStore {
             serde_json::to_value(&stored.token_response).ok()
                 == serde_json::to_value(&credentials.token_response).ok()
         };
+        let subject = self.subject.as_deref();
         // In a cluster another instance may have refreshed first (a server that rotates refresh
-        // tokens refuses the old one): its tokens are taken, not dropped.
-        if self
-            .store
-            .pull_shared(&self.url, self.subject.as_deref())
-            .await
-        {
+        // tokens refuses the old one): its newer tokens are taken, not dropped.
+        if self.store.pull_shared(&self.url, subject).await {
             return Ok(());
         }
-        let current = self.store.load(&self.url, self.subject.as_deref())?;
+        // The store's copy of these very tokens is revoked too: it must not come back.
+        self.store
+            .forget_shared_if(&self.url, subject, credentials)
+            .await;
+        let current = self.store.load(&self.url, subject)?;
         if !current.as_ref().is_some_and(same) {
             return Ok(());
         }
         let kept = StoredCredentials::new(credentials.client_id.clone(), None, Vec::new(), None)
             .with_issuer(credentials.issuer.clone());
-        // Not shared: the refusal may be a race with another instance's refresh, whose tokens
-        // must not be overwritten; every instance finds out a revoked login for itself.
-        Ok(self.store.save(&self.url, self.subject.as_deref(), kept)?)
+        // The emptied file is not shared: another instance's newer tokens stay in the store.
+        Ok(self.store.save(&self.url, subject, kept)?)
     }
 
     /// Refreshes of one login are made one at a time across processes (two looms — a desktop
@@ -395,6 +444,8 @@ impl CredentialStore for LoginStore {
             Some((name, shared)) => shared.lock(&name).await,
             None => None,
         };
+        self.guarded
+            .store(true, std::sync::atomic::Ordering::Release);
         Ok(Some(rmcp::transport::auth::CredentialRefreshGuard::new((
             file, shared,
         ))))
@@ -606,12 +657,23 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_subject_s_login_made_on_one_instance_serves_another_the_machine_s_stays() {
+    /// Two instances' login folders sharing one store (the folders live as long as the last).
+    fn two_instances() -> (
+        std::sync::Arc<Shared>,
+        TokenStore,
+        TokenStore,
+        (tempfile::TempDir, tempfile::TempDir),
+    ) {
         let shared = std::sync::Arc::new(Shared::default());
         let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let a = TokenStore::new(one.path().join("oauth")).sharing(shared.clone());
         let b = TokenStore::new(two.path().join("oauth")).sharing(shared.clone());
+        (shared, a, b, (one, two))
+    }
+
+    #[tokio::test]
+    async fn a_subject_s_login_made_on_one_instance_serves_another_the_machine_s_stays() {
+        let (shared, a, b, _folders) = two_instances();
         let url = "https://mcp.example/mcp";
         a.credential_store(url, Some("bob"))
             .save(credentials("c1"))
@@ -641,13 +703,19 @@ mod tests {
                 .is_none()
         );
         assert_eq!(shared.0.lock().unwrap().len(), 1);
-        // A refresh on B reaches A on its next load; nothing changes when nothing is new.
+        // A refresh on B reaches A at A's next refresh (the load under its refresh guard), not
+        // at every load (rmcp loads for every request); nothing changes when nothing is new.
         b.credential_store(url, Some("bob"))
             .save(credentials("c2"))
             .await
             .unwrap();
         assert!(!b.pull_shared(url, Some("bob")).await);
-        let again = a.credential_store(url, Some("bob")).load().await.unwrap();
+        let login_a = a.credential_store(url, Some("bob"));
+        let unguarded = login_a.load().await.unwrap();
+        assert_eq!(unguarded.map(|c| c.client_id), Some("c1".to_owned()));
+        let guard = login_a.acquire_refresh_guard().await.unwrap();
+        let again = login_a.load().await.unwrap();
+        drop(guard);
         assert_eq!(again.map(|c| c.client_id), Some("c2".to_owned()));
         // A refusal taken for another instance's refresh: B's newer login is taken, not dropped.
         a.save(url, Some("bob"), credentials("c1")).unwrap();
@@ -660,6 +728,48 @@ mod tests {
         // A logout on one instance is a logout everywhere.
         a.credential_store(url, Some("bob")).clear().await.unwrap();
         assert!(shared.0.lock().unwrap().is_empty());
+    }
+
+    /// A login with tokens `access`, received at `at` (seconds).
+    fn tokens(access: &str, at: u64) -> StoredCredentials {
+        let response = serde_json::from_value(serde_json::json!({
+            "access_token": access, "token_type": "bearer", "refresh_token": format!("r-{access}")
+        }))
+        .unwrap();
+        StoredCredentials::new("c".to_owned(), Some(response), vec![], Some(at))
+    }
+
+    fn access_of(store: &TokenStore, url: &str) -> Option<String> {
+        let credentials = store.load(url, Some("bob")).unwrap()?;
+        let value = serde_json::to_value(credentials.token_response?).unwrap();
+        value["access_token"].as_str().map(str::to_owned)
+    }
+
+    #[tokio::test]
+    async fn the_newer_login_wins_and_a_refused_one_never_comes_back_from_the_store() {
+        let (shared, a, b, _folders) = two_instances();
+        let url = "https://mcp.example/mcp";
+        a.credential_store(url, Some("bob"))
+            .save(tokens("t1", 10))
+            .await
+            .unwrap();
+        assert!(b.pull_shared(url, Some("bob")).await);
+        // B refreshes, but its share is lost (the store failed): the store still holds t1.
+        b.save(url, Some("bob"), tokens("t2", 20)).unwrap();
+        // B's newer tokens are not replaced by the older shared ones; they are shared again.
+        assert!(!b.pull_shared(url, Some("bob")).await);
+        assert_eq!(access_of(&b, url).as_deref(), Some("t2"));
+        assert!(a.pull_shared(url, Some("bob")).await);
+        assert_eq!(access_of(&a, url).as_deref(), Some("t2"));
+        // The server revokes t2's refresh token: the store forgets t2, and nothing brings the
+        // revoked login back to either instance.
+        a.credential_store(url, Some("bob"))
+            .on_refresh_token_rejected(&tokens("t2", 20))
+            .await
+            .unwrap();
+        assert!(shared.0.lock().unwrap().is_empty());
+        assert_eq!(access_of(&a, url), None);
+        assert!(!a.pull_shared(url, Some("bob")).await);
     }
 
     fn credentials(client: &str) -> StoredCredentials {
