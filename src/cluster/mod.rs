@@ -43,6 +43,9 @@ pub const BLOCK: u32 = 1000;
 /// Blocks a scope may hold (a session claims one): past it, the store is full for the scope.
 const MAX_BLOCKS: u32 = 4_000_000;
 
+/// Blocks found taken in a row, from the high-water mark, before a listing finds the end.
+const BLOCK_WALK: u32 = 16;
+
 /// Refs a statement may name that loom looks up in the store, at most.
 const MAX_LOOKUPS: usize = 16;
 
@@ -295,12 +298,52 @@ impl Cluster {
     }
 
     /// Claim the next free block of ref numbers of `scope` (its number `b`: refs
-    /// `b·BLOCK+1 …`). One listing, then a create that fails if another instance took it first.
+    /// `b·BLOCK+1 …`): from the scope's high-water mark (`blocks/high`, the last block claimed
+    /// as far as anyone wrote), one conditional create after another until one succeeds; a
+    /// listing only when the mark is missing or far behind. A session start costs a few requests
+    /// however many sessions the scope had.
     pub async fn claim_block(&self, scope: &str) -> Result<u32, String> {
+        let high = self.path(scope, &["blocks", "high"]);
+        let mut next = match self.read(&high).await? {
+            Some(bytes) => std::str::from_utf8(&bytes)
+                .ok()
+                .and_then(|text| text.trim().parse::<u32>().ok())
+                .map_or(0, |b| b.saturating_add(1)),
+            None => 0,
+        };
+        let mut taken_in_a_row = 0;
+        loop {
+            if next >= MAX_BLOCKS {
+                return Err(format!(
+                    "the scope's {MAX_BLOCKS} blocks of refs are all claimed in {}",
+                    self.url()
+                ));
+            }
+            let path = self.path(scope, &["blocks", &next.to_string()]);
+            if self.create(&path).await? {
+                // Another session may write a lower mark at the same moment: the next claim
+                // then walks a few blocks further, nothing worse.
+                let _ = self
+                    .location
+                    .store
+                    .put(&high, PutPayload::from(next.to_string().into_bytes()))
+                    .await;
+                return Ok(next);
+            }
+            taken_in_a_row += 1;
+            next += 1;
+            if taken_in_a_row == BLOCK_WALK {
+                next = next.max(self.past_every_block(scope).await?);
+            }
+        }
+    }
+
+    /// The number after every block of `scope` claimed so far (one listing).
+    async fn past_every_block(&self, scope: &str) -> Result<u32, String> {
+        use futures::StreamExt as _;
         let prefix = self.path(scope, &["blocks"]);
         let mut listing = self.location.store.list(Some(&prefix));
         let mut next = 0u32;
-        use futures::StreamExt as _;
         while let Some(item) = listing.next().await {
             let item = item.map_err(|e| self.report("cannot list", &e))?;
             if let Some(b) = item
@@ -311,19 +354,7 @@ impl Cluster {
                 next = next.max(b.saturating_add(1));
             }
         }
-        loop {
-            if next >= MAX_BLOCKS {
-                return Err(format!(
-                    "the scope's {MAX_BLOCKS} blocks of refs are all claimed in {}",
-                    self.url()
-                ));
-            }
-            let path = self.path(scope, &["blocks", &next.to_string()]);
-            match self.create(&path).await? {
-                true => return Ok(next),
-                false => next += 1,
-            }
-        }
+        Ok(next)
     }
 
     /// Claim a chosen ref (a view's name) in `scope`: `false` if it is taken.

@@ -598,3 +598,33 @@ async fn forwarded_headers_and_records_are_sealed_for_their_instance() {
     let refused = c.instance_url(a.instance()).await.expect_err("forged");
     assert!(refused.contains("not sealed"), "{refused}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_is_claimed_from_the_high_water_mark_and_a_lost_mark_costs_one_listing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let cluster = Cluster::open(&config(dir.path(), SECRET))
+        .await
+        .expect("open");
+    for expected in 0..3 {
+        assert_eq!(
+            cluster.claim_block("scope=s").await.expect("claim"),
+            expected
+        );
+    }
+    let blocks = dir.path().join("scope=s").join("blocks");
+    assert_eq!(
+        std::fs::read_to_string(blocks.join("high")).expect("mark"),
+        "2"
+    );
+    // The mark lost (or far behind, written by a slower session): 40 blocks exist already.
+    for b in 3..40 {
+        std::fs::write(blocks.join(b.to_string()), "x").expect("block");
+    }
+    std::fs::remove_file(blocks.join("high")).expect("remove");
+    assert_eq!(cluster.claim_block("scope=s").await.expect("claim"), 40);
+    std::fs::write(blocks.join("high"), "5").expect("behind");
+    assert_eq!(cluster.claim_block("scope=s").await.expect("claim"), 41);
+    // A mark that does not read counts as none.
+    std::fs::write(blocks.join("high"), "not a number").expect("garbage");
+    assert_eq!(cluster.claim_block("scope=s").await.expect("claim"), 42);
+}
