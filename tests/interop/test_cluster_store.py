@@ -209,6 +209,25 @@ async def test_a_new_envelope_s_join_hints_name_a_dataset_minted_on_another_inst
         assert all(h["ref"] != first for h in theirs.get("joinHints", [])), theirs.get("joinHints")
 
 
+async def test_a_view_materialized_on_one_instance_is_answered_by_the_others_and_its_name_is_taken(shared):
+    token = TOKENS[2]
+    ref = await mint(shared.url(0), token, 2000)
+    async with connect_http(shared.url(0), "2026-07-28", headers=bearer(token)) as client:
+        made = await client.call_tool("loom_materialize", {"sql": f"SELECT warehouse, sum(quantity) AS stock FROM {ref} GROUP BY warehouse", "name": "stock"})
+    assert not made.is_error, made
+    view = made.structured_content["ref"]
+    assert view == "ds_view_stock", made.structured_content
+    expected = {}
+    for row in inventory(2000):
+        expected[row["warehouse"]] = expected.get(row["warehouse"], 0) + row["quantity"]
+    answer = await query(shared.url(1), token, f"SELECT warehouse, stock FROM {view} ORDER BY warehouse")
+    assert answer.structured_content["rows"] == [{"warehouse": w, "stock": expected[w]} for w in sorted(expected)], answer
+    # The name is the scope's: another instance cannot make another view under it.
+    async with connect_http(shared.url(2), "2026-07-28", headers=bearer(token)) as client:
+        again = await client.call_tool("loom_materialize", {"sql": f"SELECT * FROM {ref} LIMIT 1", "name": "stock"})
+    assert again.is_error and "already exists" in again.content[0].text, again
+
+
 async def test_another_credential_never_sees_a_scope_on_any_instance(shared):
     ref = await mint(shared.url(0), TOKENS[2], 1200)
     for n in range(INSTANCES):
