@@ -9,6 +9,9 @@
 //! * `cluster/publish_10k`: taking a dataset in with the cluster on, up to what an envelope
 //!   waits for before it is answered (Parquet encode and the two writes);
 //!   `cluster/add_10k_alone`: the same without a cluster.
+//! * `cluster/join_lookup_first_100_entries` / `…_listed_100_entries`: what a new envelope's
+//!   join hints wait for in a cluster when nothing held elsewhere may join it (a scope of 100
+//!   entries): a fresh session's listing and 32 entry reads, or a listing made within 5 s.
 //!
 //! Only the query (and, for the second, the opening) is timed; making the stores is not.
 //! Run: `cargo bench --bench cluster`.
@@ -116,6 +119,38 @@ fn bench(c: &mut Criterion) {
             }
             spent
         })
+    });
+    // What a new envelope's join hints cost in a cluster when nothing held elsewhere may join
+    // it: the scope holds 100 entries (the 10k dataset and 99 small ones); a fresh session lists
+    // them and reads the 32 newest, a session that listed within 5 s reuses the listing.
+    for i in 0..99 {
+        common::hold(&minting, "orders", &format!(r#"[{{"order_no": {i}, "total": 1}}]"#));
+    }
+    runtime.block_on(minter.settled());
+    let unrelated = r#"[{"alpha_q": 1, "beta_q": 2}, {"alpha_q": 3, "beta_q": 4}]"#;
+    c.bench_function("cluster/join_lookup_first_100_entries", |b| {
+        b.iter_custom(|iterations| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iterations {
+                let store = Arc::new(Store::new(StoreSettings::default()).expect("store"));
+                let joined = runtime.block_on(Membership::join(cluster.clone(), "bench", &store));
+                store.join_from(joined.join_source());
+                let new = common::hold(&store, "other", unrelated);
+                let started = Instant::now();
+                let held = store.join_candidates(&[new.as_ref()]);
+                spent += started.elapsed();
+                assert_eq!(held.len(), 1, "nothing held elsewhere may join it");
+            }
+            spent
+        })
+    });
+    let store = Arc::new(Store::new(StoreSettings::default()).expect("store"));
+    let joined = runtime.block_on(Membership::join(cluster.clone(), "bench", &store));
+    store.join_from(joined.join_source());
+    let new = common::hold(&store, "other", unrelated);
+    store.join_candidates(&[new.as_ref()]);
+    c.bench_function("cluster/join_lookup_listed_100_entries", |b| {
+        b.iter(|| store.join_candidates(&[new.as_ref()]))
     });
     c.bench_function("cluster/add_10k_alone", |b| {
         b.iter_custom(|iterations| {

@@ -573,25 +573,29 @@ impl Cluster {
         }
         found.sort_by_key(|(written, _)| std::cmp::Reverse(*written));
         found.truncate(limit);
-        let mut entries = Vec::with_capacity(found.len());
-        for (_, path) in found {
-            let reference = path
-                .filename()
-                .and_then(|name| name.strip_suffix(".json"))
-                .unwrap_or_default()
-                .to_string();
-            if let Some(entry) = known.get(&reference) {
-                entries.push(entry.clone());
-                continue;
-            }
-            let Some(bytes) = self.read(&path).await? else {
-                continue;
-            };
-            if let Ok(entry) = serde_json::from_slice::<Entry>(&bytes) {
-                entries.push(entry);
-            }
-        }
-        Ok(entries)
+        // Read at once, 8 at a time (those already known are not read again), kept newest first.
+        let read: Vec<Option<Entry>> = futures::stream::iter(found)
+            .map(|(_, path)| async move {
+                let reference = path
+                    .filename()
+                    .and_then(|name| name.strip_suffix(".json"))
+                    .unwrap_or_default()
+                    .to_string();
+                if let Some(entry) = known.get(&reference) {
+                    return Ok(Some(entry.clone()));
+                }
+                Ok::<_, String>(
+                    self.read(&path)
+                        .await?
+                        .and_then(|bytes| serde_json::from_slice::<Entry>(&bytes).ok()),
+                )
+            })
+            .buffered(8)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<Result<_, _>>()?;
+        Ok(read.into_iter().flatten().collect())
     }
 
     /// Every entry of `scope`, oldest first (an entry that does not read is left out).
