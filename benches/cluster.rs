@@ -124,7 +124,11 @@ fn bench(c: &mut Criterion) {
     // it: the scope holds 100 entries (the 10k dataset and 99 small ones); a fresh session lists
     // them and reads the 32 newest, a session that listed within 5 s reuses the listing.
     for i in 0..99 {
-        common::hold(&minting, "orders", &format!(r#"[{{"order_no": {i}, "total": 1}}]"#));
+        common::hold(
+            &minting,
+            "orders",
+            &format!(r#"[{{"order_no": {i}, "total": 1}}]"#),
+        );
     }
     runtime.block_on(minter.settled());
     let unrelated = r#"[{"alpha_q": 1, "beta_q": 2}, {"alpha_q": 3, "beta_q": 4}]"#;
