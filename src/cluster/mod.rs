@@ -626,8 +626,9 @@ impl Cluster {
     }
 }
 
-/// A dataset's write to the store: whether it ended, and the write to wait for.
-type Write = (Arc<AtomicBool>, Shared<BoxFuture<'static, ()>>);
+/// A dataset's write to the store: its number (in the order writes started), whether it ended,
+/// and the write to wait for.
+type Write = (u64, Arc<AtomicBool>, Shared<BoxFuture<'static, ()>>);
 
 /// One session's part in a cluster: its scope, its block, and the writes of its datasets that
 /// an answer may have to wait for.
@@ -637,6 +638,8 @@ pub struct Membership {
     scope: String,
     /// Writes started and not yet awaited by an answer.
     pending: Mutex<Vec<Write>>,
+    /// Numbers the writes ([`Self::mark`]).
+    writes_started: std::sync::atomic::AtomicU64,
     /// Refs opened from the store: not written again.
     opened: Mutex<HashSet<String>>,
     /// Whether this session's datasets go to the store: not when no block of refs could be
@@ -661,6 +664,7 @@ impl Membership {
             scope,
             publishing,
             pending: Mutex::default(),
+            writes_started: std::sync::atomic::AtomicU64::new(0),
             opened: Mutex::default(),
             claimed: Mutex::default(),
             recent: Mutex::default(),
@@ -716,7 +720,7 @@ impl Membership {
         if !self.publishing {
             return;
         }
-        let earlier = self.waiting();
+        let earlier = self.waiting(0);
         let cluster = self.cluster.clone();
         let scope = self.scope.clone();
         let reference = reference.to_string();
@@ -731,6 +735,7 @@ impl Membership {
     /// Run `work` (a write to the store) on the session's runtime, for [`Self::settled`] to
     /// wait for. Writes that ended leave the list here, whether or not an answer waited.
     fn start(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        let number = self.writes_started.fetch_add(1, Ordering::AcqRel);
         let done = Arc::new(AtomicBool::new(false));
         let finished = done.clone();
         let running = self.runtime.spawn(async move {
@@ -739,18 +744,30 @@ impl Membership {
         });
         let running: BoxFuture<'static, ()> = Box::pin(running.map(|_| ()));
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        pending.retain(|(done, _)| !done.load(Ordering::Acquire));
-        pending.push((done, running.shared()));
+        pending.retain(|(_, done, _)| !done.load(Ordering::Acquire));
+        pending.push((number, done, running.shared()));
     }
 
-    /// The writes started and not known to have ended.
-    fn waiting(&self) -> Vec<Shared<BoxFuture<'static, ()>>> {
+    /// The writes started since `mark` (all: 0) and not known to have ended.
+    fn waiting(&self, mark: u64) -> Vec<Shared<BoxFuture<'static, ()>>> {
         self.pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
-            .map(|(_, write)| write.clone())
+            .filter(|(number, _, _)| *number >= mark)
+            .map(|(_, _, write)| write.clone())
             .collect()
+    }
+
+    /// Where the writes stand now: [`Self::settled_since`] of it waits only for writes started
+    /// later (those of what a call minted), not for other calls' uploads still under way.
+    pub fn mark(&self) -> u64 {
+        self.writes_started.load(Ordering::Acquire)
+    }
+
+    /// Wait until every dataset minted since `mark` is in the store (or failed to get there).
+    pub async fn settled_since(&self, mark: u64) {
+        futures::future::join_all(self.waiting(mark)).await;
     }
 
     /// The cluster the session is part of.
@@ -785,7 +802,7 @@ impl Membership {
 
     /// Wait until every dataset minted so far is in the store (or failed to get there).
     pub async fn settled(&self) {
-        futures::future::join_all(self.waiting()).await;
+        self.settled_since(0).await;
     }
 
     /// Claim a view's chosen name in the scope: an error if another instance or session has it.

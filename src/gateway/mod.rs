@@ -601,6 +601,12 @@ impl Gateway {
             .and_then(serde_json::Value::as_bool)
             .unwrap_or(false);
         let arguments = arguments.clone();
+        // What the call mints is in the store before its answer; a listing, which may name any
+        // dataset held, waits for every write under way.
+        let mark = match (&member, name) {
+            (Some(member), n) if n != crate::tools::LIST => member.mark(),
+            _ => 0,
+        };
         // The request's telemetry goes with the work to the engine's runtime (SPEC §24.1).
         let observed = crate::telemetry::current();
         let work = crate::telemetry::within(observed, async move {
@@ -617,9 +623,8 @@ impl Gateway {
         });
         let timeout = self.store.settings().query_timeout;
         let outcome = self.store.on_engine(work).await;
-        // A dataset the answer names is in the store before the answer.
         if let Some(member) = &member {
-            member.settled().await;
+            member.settled_since(mark).await;
         }
         match outcome {
             Ok(Some(result)) if name == crate::tools::EXPORT => match &member {

@@ -103,6 +103,8 @@ impl ResultPath {
             true => crate::telemetry::TraceSpan::none(),
             false => crate::telemetry::child("loom.result"),
         };
+        // The writes this result's datasets start are the ones its answer waits for.
+        let mark = self.cluster.get().map(|member| member.mark());
         let outcome = if policy.bypass {
             Outcome::PassThrough(raw, "bypass")
         } else if small {
@@ -145,7 +147,7 @@ impl ResultPath {
         if !matches!(outcome, Outcome::PassThrough(..))
             && let Some(member) = self.cluster.get()
         {
-            member.settled().await;
+            member.settled_since(mark.unwrap_or(0)).await;
         }
         let observed = |decision: &'static str, after: Size, rows: Option<u64>| {
             crate::telemetry::decided(
