@@ -725,20 +725,36 @@ def with_postgres(web, tmp_path) -> Iterator[tuple[Cluster, Any]]:
         yield Cluster(looms=looms, audits=[], store=store, web=web), db
 
 
-async def test_a_join_of_database_results_minted_on_two_instances_equals_the_database_s_answer(with_postgres):
+async def test_a_join_of_database_results_minted_on_two_instances_equals_the_database_s_answer(with_postgres, tmp_path):
+    """Through README's balancer (round-robin): the customers and the orders are minted by two
+    different instances; their join, asked of each instance directly and of the balancer,
+    equals the database's own answer."""
     shared, db = with_postgres
     token = TOKENS[7]
+    backends = [loom.url.removeprefix("http://").removesuffix("/mcp") for loom in shared.looms]
+    with haproxy(backends, tmp_path) as balancer:
 
-    async def minted(n: int, sql: str) -> dict[str, Any]:
-        async with connect_http(shared.url(n), "2026-07-28", headers=bearer(token)) as client:
-            envelope = await client.call_tool("pg_query", {"sql": sql})
-        assert envelope.structured_content and envelope.structured_content.get("kind") == "loom_dataset_ref", envelope
-        return envelope.structured_content
+        async def minted(sql: str) -> dict[str, Any]:
+            async with connect_http(balancer, "2026-07-28", headers=bearer(token)) as client:
+                envelope = await client.call_tool("pg_query", {"sql": sql})
+            assert envelope.structured_content and envelope.structured_content.get("kind") == "loom_dataset_ref", envelope
+            return envelope.structured_content
 
-    customers = await minted(0, "SELECT id, name, region FROM customers ORDER BY id")
-    orders = await minted(1, "SELECT id, customer_id, cents FROM orders ORDER BY id")
+        customers = await minted("SELECT id, name, region FROM customers ORDER BY id")
+        orders = await minted("SELECT id, customer_id, cents FROM orders ORDER BY id")
+        # Round-robin: the orders are minted by another instance than the customers (another
+        # block of refs), asked again should the balancer's turn have come round to the same one.
+        block = lambda ref: (number_of(ref) - 1) // 1000  # noqa: E731
+        for _ in range(6):
+            if block(orders["ref"]) != block(customers["ref"]):
+                break
+            orders = await minted("SELECT id, customer_id, cents FROM orders ORDER BY id")
+        assert block(orders["ref"]) != block(customers["ref"]), (customers["ref"], orders["ref"])
+        await _join_equals_the_database(shared, db, token, customers, orders, balancer)
+
+
+async def _join_equals_the_database(shared, db, token, customers, orders, balancer) -> None:
     assert (customers["rows"], orders["rows"]) == (400, 3000)
-    assert number_of(customers["ref"]) < 1000 < number_of(orders["ref"]), (customers["ref"], orders["ref"])
     joined = (
         "SELECT c.region, count(*) AS orders, sum(o.cents) AS cents FROM {orders} o JOIN {customers} c "
         "ON o.customer_id = c.id GROUP BY c.region ORDER BY c.region"
@@ -746,10 +762,10 @@ async def test_a_join_of_database_results_minted_on_two_instances_equals_the_dat
     theirs = db.psql(joined.format(orders="orders", customers="customers"))
     expected = [{"region": region, "orders": int(n), "cents": int(cents)} for region, n, cents in theirs]
     assert len(expected) == 4, expected
-    for n in range(INSTANCES):
-        answer = await query(shared.url(n), token, joined.format(orders=orders["ref"], customers=customers["ref"]))
+    for url in [shared.url(n) for n in range(INSTANCES)] + [balancer]:
+        answer = await query(url, token, joined.format(orders=orders["ref"], customers=customers["ref"]))
         assert not answer.is_error, answer
-        assert answer.structured_content["rows"] == expected, (n, answer.structured_content)
+        assert answer.structured_content["rows"] == expected, (url, answer.structured_content)
     # The server's own error passes through as it came (bad SQL), on any instance.
     async with connect_http(shared.url(2), "2026-07-28", headers=bearer(token)) as client:
         with pytest.raises(MCPError) as caught:
