@@ -73,10 +73,10 @@ struct InstanceFile {
     started_at: String,
 }
 
-/// Which instance holds a task of the tasks extension (`scope=S/tasks/<d>.json`), or a login
-/// waiting for its browser (`callbacks/<d>.json`).
+/// Which instance holds a task of the tasks extension (`scope=S/tasks/<d>.sealed`), or a login
+/// waiting for its browser (`callbacks/<d>.sealed`).
 #[derive(Debug, Serialize, Deserialize)]
-struct TaskFile {
+struct Record {
     instance: String,
 }
 
@@ -335,7 +335,7 @@ impl Cluster {
     }
 
     async fn record_here(&self, path: &object_store::path::Path) -> Result<(), String> {
-        let body = serde_json::to_vec(&TaskFile {
+        let body = serde_json::to_vec(&Record {
             instance: self.instance.clone(),
         })
         .map_err(|e| e.to_string())?;
@@ -356,7 +356,7 @@ impl Cluster {
         };
         Ok(self
             .open_bytes(RECORD_CONTEXT, bytes.to_vec())
-            .and_then(|plain| serde_json::from_slice::<TaskFile>(&plain).ok())
+            .and_then(|plain| serde_json::from_slice::<Record>(&plain).ok())
             .map(|file| file.instance))
     }
 

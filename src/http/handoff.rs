@@ -41,16 +41,15 @@ enum Held {
 }
 
 fn held_of(method: &str, body: &[u8]) -> Option<Held> {
-    let text = |path: &[&str]| {
-        member_text(body, path).and_then(|raw| serde_json::from_str::<String>(&raw).ok())
+    // Most calls carry no state: a scan for the member's name spares them a second parse.
+    let text = |member: &str| {
+        memchr::memmem::find(body, member.as_bytes())?;
+        member_text(body, &["params", member])
+            .and_then(|raw| serde_json::from_str::<String>(&raw).ok())
     };
     match method {
-        "tools/call" | "prompts/get" | "resources/read" => {
-            text(&["params", "requestState"]).map(Held::State)
-        }
-        "tasks/get" | "tasks/update" | "tasks/cancel" => {
-            text(&["params", "taskId"]).map(Held::Task)
-        }
+        "tools/call" | "prompts/get" | "resources/read" => text("requestState").map(Held::State),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => text("taskId").map(Held::Task),
         _ => None,
     }
 }
