@@ -12,6 +12,11 @@ pub(crate) const READ: &str = "loom_read";
 /// The most one `loom_read` call returns, in characters.
 pub(crate) const MAX_PAGE_CHARS: usize = 100_000;
 
+/// The files of a sentence-transformers model folder tool search reads (`tools.searchModel`):
+/// config checks them, the gateway loads them.
+pub(crate) const SEARCH_MODEL_FILES: [&str; 3] =
+    ["config.json", "tokenizer.json", "model.safetensors"];
+
 /// loom's own MCP Apps view of a dataset (SPEC §12.1).
 pub(crate) const VIEW_URI: &str = "ui://loom/dataset.html";
 

@@ -155,6 +155,8 @@ pub struct ToolsConfig {
     pub max_joined: usize,
     /// Downstream descriptions longer than this are cut at a sentence boundary (off when `None`).
     pub max_description_chars: Option<usize>,
+    /// A sentence-transformers model folder tool search ranks with besides words (SPEC §20.3).
+    pub search_model: Option<PathBuf>,
 }
 
 impl Default for ToolsConfig {
@@ -164,6 +166,7 @@ impl Default for ToolsConfig {
             pinned: Vec::new(),
             max_joined: DEFAULT_MAX_JOINED_TOOLS,
             max_description_chars: None,
+            search_model: None,
         }
     }
 }

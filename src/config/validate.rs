@@ -90,7 +90,13 @@ const COMPRESSION_KEYS: &[&str] = &["default", "perServer", "perTool"];
 
 const SNAPSHOT_KEYS: &[&str] = &["url"];
 
-const TOOLS_KEYS: &[&str] = &["mode", "pinned", "maxJoined", "maxDescriptionChars"];
+const TOOLS_KEYS: &[&str] = &[
+    "mode",
+    "pinned",
+    "maxJoined",
+    "maxDescriptionChars",
+    "searchModel",
+];
 const TOOLS_MODES: &str = "\"all\" (every tool listed), \"search\" (tools found with loom_find_tools) \
                            or \"pinned\" (search, plus the `tools.pinned` list)";
 
@@ -1037,6 +1043,28 @@ impl Checker<'_> {
                     false,
                 )
                 .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        }
+        if let Some(v) = fields.get("searchModel")
+            && let Some(dir) = self.non_empty_string(v, "tools.searchModel")
+        {
+            let dir = PathBuf::from(dir);
+            let missing: Vec<&str> = crate::common::tools::SEARCH_MODEL_FILES
+                .iter()
+                .copied()
+                .filter(|name| !dir.join(name).is_file())
+                .collect();
+            if missing.is_empty() {
+                tools.search_model = Some(dir);
+            } else {
+                self.report(
+                    "tools.searchModel",
+                    format!(
+                        "{} has no {}; name a sentence-transformers model folder (config.json, tokenizer.json, model.safetensors), e.g. all-MiniLM-L6-v2's",
+                        dir.display(),
+                        missing.join(", ")
+                    ),
+                );
+            }
         }
         tools
     }

@@ -217,7 +217,7 @@ impl GatewayService {
                 ) =>
             {
                 let result = match params.name.as_ref() {
-                    discovery::FIND => gateway.find_tools(&params.arguments),
+                    discovery::FIND => gateway.find_tools(&params.arguments).await,
                     discovery::CATEGORIES => gateway.tool_categories(),
                     _ => gateway.stats_now(),
                 };

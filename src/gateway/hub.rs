@@ -46,6 +46,8 @@ pub struct Hub {
     log_levels: Mutex<std::collections::HashMap<usize, u8>>,
     /// The model summary stage's endpoint (SPEC §19.9), when `llm` is configured.
     pub(super) summarizer: Option<Arc<crate::llm::Summarizer>>,
+    /// Tool search's sentence model (SPEC §20.3), when `tools.searchModel` is set and loads.
+    pub(super) tool_embedder: Option<Arc<super::semantic::ToolEmbedder>>,
     /// Bytes exported per credential, against `exportMaxBytes` (SPEC §15).
     export_quotas: Mutex<std::collections::HashMap<String, Arc<std::sync::atomic::AtomicU64>>>,
     /// Whether each subject of the HTTP face logs in to remote servers for itself (with
@@ -138,6 +140,15 @@ impl Hub {
                 .ok()
                 .map(Arc::new)
         });
+        // Never worse than without it: a model that does not load leaves search to words.
+        let tool_embedder = config.tools.search_model.as_deref().and_then(|dir| {
+            super::semantic::SentenceModel::load(dir)
+                .and_then(super::semantic::ToolEmbedder::start)
+                .map_err(|error| {
+                    tracing::warn!("tools.searchModel: {error}; tool search ranks by words alone");
+                })
+                .ok()
+        });
         let latest = UpstreamLink::default();
         let server_count = servers.len();
         let last_callers = servers
@@ -158,6 +169,7 @@ impl Hub {
             sessions_opened: std::sync::atomic::AtomicU64::new(0),
             log_levels: Mutex::default(),
             summarizer,
+            tool_embedder,
             export_quotas: Mutex::default(),
             per_subject,
             logins,

@@ -19,6 +19,7 @@ pub(crate) mod protocol;
 mod subscriptions;
 // Tool search keeps its path (`loom::gateway::search`), which tests and benches use.
 pub use discovery::search;
+pub use discovery::semantic;
 
 // The protocol's rules by their short names, for this module and the ones beside it.
 use protocol::{era, input, logging, task_extension, tasks};
@@ -769,7 +770,7 @@ impl Gateway {
             .iter()
             .map(|s| s.name().to_string())
             .collect();
-        let found = discovery::Discovery::build(&next, &names);
+        let found = discovery::Discovery::build(&next, &names, self.hub.tool_embedder.as_deref());
         if let Some(max) = self.hub.config.tools.max_description_chars {
             for tool in &mut next.tools {
                 let cut = tool

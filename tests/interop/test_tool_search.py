@@ -27,7 +27,7 @@ import anyio
 import mcp_types as types
 import pytest
 
-from conftest import EVERYTHING, FS, MEMORY, PASSTHROUGH_MODES, PATIENCE, Setup, connect, connect_direct, connect_loom, dump
+from conftest import EVERYTHING, FS, MEMORY, PASSTHROUGH_MODES, PATIENCE, REPO_ROOT, Setup, connect, connect_direct, connect_loom, dump
 from dataplane_clients import (
     CLIENTS,
     CRM,
@@ -45,6 +45,7 @@ from dataplane_clients import (
     text_of,
 )
 from test_firewall import _inspector
+from test_http_serve import connect_http, serve_http
 
 pytestmark = pytest.mark.anyio
 
@@ -511,6 +512,77 @@ async def test_descriptions_are_cut_and_found_whole(search, client_kind):
         found = await find(client, READ_FILE[0])
         assert {unmarked(entry["description"]) for entry in found} == {downstream[entry["name"]] for entry in found}
         assert max(len(downstream[entry["name"]]) for entry in found) > budget
+
+
+# --------------------------------------------------------------------------------------------
+# 8. Search by meaning (`tools.searchModel`, SPEC §20.3): all-MiniLM-L6-v2 as .ci/setup-model
+# installs it.
+
+SEARCH_MODEL = REPO_ROOT / ".ci" / "models" / "all-MiniLM-L6-v2"
+# (query, server, the server's own tool name): asked in other words than the tool's, so that words
+# alone rank another tool first or find nothing (test_words_alone_miss_what_meaning_finds).
+IN_OTHER_WORDS = [
+    ("repeat what I say", EVERYTHING, "echo"),
+    ("make a new folder for the photos", FS, "create_directory"),
+    ("remember that Alice likes tea", MEMORY, "add_observations"),
+]
+
+
+@pytest.fixture
+def by_meaning(search: DataSetup) -> DataSetup:
+    if not (SEARCH_MODEL / "model.safetensors").is_file():
+        raise pytest.UsageError(f"{SEARCH_MODEL} is missing: run bash .ci/setup-model")
+    search.options["tools"] = {"mode": "search", "searchModel": str(SEARCH_MODEL)}
+    return search
+
+
+async def first_found(client: DataClient, query: str) -> str:
+    return (await find(client, query, limit=1))[0]["name"]
+
+
+async def test_words_alone_miss_what_meaning_finds(search):
+    """The queries of IN_OTHER_WORDS are ones words alone get wrong: without this, the tests below
+    would pass with the model ignored."""
+    async with open_client("sdk2-auto", search) as client:
+        categories = assert_ok(await client.call("loom_tool_categories", {}), "loom_tool_categories")
+        assert categories["searchBy"] == "words", categories
+        for query, server, tool in IN_OTHER_WORDS:
+            answer = assert_ok(await client.call("loom_find_tools", {"query": query, "limit": 1}), query)
+            assert [entry["name"] for entry in answer["tools"]] != [f"{server}_{tool}"], (query, answer)
+
+
+async def test_a_sentence_model_finds_tools_asked_for_in_other_words(by_meaning, client_kind):
+    """Through every client, each query's tool comes first; found, it joins tools/list and answers
+    through loom_call as when called by its name."""
+    async with open_client(client_kind, by_meaning) as client:
+        categories = assert_ok(await client.call("loom_tool_categories", {}), "loom_tool_categories")
+        assert categories["searchBy"] == "words and meaning", categories
+        for query, server, tool in IN_OTHER_WORDS:
+            assert await first_found(client, query) == f"{server}_{tool}", query
+        assert {f"{server}_{tool}" for _, server, tool in IN_OTHER_WORDS} <= names(await client.list_tools())
+        echoed = await loom_call(client, f"{EVERYTHING}_echo", {"message": "tea"})
+        assert text_of(echoed) == "Echo: tea", echoed
+
+
+@pytest.mark.parametrize("mode", SDK2_MODES)
+async def test_search_by_meaning_over_http(by_meaning, mode):
+    """`loom serve --http`: the same answers as over stdio, for a client that asks at once."""
+    by_meaning.options["http"] = {"tokens": ["meaning-token-4d1f"]}
+    with serve_http(by_meaning) as loom:
+        async with connect_http(loom.url, mode, headers={"Authorization": "Bearer meaning-token-4d1f"}) as session:
+            client = Sdk2Client(session, mode)
+            for query, server, tool in IN_OTHER_WORDS:
+                assert await first_found(client, query) == f"{server}_{tool}", query
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_inspector_search_by_meaning(by_meaning, era):
+    """One loom process per call: the first search of a fresh loom waits for the tools' vectors
+    (SPEC §20.3) rather than ranking by words alone."""
+    by_meaning.use(EVERYTHING)
+    inspector = _inspector(by_meaning, era)
+    found = check_found(assert_ok(inspector.call("loom_find_tools", {"query": "repeat what I say", "limit": 1}), "loom_find_tools"))
+    assert [entry["name"] for entry in found] == [f"{EVERYTHING}_echo"], found
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 //! savings live (SPEC §21).
 
 pub mod search;
+pub mod semantic;
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -93,11 +94,20 @@ pub(crate) struct Discovery {
     /// Every downstream tool with its full definition: what a client would be sent without loom.
     pub direct_tools: usize,
     pub direct: Size,
+    /// With a sentence model (`tools.searchModel`): each indexed tool's text for it, in index
+    /// order (empty without one).
+    pub meaning_texts: Arc<Vec<String>>,
 }
 
 impl Discovery {
     /// Built from the downstream tools of `exposed` before any description is cut.
-    pub(crate) fn build(exposed: &ExposedCatalog, server_names: &[String]) -> Self {
+    /// With `embedder`, the tools' texts for the sentence model are made and their vectors asked
+    /// for (made in the background).
+    pub(crate) fn build(
+        exposed: &ExposedCatalog,
+        server_names: &[String],
+        embedder: Option<&semantic::ToolEmbedder>,
+    ) -> Self {
         let texts: Vec<ToolText> = exposed
             .tools
             .iter()
@@ -124,10 +134,19 @@ impl Discovery {
         let direct = serde_json::to_string(&json!({"tools": exposed.tools}))
             .map(|text| Size::of(&text))
             .unwrap_or_default();
+        let meaning_texts: Vec<String> = match embedder {
+            Some(embedder) => {
+                let made: Vec<String> = texts.iter().map(semantic::text_of).collect();
+                embedder.prepare(&made);
+                made
+            }
+            None => Vec::new(),
+        };
         Discovery {
             direct_tools: texts.len(),
             index: ToolIndex::build(texts),
             direct,
+            meaning_texts: Arc::new(meaning_texts),
         }
     }
 }
@@ -309,13 +328,17 @@ impl Gateway {
         json_result(json!({
             "servers": servers,
             "tools": discovery.index.len(),
+            "searchBy": if self.hub.tool_embedder.is_some() { "words and meaning" } else { "words" },
             "next": "loom_find_tools(query) returns matching tools with their input schemas",
         }))
     }
 
     /// `loom_find_tools`: ranked matches with full descriptions and input schemas; in search
     /// mode they join `tools/list` (one coalesced `list_changed`).
-    pub(crate) fn find_tools(&self, arguments: &Option<Map<String, Value>>) -> CallToolResult {
+    pub(crate) async fn find_tools(
+        &self,
+        arguments: &Option<Map<String, Value>>,
+    ) -> CallToolResult {
         let empty = Map::new();
         let args = arguments.as_ref().unwrap_or(&empty);
         if let Some(unknown) = args
@@ -362,7 +385,26 @@ impl Gateway {
         let exposed = self.exposed();
         // Every tool is usable: one that only runs as a task is run as one by loom for a
         // client without tasks (SPEC §5.10).
-        let hits = discovery.index.search(query, limit);
+        let meaning = match self.hub.tool_embedder.clone() {
+            Some(embedder) if !discovery.meaning_texts.is_empty() => {
+                let (query, texts) = (query.clone(), discovery.meaning_texts.clone());
+                tokio::task::spawn_blocking(move || {
+                    embedder.meaning(&query, &texts, semantic::MEANING_WAIT)
+                })
+                .await
+                .ok()
+                .flatten()
+            }
+            _ => None,
+        };
+        let hits = match &meaning {
+            Some((query_vector, tool_vectors)) => discovery.index.search_with_meaning(
+                query,
+                limit,
+                Some((query_vector, tool_vectors)),
+            ),
+            None => discovery.index.search(query, limit),
+        };
         let nonce = &self.discovery.nonce;
         let found: Vec<String> = hits
             .iter()

@@ -45,6 +45,10 @@ const K1: f64 = 2.0;
 const QUESTION_WEIGHT: f64 = 0.3;
 /// Weight of a synonym's match relative to the query word itself.
 const SYNONYM_WEIGHT: f64 = 0.5;
+/// Share of a tool's score that comes from the sentence model when one is configured (the rest
+/// from BM25F, each scaled by the query's best): chosen on the tuned set and `holdout2.json`
+/// (0.3 to 0.6 measured; 0.6 best on both), before `holdout4.json` was first run.
+pub const MEANING_WEIGHT: f64 = 0.6;
 /// Characters of a name compared by edit distance in [`closest_names`] (quadratic cost).
 const MAX_DISTANCE_CHARS: usize = 64;
 
@@ -320,6 +324,20 @@ pub struct ToolText {
     pub params: Vec<(String, String)>,
 }
 
+/// A tool's unit vector from the sentence model (`semantic`); empty when the model failed on it.
+pub type ToolVector = std::sync::Arc<[f32]>;
+
+/// Cosine of two unit vectors (0 when their lengths differ, as an empty vector's does).
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| f64::from(*x) * f64::from(*y))
+        .sum()
+}
+
 /// One ranked tool: its position in the list given to [`ToolIndex::build`] and its score.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Hit {
@@ -421,19 +439,78 @@ impl ToolIndex {
     /// searchable word (empty, punctuation, only stopwords) finds nothing: the caller tells the
     /// model so, rather than listing arbitrary tools.
     pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
+        self.search_with_meaning(query, limit, None)
+    }
+
+    /// [`Self::search`], with the query's vector and the tools' (in index order, `None` where
+    /// not known yet) when a sentence model is configured: each tool then scores
+    /// `(1 - w)·bm25f/best bm25f + w·cosine/best cosine` with w = [`MEANING_WEIGHT`], so a tool
+    /// the query describes in other words can rank among those it names.
+    pub fn search_with_meaning(
+        &self,
+        query: &str,
+        limit: usize,
+        meaning: Option<(&[f32], &[Option<ToolVector>])>,
+    ) -> Vec<Hit> {
         if limit == 0 || self.tools.is_empty() {
             return Vec::new();
         }
+        let known = |term: &str| self.term_ids.contains_key(term);
+        let terms = query_terms(query, &known);
+        if terms.is_empty() {
+            return Vec::new();
+        }
+        let mut scores = self.word_scores(query, &terms);
+        if let Some((query_vector, tool_vectors)) = meaning {
+            let closeness: Vec<f64> = (0..self.tools.len())
+                .map(|i| match tool_vectors.get(i) {
+                    Some(Some(vector)) => cosine(query_vector, vector).max(0.0),
+                    _ => 0.0,
+                })
+                .collect();
+            let best_words = scores.iter().copied().fold(0.0, f64::max);
+            let best_meaning = closeness.iter().copied().fold(0.0, f64::max);
+            if best_meaning > 0.0 {
+                for (score, close) in scores.iter_mut().zip(&closeness) {
+                    let words = if best_words > 0.0 {
+                        *score / best_words
+                    } else {
+                        0.0
+                    };
+                    *score = (1.0 - MEANING_WEIGHT) * words + MEANING_WEIGHT * close / best_meaning;
+                }
+            }
+        }
+        let mut hits: Vec<Hit> = scores
+            .into_iter()
+            .enumerate()
+            .filter(|(_, score)| *score > 0.0)
+            .map(|(index, score)| Hit { index, score })
+            .collect();
+        let ranking = |a: &Hit, b: &Hit| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| self.tools[a.index].name.cmp(&self.tools[b.index].name))
+                .then(a.index.cmp(&b.index))
+        };
+        // Only the best `limit` need ordering; a broad query can match every one of 10,000 tools.
+        if hits.len() > limit {
+            hits.select_nth_unstable_by(limit - 1, ranking);
+            hits.truncate(limit);
+        }
+        hits.sort_by(ranking);
+        hits
+    }
+
+    /// Every tool's BM25F score for the query's `terms` (0 where no term matches).
+    fn word_scores(&self, query: &str, terms: &[String]) -> Vec<f64> {
         let mut scores = vec![0.0f64; self.tools.len()];
         // Per query term, a tool scores its best variant (the word or one synonym), so a tool that
         // says both "folder" and "directory" is not counted twice for one query word.
         let mut best = vec![0.0f64; self.tools.len()];
         let mut touched: Vec<usize> = Vec::new();
-        let known = |term: &str| self.term_ids.contains_key(term);
-        let mut groups: Vec<Vec<(String, f64)>> = query_terms(query, &known)
-            .iter()
-            .map(|term| expansions(term))
-            .collect();
+        let mut groups: Vec<Vec<(String, f64)>> =
+            terms.iter().map(|term| expansions(term)).collect();
         // A question ("which pods are running", "how high is Denver") asks to be told something:
         // tools that get, list or describe answer it, tools that create or delete do not. One
         // weak extra term says so without outweighing any word the query has.
@@ -466,25 +543,7 @@ impl ToolIndex {
                 best[tool] = 0.0;
             }
         }
-        let mut hits: Vec<Hit> = scores
-            .into_iter()
-            .enumerate()
-            .filter(|(_, score)| *score > 0.0)
-            .map(|(index, score)| Hit { index, score })
-            .collect();
-        let ranking = |a: &Hit, b: &Hit| {
-            b.score
-                .total_cmp(&a.score)
-                .then_with(|| self.tools[a.index].name.cmp(&self.tools[b.index].name))
-                .then(a.index.cmp(&b.index))
-        };
-        // Only the best `limit` need ordering; a broad query can match every one of 10,000 tools.
-        if hits.len() > limit {
-            hits.select_nth_unstable_by(limit - 1, ranking);
-            hits.truncate(limit);
-        }
-        hits.sort_by(ranking);
-        hits
+        scores
     }
 
     /// BM25's idf, in the form that stays positive for terms in more than half of the tools.
@@ -552,7 +611,7 @@ fn field_terms(tool: &ToolText, names: &HashSet<&str>) -> [Vec<String>; FIELDS] 
 /// A description's first sentence and the rest. By convention the first sentence says what the
 /// tool does ("Create a new branch in a GitHub repository"); what follows is usage notes,
 /// examples and error codes, which name many things the tool is not about.
-fn split_lead(description: &str) -> (&str, &str) {
+pub(super) fn split_lead(description: &str) -> (&str, &str) {
     let text = description.trim_start();
     let end = text
         .char_indices()
