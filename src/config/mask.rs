@@ -459,8 +459,12 @@ fn describe_tools(tools: &super::ToolsConfig) -> String {
             tools.max_joined
         ),
     };
-    match tools.max_description_chars {
+    let mode = match tools.max_description_chars {
         Some(max) => format!("{mode}; descriptions cut at {max} chars"),
+        None => mode,
+    };
+    match &tools.search_model {
+        Some(dir) => format!("{mode}; search by meaning with {}", dir.display()),
         None => mode,
     }
 }

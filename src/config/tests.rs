@@ -1377,6 +1377,39 @@ fn the_tools_block_sets_disclosure() {
 }
 
 #[test]
+fn tools_search_model_names_a_model_folder() {
+    let base = r#""servers": [{"name": "a", "command": "x"}]"#;
+    let dir = tempfile::tempdir().expect("a temp dir");
+    for name in ["config.json", "tokenizer.json", "model.safetensors"] {
+        std::fs::write(dir.path().join(name), "{}").expect("written");
+    }
+    let quoted = serde_json::to_string(&dir.path().display().to_string()).expect("a JSON string");
+    let config = ok(&format!(
+        r#"{{{base}, "tools": {{"searchModel": {quoted}}}}}"#
+    ));
+    assert_eq!(config.tools.search_model.as_deref(), Some(dir.path()));
+    // Search by meaning does not choose the mode.
+    assert_eq!(config.tools.mode, crate::config::ToolsMode::All);
+
+    std::fs::remove_file(dir.path().join("tokenizer.json")).expect("removed");
+    let all = problems(&format!(
+        r#"{{{base}, "tools": {{"searchModel": {quoted}}}}}"#
+    ));
+    assert_problem(
+        &all,
+        "tools.searchModel",
+        &[
+            "has no tokenizer.json",
+            "config.json, tokenizer.json, model.safetensors",
+        ],
+    );
+    let all = problems(&format!(r#"{{{base}, "tools": {{"searchModel": ""}}}}"#));
+    assert_problem(&all, "tools.searchModel", &["must not be empty"]);
+    let all = problems(&format!(r#"{{{base}, "tools": {{"searchModel": 3}}}}"#));
+    assert_problem(&all, "tools.searchModel", &["string"]);
+}
+
+#[test]
 fn the_report_block_takes_loom_and_context_firewall_names() {
     let base = r#""servers": [{"name": "a", "command": "x"}]"#;
     let config = ok(&format!(r#"{{{base}}}"#));

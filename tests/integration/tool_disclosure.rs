@@ -490,3 +490,103 @@ fn the_report_is_written_on_sigterm_too() {
         serde_json::from_str(&std::fs::read_to_string(&report).expect("written")).expect("json");
     assert_eq!(parsed["calls"]["total"], 1);
 }
+
+/// The sentence model `.ci/setup-model` installs; `None` after a notice outside CI when missing.
+fn search_model() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/models/all-MiniLM-L6-v2");
+    if dir.join("model.safetensors").is_file() {
+        return Some(dir);
+    }
+    assert!(
+        !crate::s3::in_ci(),
+        "{}: no sentence model; run `bash .ci/setup-model`",
+        dir.display()
+    );
+    eprintln!(
+        "SKIPPED: search by meaning through loom: no model at {} (bash .ci/setup-model)",
+        dir.display()
+    );
+    None
+}
+
+/// `tools.searchModel` through a real loom (SPEC §20.3): a request in other words finds its tool
+/// first among the eight servers, where words alone rank another; a tool a server adds later is
+/// embedded too (the catalog changed) and found by meaning.
+#[test]
+fn a_sentence_model_finds_what_words_miss() {
+    let Some(model) = search_model() else {
+        return;
+    };
+    // The fixture's own `echo` is in the catalog too: either echo is right.
+    let ask = "repeat what I say";
+    let echoes = ["everything_echo", "fx_echo"];
+    let servers = || {
+        let mut servers: Vec<Value> = SERVERS.iter().map(|s| replay(s)).collect();
+        servers.push(fixture_server("fx", &[]));
+        servers
+    };
+    let (_dir, mut words) = loom_with(servers(), json!({"tools": {"mode": "search"}}));
+    let by_words = found_names(&words.call_tool("loom_find_tools", json!({"query": ask})));
+    assert!(
+        by_words
+            .first()
+            .is_none_or(|first| !echoes.contains(&first.as_str())),
+        "{by_words:?}"
+    );
+
+    let (_dir, mut loom) = loom_with(
+        servers(),
+        json!({"tools": {"mode": "search", "searchModel": model}}),
+    );
+    let categories = structured(&loom.call_tool("loom_tool_categories", json!({})));
+    assert_eq!(categories["searchBy"], "words and meaning", "{categories}");
+    let found = found_names(&loom.call_tool("loom_find_tools", json!({"query": ask})));
+    assert!(
+        found
+            .first()
+            .is_some_and(|first| echoes.contains(&first.as_str())),
+        "{found:?}"
+    );
+
+    loom.call_tool("fx_add_tool", json!({"name": "frobnicate_widgets"}));
+    eventually("the new tool is found by meaning", || {
+        let line = loom.call_tool(
+            "loom_find_tools",
+            json!({"query": "frobnication of widgets"}),
+        );
+        found_names(&line).first().map(String::as_str) == Some("fx_frobnicate_widgets")
+    });
+}
+
+/// A folder that passes the config check (the three files are there) but is no model: loom
+/// starts, says so once on stderr, and searches by words exactly as without the key.
+#[test]
+fn a_model_that_does_not_load_leaves_search_to_words() {
+    let junk = tempfile::tempdir().expect("dir");
+    for name in ["config.json", "tokenizer.json", "model.safetensors"] {
+        std::fs::write(junk.path().join(name), "not a model").expect("written");
+    }
+    let (_dir, mut loom) =
+        all_eight(json!({"tools": {"mode": "search", "searchModel": junk.path()}}));
+    let categories = structured(&loom.call_tool("loom_tool_categories", json!({})));
+    assert_eq!(categories["searchBy"], "words", "{categories}");
+    let (_plain_dir, mut plain) = all_eight(json!({"tools": {"mode": "search"}}));
+    for query in [
+        "read a file",
+        "repeat back what I type",
+        "commit my changes",
+    ] {
+        let with_key = loom.call_tool("loom_find_tools", json!({"query": query}));
+        let without = plain.call_tool("loom_find_tools", json!({"query": query}));
+        assert_eq!(found_names(&with_key), found_names(&without), "{query}");
+    }
+    eventually("the warning is on stderr", || {
+        loom.stderr_text().contains("tools.searchModel: ")
+    });
+    assert!(
+        loom.stderr_text()
+            .contains("tool search ranks by words alone"),
+        "{}",
+        loom.stderr_text()
+    );
+}

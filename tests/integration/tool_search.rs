@@ -433,3 +433,34 @@ fn meaning_lifts_recall_on_every_held_out_set() {
         "floors missed with the sentence model: {below:?}"
     );
 }
+
+/// Text from servers and models is cut before the model reads it: a 4 MB description and a
+/// query of 1,000 odd characters are embedded (unit vectors of the model's width) rather than
+/// refused or read whole.
+#[test]
+fn hostile_texts_are_cut_before_the_model() {
+    let Some(model) = sentence_model() else {
+        return;
+    };
+    let width = model.embed("a tool").expect("embeds").len();
+    let huge = ToolText {
+        name: "evil_tool".into(),
+        server: "evil".into(),
+        tool: "tool".into(),
+        title: "t".repeat(100_000),
+        description: "word ".repeat(800_000),
+        params: Vec::new(),
+    };
+    for text in [
+        text_of(&huge),
+        "\u{301}".repeat(1_000),
+        "🦀".repeat(1_000),
+        "\0\u{feff}\u{202e}".repeat(300),
+        String::new(),
+    ] {
+        let vector = model.embed(&text).expect("embeds");
+        assert_eq!(vector.len(), width);
+        let norm: f32 = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-3, "{norm}");
+    }
+}

@@ -1153,6 +1153,50 @@ mod tests {
             .collect()
     }
 
+    /// Meaning and words together: a tool no query word names can come first when the query's
+    /// vector is its own; a tool without a vector keeps its words' share; a query without a
+    /// searchable word finds nothing even with vectors.
+    #[test]
+    fn meaning_joins_words_in_the_ranking() {
+        let index = ToolIndex::build(vec![
+            tool("s", "alpha_tool", "Does alpha things."),
+            tool("s", "echo", "Repeats its input."),
+            tool("s", "gamma", "Unrelated."),
+            tool("s", "alpha_unembedded", "Alpha as well."),
+        ]);
+        let query = [1.0f32, 0.0];
+        let vectors: Vec<Option<ToolVector>> = vec![
+            Some(std::sync::Arc::from(vec![0.0f32, 1.0])),
+            Some(std::sync::Arc::from(vec![1.0f32, 0.0])),
+            Some(std::sync::Arc::from(vec![-1.0f32, 0.0])),
+            None,
+        ];
+        let ranked = |q: &str| -> Vec<(String, f64)> {
+            index
+                .search_with_meaning(q, 10, Some((&query, &vectors)))
+                .iter()
+                .map(|hit| (index.tools()[hit.index].tool.clone(), hit.score))
+                .collect()
+        };
+        let found = ranked("alpha");
+        let order: Vec<&str> = found.iter().map(|(name, _)| name.as_str()).collect();
+        // echo: 0.6 (meaning alone); the alpha tools share the words' 0.4 at most; gamma's
+        // cosine is negative and its words none: not found.
+        assert_eq!(order[0], "echo", "{found:?}");
+        assert!((found[0].1 - MEANING_WEIGHT).abs() < 1e-9, "{found:?}");
+        assert!(order.contains(&"alpha_tool") && order.contains(&"alpha_unembedded"));
+        assert!(!order.contains(&"gamma"), "{found:?}");
+        assert!(found.iter().all(|(_, score)| *score <= 1.0 + 1e-9));
+        // Words alone: only the alpha tools.
+        let words: Vec<String> = names(&index, "alpha", 10);
+        assert_eq!(words.len(), 2, "{words:?}");
+        assert!(ranked("?!").is_empty() && ranked("the of and").is_empty());
+        // A query vector of another length (another model) leaves the words as they were.
+        let other = [1.0f32, 0.0, 0.0];
+        let hits = index.search_with_meaning("alpha", 10, Some((&other, &vectors)));
+        assert_eq!(hits, index.search("alpha", 10));
+    }
+
     #[test]
     fn words_split_on_every_naming_style() {
         assert_eq!(split_words("read_text_file"), ["read", "text", "file"]);

@@ -323,3 +323,82 @@ fn embed_catalogs(model: &SentenceModel, vectors: &Vectors, texts: &Receiver<Vec
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folder(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        for (name, bytes) in files {
+            std::fs::write(dir.path().join(name), bytes).expect("written");
+        }
+        dir
+    }
+
+    fn load_error(dir: &Path) -> String {
+        match SentenceModel::load(dir) {
+            Ok(_) => panic!("{} loaded", dir.display()),
+            Err(error) => error,
+        }
+    }
+
+    /// Every way a folder can be wrong is named, with what would be right; nothing panics.
+    #[test]
+    fn a_folder_that_is_not_a_model_says_what_is_wrong() {
+        let empty = folder(&[]);
+        let error = load_error(empty.path());
+        assert!(
+            error.contains("no config.json") && error.contains("all-MiniLM-L6-v2"),
+            "{error}"
+        );
+
+        let not_bert = folder(&[
+            ("config.json", br#"{"model_type": "llama"}"#),
+            ("tokenizer.json", b"{}"),
+            ("model.safetensors", b""),
+        ]);
+        let error = load_error(not_bert.path());
+        assert!(error.contains("not a BERT model's config"), "{error}");
+
+        let config = br#"{"vocab_size": 10, "hidden_size": 4, "num_hidden_layers": 1,
+            "num_attention_heads": 1, "intermediate_size": 4, "hidden_act": "gelu",
+            "hidden_dropout_prob": 0.1, "max_position_embeddings": 8, "type_vocab_size": 2,
+            "initializer_range": 0.02, "layer_norm_eps": 1e-12, "pad_token_id": 0,
+            "classifier_dropout": null, "model_type": "bert"}"#;
+        let bad_tokenizer = folder(&[
+            ("config.json", config),
+            ("tokenizer.json", b"not json"),
+            ("model.safetensors", b""),
+        ]);
+        let error = load_error(bad_tokenizer.path());
+        assert!(error.contains("tokenizer.json"), "{error}");
+
+        let tokenizer = br#"{"version": "1.0", "truncation": null, "padding": null,
+            "added_tokens": [], "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+            "post_processor": null, "decoder": null,
+            "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "a": 1}, "unk_token": "[UNK]"}}"#;
+        let garbage = folder(&[
+            ("config.json", config),
+            ("tokenizer.json", tokenizer),
+            (
+                "model.safetensors",
+                b"\xff\xff\xff\xff\xff\xff\xff\x7f garbage",
+            ),
+        ]);
+        let error = load_error(garbage.path());
+        assert!(error.contains("model.safetensors"), "{error}");
+    }
+
+    #[test]
+    fn tool_texts_spell_names_as_words() {
+        assert_eq!(
+            tool_text("fs", "create_directory", "", "Create a new directory. "),
+            "fs create directory: . Create a new directory."
+        );
+        assert_eq!(
+            tool_text("notion", "API-getUsers", "List users", "Lists all users."),
+            "notion api get users: List users. Lists all users."
+        );
+    }
+}
