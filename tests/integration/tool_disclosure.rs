@@ -491,30 +491,13 @@ fn the_report_is_written_on_sigterm_too() {
     assert_eq!(parsed["calls"]["total"], 1);
 }
 
-/// The sentence model `.ci/setup-model` installs; `None` after a notice outside CI when missing.
-fn search_model() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/models/all-MiniLM-L6-v2");
-    if dir.join("model.safetensors").is_file() {
-        return Some(dir);
-    }
-    assert!(
-        !crate::s3::in_ci(),
-        "{}: no sentence model; run `bash .ci/setup-model`",
-        dir.display()
-    );
-    eprintln!(
-        "SKIPPED: search by meaning through loom: no model at {} (bash .ci/setup-model)",
-        dir.display()
-    );
-    None
-}
-
 /// `tools.searchModel` through a real loom (SPEC §20.3): a request in other words finds its tool
 /// first among the eight servers, where words alone rank another; a tool a server adds later is
 /// embedded too (the catalog changed) and found by meaning.
 #[test]
 fn a_sentence_model_finds_what_words_miss() {
-    let Some(model) = search_model() else {
+    let Some(model) = crate::tool_search::sentence_model_dir("search by meaning through loom")
+    else {
         return;
     };
     // The fixture's own `echo` is in the catalog too: either echo is right.

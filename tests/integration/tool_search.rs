@@ -336,26 +336,31 @@ fn real_servers_get_categories_and_near_names() {
     );
 }
 
-/// The sentence model `.ci/setup-model` installs (or `LOOM_SEARCH_MODEL`); `None` after a notice
-/// when it is missing outside CI.
-fn sentence_model() -> Option<SentenceModel> {
+/// The folder of the sentence model `.ci/setup-model` installs (or `LOOM_SEARCH_MODEL`); `None`
+/// after a notice when it is missing outside CI (under `.ci/test` a missing model fails).
+pub(crate) fn sentence_model_dir(what: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("LOOM_SEARCH_MODEL")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/models/all-MiniLM-L6-v2")
         });
-    if !dir.join("model.safetensors").is_file() {
-        assert!(
-            !crate::s3::in_ci(),
-            "{}: no sentence model; run `bash .ci/setup-model` (every test must run under .ci/test)",
-            dir.display()
-        );
-        eprintln!(
-            "SKIPPED: tool search by meaning: no model at {} (bash .ci/setup-model installs it)",
-            dir.display()
-        );
-        return None;
+    if dir.join("model.safetensors").is_file() {
+        return Some(dir);
     }
+    assert!(
+        !crate::s3::in_ci(),
+        "{}: no sentence model; run `bash .ci/setup-model` (every test must run under .ci/test)",
+        dir.display()
+    );
+    eprintln!(
+        "SKIPPED: {what}: no model at {} (bash .ci/setup-model installs it)",
+        dir.display()
+    );
+    None
+}
+
+fn sentence_model() -> Option<SentenceModel> {
+    let dir = sentence_model_dir("tool search by meaning")?;
     Some(SentenceModel::load(&dir).unwrap_or_else(|e| panic!("{e}")))
 }
 
