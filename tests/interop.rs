@@ -19,7 +19,8 @@ const SETUP_HINT: &str = "run `bash .ci/run` (everything CI runs) or `.ci/setup-
      (needs python3 with venv, node and npm; installs into .ci/venv, .ci/venv1, \
      .ci/venv-litellm, .ci/node/node_modules, .ci/inspector/node_modules and \
      .ci/browser/node_modules, and Debian's chromium, prometheus, haproxy and postgresql), then \
-     `.ci/setup-data` (moto, the S3 server, into .ci/venv-data)";
+     `.ci/setup-data` (moto, the S3 server, into .ci/venv-data) and `.ci/setup-model` (tool \
+     search's sentence model into .ci/models)";
 
 /// Files the suite needs besides the Python packages.
 const SERVERS: &[&str] = &[
@@ -55,6 +56,8 @@ const SERVERS: &[&str] = &[
     // cluster of the test's own (test_cluster_store.py, tests/interop/postgres.py).
     ".ci/node/node_modules/@modelcontextprotocol/server-postgres/dist/index.js",
     "/usr/lib/postgresql/15/bin/initdb",
+    // Tool search's sentence model, all-MiniLM-L6-v2 (test_tool_search.py; .ci/setup-model).
+    ".ci/models/all-MiniLM-L6-v2/model.safetensors",
 ];
 
 /// The interpreter with the Python SDK's 1.x line (tests/interop/requirements-1x.txt).
