@@ -140,15 +140,27 @@ impl Hub {
                 .ok()
                 .map(Arc::new)
         });
-        // Never worse than without it: a model that does not load leaves search to words.
-        let tool_embedder = config.tools.search_model.as_deref().and_then(|dir| {
-            super::semantic::SentenceModel::load(dir)
-                .and_then(super::semantic::ToolEmbedder::start)
-                .map_err(|error| {
-                    tracing::warn!("tools.searchModel: {error}; tool search ranks by words alone");
-                })
-                .ok()
-        });
+        // Never worse than without it: a model that does not load (or panics loading) leaves
+        // search to words. Reading up to 1 GiB and a test sentence run off the async threads.
+        let tool_embedder = match config.tools.search_model.clone() {
+            Some(dir) => tokio::task::spawn_blocking(move || {
+                std::panic::catch_unwind(|| super::semantic::SentenceModel::load(&dir))
+                    .unwrap_or_else(|_| {
+                        Err(format!(
+                            "{}: the model's code panicked loading it",
+                            dir.display()
+                        ))
+                    })
+            })
+            .await
+            .unwrap_or_else(|error| Err(format!("the model did not load: {error}")))
+            .and_then(super::semantic::ToolEmbedder::start)
+            .map_err(|error| {
+                tracing::warn!("tools.searchModel: {error}; tool search ranks by words alone");
+            })
+            .ok(),
+            None => None,
+        };
         let latest = UpstreamLink::default();
         let server_count = servers.len();
         let last_callers = servers

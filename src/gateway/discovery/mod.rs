@@ -97,6 +97,8 @@ pub(crate) struct Discovery {
     /// With a sentence model (`tools.searchModel`): each indexed tool's text for it, in index
     /// order (empty without one).
     pub meaning_texts: Arc<Vec<String>>,
+    /// Set by the first search over this catalog, the one that waits for the tools' vectors.
+    meaning_waited: AtomicBool,
 }
 
 impl Discovery {
@@ -147,6 +149,7 @@ impl Discovery {
             index: ToolIndex::build(texts),
             direct,
             meaning_texts: Arc::new(meaning_texts),
+            meaning_waited: AtomicBool::new(false),
         }
     }
 }
@@ -387,13 +390,26 @@ impl Gateway {
         // client without tasks (SPEC §5.10).
         let meaning = match self.hub.tool_embedder.clone() {
             Some(embedder) if !discovery.meaning_texts.is_empty() => {
-                let (query, texts) = (query.clone(), discovery.meaning_texts.clone());
-                tokio::task::spawn_blocking(move || {
-                    embedder.meaning(&query, &texts, semantic::MEANING_WAIT)
-                })
-                .await
-                .ok()
-                .flatten()
+                // Only the first search over a catalog waits for vectors still being made; the
+                // rest rank the tools without one by words until it is made.
+                let wait = if discovery.meaning_waited.swap(true, Ordering::AcqRel) {
+                    std::time::Duration::ZERO
+                } else {
+                    semantic::MEANING_WAIT
+                };
+                let turn = embedder.query_turn().await;
+                let (query, texts, working) = (
+                    query.clone(),
+                    discovery.meaning_texts.clone(),
+                    embedder.clone(),
+                );
+                let meaning =
+                    tokio::task::spawn_blocking(move || working.meaning(&query, &texts, wait))
+                        .await
+                        .ok()
+                        .flatten();
+                drop(turn);
+                meaning
             }
             _ => None,
         };

@@ -69,6 +69,23 @@ impl SentenceModel {
                 config_path.display()
             )
         })?;
+        // What candle's BERT divides by or counts down from: checked here, so a config that
+        // parses but cannot describe a model is an error, not a panic in the model's code.
+        if config.num_attention_heads == 0
+            || config.hidden_size == 0
+            || !config.hidden_size.is_multiple_of(config.num_attention_heads)
+            || config.vocab_size == 0
+            || config.max_position_embeddings < 2
+        {
+            return Err(format!(
+                "{}: hidden_size ({}) must be a positive multiple of num_attention_heads ({}), vocab_size ({}) positive and max_position_embeddings ({}) at least 2",
+                config_path.display(),
+                config.hidden_size,
+                config.num_attention_heads,
+                config.vocab_size,
+                config.max_position_embeddings
+            ));
+        }
         let mut tokenizer = Tokenizer::from_file(file("tokenizer.json"))
             .map_err(|e| format!("{}: {e}", file("tokenizer.json").display()))?;
         // Saved tokenizers often pad to a fixed length; padding would be averaged in.
@@ -170,18 +187,35 @@ fn tool_text(server: &str, tool: &str, title: &str, lead: &str) -> String {
         }
         out
     };
-    format!(
+    let text = format!(
         "{} {}: {}. {}",
         words(server),
         words(tool),
         title,
         lead.trim()
-    )
+    );
+    // Cut as `embed` cuts, so a server's megabyte title or description is never kept (it is the
+    // cache's key) nor queued whole.
+    match text.char_indices().nth(MAX_TEXT_CHARS) {
+        Some((end, _)) => text[..end].to_owned(),
+        None => text,
+    }
 }
 
-/// How long a search waits for the vectors of tools still being embedded (a session's first
-/// search right after loom started or the catalog changed); past it, those rank by words alone.
+/// How long the first search over a catalog waits for the vectors of its tools still being made
+/// (right after loom started or the catalog changed); later searches use what is made.
 pub const MEANING_WAIT: Duration = Duration::from_secs(10);
+
+/// What turns a text into a unit vector: the sentence model, or a stand-in in tests.
+pub trait Encoder: Send + Sync {
+    fn encode(&self, text: &str) -> Result<Vec<f32>, String>;
+}
+
+impl Encoder for SentenceModel {
+    fn encode(&self, text: &str) -> Result<Vec<f32>, String> {
+        self.embed(text)
+    }
+}
 
 /// The vectors made so far, by text, and the signal the background thread gives after each.
 #[derive(Default)]
@@ -195,28 +229,44 @@ pub type Meaning = (Vec<f32>, Vec<Option<ToolVector>>);
 
 /// Tool vectors by text, filled by a background thread; queries embedded on the call.
 pub struct ToolEmbedder {
-    model: Arc<SentenceModel>,
+    encoder: Arc<dyn Encoder>,
     vectors: Arc<Vectors>,
+    /// Catalogs (their first `capacity` texts) for the background thread.
     queue: SyncSender<Vec<String>>,
+    /// Vectors kept; a catalog's texts past it rank by words alone.
+    capacity: usize,
+    /// Queries embedded at once: one per core, the rest wait their turn.
+    queries: tokio::sync::Semaphore,
 }
 
 impl ToolEmbedder {
     /// Starts the background thread that embeds catalog texts.
     pub fn start(model: SentenceModel) -> Result<Arc<Self>, String> {
-        let model = Arc::new(model);
+        Self::start_with(Arc::new(model), MAX_CACHED_VECTORS)
+    }
+
+    /// [`Self::start`] with any encoder and cache size.
+    pub fn start_with(encoder: Arc<dyn Encoder>, capacity: usize) -> Result<Arc<Self>, String> {
         let vectors: Arc<Vectors> = Arc::default();
-        let (queue, texts) = sync_channel(QUEUE);
-        let worker_model = model.clone();
-        let worker_vectors = vectors.clone();
+        let (queue, catalogs) = sync_channel(QUEUE);
+        let (worker_encoder, worker_vectors) = (encoder.clone(), vectors.clone());
         std::thread::Builder::new()
             .name("loom-tool-vectors".to_owned())
-            .spawn(move || embed_catalogs(&worker_model, &worker_vectors, &texts))
+            .spawn(move || embed_catalogs(&*worker_encoder, &worker_vectors, &catalogs, capacity))
             .map_err(|e| format!("cannot start the tool vector thread: {e}"))?;
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
         Ok(Arc::new(ToolEmbedder {
-            model,
+            encoder,
             vectors,
             queue,
+            capacity: capacity.max(1),
+            queries: tokio::sync::Semaphore::new(cores),
         }))
+    }
+
+    /// Waits for a turn to embed a query (one per core at once).
+    pub async fn query_turn(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.queries.acquire().await.ok()
     }
 
     /// Asks for the vectors of `texts` (a catalog's); those not known yet are made in the
@@ -225,20 +275,23 @@ impl ToolEmbedder {
         self.ask(texts);
     }
 
+    /// The texts of a catalog that get vectors: the first `capacity`.
+    fn kept<'t>(&self, texts: &'t [String]) -> &'t [String] {
+        &texts[..texts.len().min(self.capacity)]
+    }
+
     /// [`Self::prepare`], saying whether the texts are known, on their way, or not taken.
     fn ask(&self, texts: &[String]) -> Asked {
-        let missing: Vec<String> = {
+        let texts = self.kept(texts);
+        let missing = {
             let vectors = self.lock();
-            texts
-                .iter()
-                .filter(|t| !vectors.contains_key(*t))
-                .cloned()
-                .collect()
+            texts.iter().any(|t| !vectors.contains_key(t))
         };
-        if missing.is_empty() {
+        if !missing {
             return Asked::Queued;
         }
-        match self.queue.try_send(missing) {
+        // The whole catalog goes: the thread keeps its vectors when the cache is full.
+        match self.queue.try_send(texts.to_vec()) {
             Ok(()) => Asked::Queued,
             // The thread is behind: asked again while a search waits, or at the next search.
             Err(TrySendError::Full(_)) => Asked::Full,
@@ -264,15 +317,17 @@ impl ToolEmbedder {
 
     /// What a search of `query` over the catalog of `texts` needs: the query's vector and the
     /// tools', waiting up to `wait` for those still being made. Blocking (run it off the async
-    /// threads); `None` (search by words alone) when the model fails on the query.
+    /// threads); `None` (search by words alone) when the model fails on the query or the
+    /// background thread is gone.
     pub fn meaning(&self, query: &str, texts: &[String], wait: Duration) -> Option<Meaning> {
+        let texts = self.kept(texts);
         let mut asked = self.ask(texts);
         if asked == Asked::Dead {
             return None;
         }
         let query = self
-            .model
-            .embed(query)
+            .encoder
+            .encode(query)
             .map_err(|e| tracing::warn!("tool search: the query was not embedded: {e}"))
             .ok()?;
         let deadline = Instant::now() + wait;
@@ -281,7 +336,7 @@ impl ToolEmbedder {
             let known: Vec<Option<ToolVector>> =
                 texts.iter().map(|t| vectors.get(t).cloned()).collect();
             let left = deadline.saturating_duration_since(Instant::now());
-            if known.iter().all(Option::is_some) || left.is_zero() {
+            if known.iter().all(Option::is_some) || left.is_zero() || asked == Asked::Dead {
                 return Some((query, known));
             }
             let pause = match asked {
@@ -315,8 +370,15 @@ enum Asked {
 /// How often a waiting search asks again for texts a full queue did not take.
 const ASK_AGAIN: Duration = Duration::from_millis(200);
 
-/// The background thread: embeds each batch's texts not known yet, until loom ends.
-fn embed_catalogs(model: &SentenceModel, vectors: &Vectors, texts: &Receiver<Vec<String>>) {
+/// The background thread: embeds each catalog's texts not known yet, until loom ends. When the
+/// cache is full, vectors of texts the catalog at hand does not have make room; a catalog is at
+/// most `capacity` texts, so its own vectors always fit and are never made twice.
+fn embed_catalogs(
+    encoder: &dyn Encoder,
+    vectors: &Vectors,
+    catalogs: &Receiver<Vec<String>>,
+    capacity: usize,
+) {
     let lock = || {
         vectors
             .by_text
@@ -324,14 +386,15 @@ fn embed_catalogs(model: &SentenceModel, vectors: &Vectors, texts: &Receiver<Vec
             .unwrap_or_else(PoisonError::into_inner)
     };
     let mut failures = 0usize;
-    while let Ok(batch) = texts.recv() {
-        for text in batch {
-            if lock().contains_key(&text) {
+    while let Ok(catalog) = catalogs.recv() {
+        let mut current: Option<std::collections::HashSet<&str>> = None;
+        for text in &catalog {
+            if lock().contains_key(text) {
                 continue;
             }
             // A panic in the model's code on a server's text ends neither the thread nor loom.
             let made =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.embed(&text)))
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| encoder.encode(text)))
                     .unwrap_or_else(|_| Err("the model panicked on it".to_owned()));
             let vector: ToolVector = match made {
                 Ok(vector) => vector.into(),
@@ -347,10 +410,12 @@ fn embed_catalogs(model: &SentenceModel, vectors: &Vectors, texts: &Receiver<Vec
                 }
             };
             let mut known = lock();
-            if known.len() >= MAX_CACHED_VECTORS {
-                known.clear();
+            if known.len() >= capacity {
+                let current =
+                    current.get_or_insert_with(|| catalog.iter().map(String::as_str).collect());
+                known.retain(|text, _| current.contains(text.as_str()));
             }
-            known.insert(text, vector);
+            known.insert(text.clone(), vector);
             drop(known);
             vectors.made.notify_all();
         }
@@ -394,6 +459,22 @@ mod tests {
         let error = load_error(not_bert.path());
         assert!(error.contains("not a BERT model's config"), "{error}");
 
+        // Parses, but candle's BERT would divide by zero heads: an error, not a panic.
+        let zero_heads = folder(&[
+            (
+                "config.json",
+                br#"{"vocab_size": 10, "hidden_size": 4, "num_hidden_layers": 1,
+                "num_attention_heads": 0, "intermediate_size": 4, "hidden_act": "gelu",
+                "hidden_dropout_prob": 0.1, "max_position_embeddings": 8, "type_vocab_size": 2,
+                "initializer_range": 0.02, "layer_norm_eps": 1e-12, "pad_token_id": 0,
+                "classifier_dropout": null, "model_type": "bert"}"#,
+            ),
+            ("tokenizer.json", b"{}"),
+            ("model.safetensors", b""),
+        ]);
+        let error = load_error(zero_heads.path());
+        assert!(error.contains("num_attention_heads (0)"), "{error}");
+
         let config = br#"{"vocab_size": 10, "hidden_size": 4, "num_hidden_layers": 1,
             "num_attention_heads": 1, "intermediate_size": 4, "hidden_act": "gelu",
             "hidden_dropout_prob": 0.1, "max_position_embeddings": 8, "type_vocab_size": 2,
@@ -423,8 +504,127 @@ mod tests {
         assert!(error.contains("model.safetensors"), "{error}");
     }
 
+    /// A stand-in encoder: a text's vector is (its length, 1) at unit length; "panic" panics,
+    /// "fail" fails; each call is counted and takes `delay` (a text starting "slow", 10 s).
+    struct Stand {
+        calls: std::sync::atomic::AtomicUsize,
+        delay: Duration,
+    }
+
+    impl Encoder for Stand {
+        fn encode(&self, text: &str) -> Result<Vec<f32>, String> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            std::thread::sleep(if text.starts_with("slow") {
+                Duration::from_secs(10)
+            } else {
+                self.delay
+            });
+            match text {
+                "panic" => panic!("a stand-in panic"),
+                "fail" => Err("a stand-in failure".to_owned()),
+                _ => {
+                    let (a, b) = (text.len() as f32, 1.0f32);
+                    let norm = (a * a + b * b).sqrt();
+                    Ok(vec![a / norm, b / norm])
+                }
+            }
+        }
+    }
+
+    fn stand(delay_ms: u64) -> Arc<Stand> {
+        Arc::new(Stand {
+            calls: Default::default(),
+            delay: Duration::from_millis(delay_ms),
+        })
+    }
+
+    fn texts(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    /// The first search waits for a catalog still being embedded and gets every vector; a text
+    /// the encoder fails or panics on gets an empty vector and the thread goes on.
+    #[test]
+    fn a_search_waits_for_its_catalog_and_failures_do_not_stop_the_thread() {
+        let encoder = stand(20);
+        let embedder = ToolEmbedder::start_with(encoder.clone(), 100).expect("starts");
+        let catalog = texts(&["alpha", "panic", "beta", "fail", "gamma"]);
+        let (query, known) = embedder
+            .meaning("q", &catalog, Duration::from_secs(60))
+            .expect("a query vector");
+        assert_eq!(query.len(), 2);
+        let lengths: Vec<Option<usize>> =
+            known.iter().map(|v| v.as_ref().map(|v| v.len())).collect();
+        assert_eq!(lengths, [Some(2), Some(0), Some(2), Some(0), Some(2)]);
+        // Known texts are not embedded again: one more search costs the query alone.
+        let calls = encoder.calls.load(std::sync::atomic::Ordering::SeqCst);
+        embedder
+            .meaning("q", &catalog, Duration::ZERO)
+            .expect("a query vector");
+        assert_eq!(
+            encoder.calls.load(std::sync::atomic::Ordering::SeqCst),
+            calls + 1
+        );
+        // A query the encoder fails on: words alone.
+        assert!(embedder.meaning("fail", &catalog, Duration::ZERO).is_none());
+    }
+
+    /// Past the cache's size, a catalog's first `capacity` texts get vectors (the rest rank by
+    /// words) and searching again embeds nothing: no churn. A second catalog makes room by
+    /// dropping the first's vectors, never its own.
+    #[test]
+    fn a_catalog_larger_than_the_cache_does_not_churn() {
+        let encoder = stand(0);
+        let embedder = ToolEmbedder::start_with(encoder.clone(), 3).expect("starts");
+        let first = texts(&["a", "bb", "ccc", "dddd", "eeeee"]);
+        let (_, known) = embedder
+            .meaning("q", &first, Duration::from_secs(60))
+            .expect("a query vector");
+        assert_eq!(known.len(), 3);
+        assert!(known.iter().all(Option::is_some));
+        let calls = |e: &Stand| e.calls.load(std::sync::atomic::Ordering::SeqCst);
+        let after_first = calls(&encoder);
+        for _ in 0..3 {
+            embedder
+                .meaning("q", &first, Duration::from_secs(60))
+                .expect("a query vector");
+        }
+        assert_eq!(
+            calls(&encoder),
+            after_first + 3,
+            "only the queries were embedded"
+        );
+        let second = texts(&["x", "yy", "zzz"]);
+        let (_, known) = embedder
+            .meaning("q", &second, Duration::from_secs(60))
+            .expect("a query vector");
+        assert!(known.iter().all(Option::is_some));
+        assert_eq!(embedder.vectors(&second).iter().flatten().count(), 3);
+    }
+
+    /// A search that does not wait gets what is made so far: `None` for the rest.
+    #[test]
+    fn a_search_that_does_not_wait_takes_what_is_made() {
+        let embedder = ToolEmbedder::start_with(stand(0), 100).expect("starts");
+        let catalog = texts(&["slow one", "slow two", "slow three"]);
+        let (query, known) = embedder
+            .meaning("q", &catalog, Duration::ZERO)
+            .expect("a query vector");
+        assert_eq!((query.len(), known.len()), (2, 3));
+        assert!(known.iter().all(Option::is_none), "{known:?}");
+    }
+
     #[test]
     fn tool_texts_spell_names_as_words() {
+        let huge = super::super::search::ToolText {
+            name: "s_t".into(),
+            server: "s".into(),
+            tool: "t".into(),
+            title: "title ".repeat(100_000),
+            description: "word ".repeat(100_000),
+            params: Vec::new(),
+        };
+        assert_eq!(text_of(&huge).chars().count(), MAX_TEXT_CHARS);
         assert_eq!(
             tool_text("fs", "create_directory", "", "Create a new directory. "),
             "fs create directory: . Create a new directory."
