@@ -73,7 +73,9 @@ impl SentenceModel {
         // parses but cannot describe a model is an error, not a panic in the model's code.
         if config.num_attention_heads == 0
             || config.hidden_size == 0
-            || !config.hidden_size.is_multiple_of(config.num_attention_heads)
+            || !config
+                .hidden_size
+                .is_multiple_of(config.num_attention_heads)
             || config.vocab_size == 0
             || config.max_position_embeddings < 2
         {
